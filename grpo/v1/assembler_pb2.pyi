@@ -1,0 +1,62 @@
+from grpo.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubmitRolloutsRequest(_message.Message):
+    __slots__ = ("rollouts",)
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    rollouts: _containers.RepeatedCompositeFieldContainer[_common_pb2.Rollout]
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_common_pb2.Rollout, _Mapping]]] = ...) -> None: ...
+
+class SubmitRolloutsResponse(_message.Message):
+    __slots__ = ("accepted", "duplicates")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    duplicates: int
+    def __init__(self, accepted: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class GetStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AssemblerStats(_message.Message):
+    __slots__ = ("rollouts_received", "groups_opened", "groups_accepted", "groups_rejected_all_correct", "groups_rejected_all_wrong", "groups_timed_out", "groups_rejected_too_few_valid", "groups_pending", "rewards_missing", "regenerations", "generated_tokens", "kept_tokens", "verifier_failures")
+    ROLLOUTS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_OPENED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_REJECTED_ALL_CORRECT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_REJECTED_ALL_WRONG_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_REJECTED_TOO_FEW_VALID_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    REWARDS_MISSING_FIELD_NUMBER: _ClassVar[int]
+    REGENERATIONS_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    KEPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    rollouts_received: int
+    groups_opened: int
+    groups_accepted: int
+    groups_rejected_all_correct: int
+    groups_rejected_all_wrong: int
+    groups_timed_out: int
+    groups_rejected_too_few_valid: int
+    groups_pending: int
+    rewards_missing: int
+    regenerations: int
+    generated_tokens: int
+    kept_tokens: int
+    verifier_failures: int
+    def __init__(self, rollouts_received: _Optional[int] = ..., groups_opened: _Optional[int] = ..., groups_accepted: _Optional[int] = ..., groups_rejected_all_correct: _Optional[int] = ..., groups_rejected_all_wrong: _Optional[int] = ..., groups_timed_out: _Optional[int] = ..., groups_rejected_too_few_valid: _Optional[int] = ..., groups_pending: _Optional[int] = ..., rewards_missing: _Optional[int] = ..., regenerations: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., verifier_failures: _Optional[int] = ...) -> None: ...
+
+class GetStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: AssemblerStats
+    def __init__(self, stats: _Optional[_Union[AssemblerStats, _Mapping]] = ...) -> None: ...

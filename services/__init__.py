@@ -1,0 +1,1 @@
+"""gRPC services and their shared runtime (server bootstrap, health, metrics, config, streams)."""

@@ -1,0 +1,1 @@
+"""Verifier SDK and the built-in verifiers (math outcome, math steps, sandboxed code)."""
