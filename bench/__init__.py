@@ -1,0 +1,1 @@
+"""Benchmarks run by `make bench`: each ``bench/bench_*.py`` module exposes ``main()``."""
