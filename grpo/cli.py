@@ -1,0 +1,129 @@
+"""The ``grpo`` command line (typer).
+
+``grpo serve SERVICE`` runs one service (see ``grpo.services.registry``). The other commands
+live in their own modules and are attached here, so each owner edits only their module:
+
+- Table ``SUBCOMMANDS`` maps a command name to a module ``grpo.cli_<name>``.
+- If that module defines a function named like the command (``report`` in
+  ``grpo.cli_report``), it becomes a single command: ``grpo report RUN_DIR``.
+- Otherwise its module-level ``app: typer.Typer`` is attached as a command group:
+  ``grpo score math --input ...``.
+- Keep heavy imports (torch, sympy, transformers) inside the command functions: every
+  ``grpo`` invocation imports all these modules. A module whose optional dependency is not
+  installed is skipped (its command is absent); a missing ``grpo`` module is an error.
+
+To add a command: write ``grpo/cli_<name>.py`` and add ``"<name>": "grpo.cli_<name>"`` to
+``SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["SUBCOMMANDS", "app"]
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(
+    name="grpo",
+    help="grpo-pipeline: GRPO training with gRPC verifiers and Redis Streams.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+SUBCOMMANDS: dict[str, str] = {
+    "score": "grpo.cli_score",
+    "run": "grpo.cli_run",
+    "report": "grpo.cli_report",
+    "model": "grpo.cli_model",
+}
+"""Command name -> module implementing it (a function of that name, or a typer ``app``)."""
+
+
+@app.command(no_args_is_help=True)
+def serve(
+    service: Annotated[
+        str,
+        typer.Argument(
+            help="Service to run: verifier-math, verifier-steps, verifier-code, generation, "
+            "rollout-worker, assembler, learner (or module:ATTRIBUTE of a ServiceSpec)."
+        ),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML settings file (see docs/configuration.md)."),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", "-p", help="gRPC port (0 = pick a free one).")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind, e.g. 0.0.0.0.")] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Prometheus /metrics port (0 = pick a free one, -1 = off)."),
+    ] = None,
+    port_file: Annotated[
+        Path | None,
+        typer.Option(help="Write {port, metrics_port, pid} JSON here once serving."),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_json: Annotated[
+        bool, typer.Option("--log-json/--log-text", help="JSON log lines or plain text.")
+    ] = True,
+) -> None:
+    """Run one gRPC service until SIGTERM/SIGINT, then drain and exit 0.
+
+    Settings come from defaults < --config YAML < GRPO_* environment variables < these flags.
+    Health (grpc.health.v1), reflection and a Prometheus endpoint are always served.
+    """
+    from grpo.services.config import load_settings
+    from grpo.services.errors import GrpoError
+    from grpo.services.logging import configure_logging
+    from grpo.services.registry import load_spec
+    from grpo.services.registry import serve as serve_service
+
+    configure_logging(log_level, json=log_json)
+    try:
+        spec = load_spec(service)
+        settings = load_settings(
+            spec.settings_cls,
+            config,
+            {"server.port": port, "server.host": host, "server.metrics_port": metrics_port},
+        )
+    except (GrpoError, ImportError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    serve_service(spec, settings, port_file=port_file)
+
+
+def _attach(name: str, module_name: str) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module_name or not missing.startswith("grpo"):
+            log.debug("command %s unavailable: %s", name, exc)
+            return
+        raise
+    command = getattr(module, name.replace("-", "_"), None)
+    if callable(command):
+        app.command(name)(command)
+        return
+    sub_app = getattr(module, "app", None)
+    if isinstance(sub_app, typer.Typer):
+        app.add_typer(sub_app, name=name)
+        return
+    raise TypeError(f"{module_name} defines neither a function {name!r} nor a typer `app`")
+
+
+for _name, _module in SUBCOMMANDS.items():
+    _attach(_name, _module)
+
+
+if __name__ == "__main__":
+    app()

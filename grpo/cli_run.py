@@ -1,0 +1,125 @@
+"""``grpo run CONFIG``: the main job on one machine (see ``grpo.services.pipeline.run``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["run"]
+
+
+def _parse_overrides(items: list[str]) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--set expects KEY=VALUE (dotted key), got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def run(
+    config: Annotated[Path, typer.Argument(help="Run config YAML, e.g. configs/arith-cpu.yaml.")],
+    run_dir: Annotated[
+        Path | None,
+        typer.Option("--run-dir", help="Output folder (default runs/<timestamp>-<name>)."),
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Learner steps (overrides budget.steps).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override a config value: --set learner.trainer.lr=3e-5 (repeatable).",
+        ),
+    ] = None,
+) -> None:
+    """Run the whole pipeline: SFT warm start, then GRPO with every service as a process.
+
+    Starts an embedded Redis unless REDIS_URL is set, launches verifiers, assembler, rollout
+    worker(s) and learner on loopback ports, feeds prompts, shows live progress and writes the
+    run directory (config, logs, metrics, checkpoints, summary.json). Ctrl-C stops cleanly.
+    """
+    import logging
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    from grpo.services.errors import GrpoError
+    from grpo.services.pipeline.config import load_run_config
+    from grpo.services.pipeline.processes import become_subreaper
+    from grpo.services.pipeline.run import Pipeline, Progress, default_run_dir
+
+    logging.basicConfig(level=logging.WARNING)
+    console = Console()
+    values = _parse_overrides(overrides or [])
+    if steps is not None:
+        values["budget.steps"] = steps
+    try:
+        cfg = load_run_config(config, values)
+    except GrpoError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    out = run_dir or default_run_dir(cfg)
+    become_subreaper()
+
+    def fmt(x: float, spec: str = ".3f") -> str:
+        return "-" if math.isnan(x) else format(x, spec)
+
+    def table(p: Progress) -> Table:
+        s = p.stats
+        t = Table(title=f"grpo run {cfg.name}  ({out})", show_header=True)
+        for col in (
+            "step",
+            "policy",
+            "reward",
+            "held-out acc",
+            "tokens/s",
+            "groups kept",
+            "rejected (all✓/all✗/few)",
+            "pending",
+            "elapsed s",
+        ):
+            t.add_column(col, justify="right")
+        t.add_row(
+            f"{p.step}/{cfg.budget.steps if steps is None else steps}",
+            str(p.policy_version),
+            fmt(p.reward),
+            fmt(p.heldout_accuracy),
+            f"{p.tokens_per_s:.0f}",
+            str(s.groups_accepted),
+            f"{s.groups_rejected_all_correct}/{s.groups_rejected_all_wrong}/"
+            f"{s.groups_rejected_too_few_valid}",
+            str(s.groups_pending),
+            f"{p.elapsed_s:.0f}",
+        )
+        return t
+
+    live = Live(table(Progress()), console=console, refresh_per_second=2, transient=False)
+    pipeline = Pipeline(cfg, out, on_progress=lambda p: live.update(table(p)), log_fn=console.log)
+    console.log(f"run dir {pipeline.run_dir}")
+    try:
+        pipeline.tasks = None
+        live.start()
+        summary = pipeline.run(steps)
+    except GrpoError as exc:
+        live.stop()
+        console.print(f"[red]run failed:[/red] {exc}")
+        raise typer.Exit(code=1) from None
+    finally:
+        live.stop()
+    console.print(
+        f"SFT accuracy {summary['sft_accuracy']:.3f} -> final {summary['final_accuracy']:.3f} "
+        f"({summary['accuracy_gain_points']:+.1f} points) after {summary['steps']} steps, "
+        f"{summary['generated_tokens']} generated tokens, {summary['wall_clock_s']:.0f} s "
+        f"(stop: {summary['stop_reason']}); summary in {pipeline.run_dir / 'summary.json'}"
+    )
+    if summary["leftover_processes"]:
+        console.print(f"[red]killed leftover processes {summary['leftover_processes']}[/red]")

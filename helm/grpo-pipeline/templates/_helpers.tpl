@@ -1,0 +1,216 @@
+{{/*
+Shared names, labels and the workload list every per-kind template ranges over.
+*/}}
+
+{{/* Chart name (nameOverride wins). */}}
+{{- define "grpo.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource-name prefix: fullnameOverride, else <release>-<chart> (or <release> if it
+     already contains the chart name). Kept short so "<prefix>-verifier-<name>" fits 63. */}}
+{{- define "grpo.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "grpo.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select the pods of this release. */}}
+{{- define "grpo.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "grpo.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels on every object of this release. */}}
+{{- define "grpo.labels" -}}
+{{ include "grpo.selectorLabels" . }}
+app.kubernetes.io/part-of: grpo-pipeline
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Name of one component's objects: (dict "root" $ "component" "verifier-math"). */}}
+{{- define "grpo.componentName" -}}
+{{- printf "%s-%s" (include "grpo.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of one component. */}}
+{{- define "grpo.componentSelector" -}}
+{{ include "grpo.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+Every enabled workload as YAML: component name -> its block merged over `defaults`, plus
+  role: generation | assembler | learner | verifier
+  verifierName: the key under `verifiers` (verifiers only)
+  redisClient: true for the pipeline services that use Redis (never for verifiers)
+Templates read it with: include "grpo.workloads" . | fromYaml
+*/}}
+{{- define "grpo.workloads" -}}
+{{- $out := dict -}}
+{{- range $name, $svc := .Values.services -}}
+{{- if or (not (hasKey $svc "enabled")) $svc.enabled -}}
+{{- $w := mergeOverwrite (deepCopy $.Values.defaults) (deepCopy $svc) -}}
+{{- $_ := set $w "role" $name -}}
+{{- $_ := set $w "redisClient" true -}}
+{{- $_ := set $out $name $w -}}
+{{- end -}}
+{{- end -}}
+{{- range $name, $v := .Values.verifiers -}}
+{{- if or (not (hasKey $v "enabled")) $v.enabled -}}
+{{- $w := mergeOverwrite (deepCopy $.Values.defaults) (dict "grpcService" "grpo.v1.Verifier") (deepCopy $v) -}}
+{{- $_ := set $w "role" "verifier" -}}
+{{- $_ := set $w "verifierName" $name -}}
+{{- $_ := set $w "redisClient" false -}}
+{{- $_ := set $out (printf "verifier-%s" $name) $w -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* Image reference of a workload: (dict "root" $ "image" $w.image). */}}
+{{- define "grpo.image" -}}
+{{- $img := .image -}}
+{{- $repo := $img.repository -}}
+{{- if not (contains "/" $repo) -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .root.Values.image.registry) $repo -}}
+{{- end -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $repo $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default (default .root.Chart.AppVersion .root.Values.image.tag) $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* gRPC address of a verifier's Service, the form discovery also produces:
+     <service>.<namespace>.svc:<port>. (dict "root" $ "component" "verifier-math") */}}
+{{- define "grpo.verifierAddress" -}}
+{{- printf "%s.%s.svc:%d" (include "grpo.componentName" .) .root.Release.Namespace (int .root.Values.grpc.port) -}}
+{{- end -}}
+
+{{/* The routing table (task type -> outcome/process addresses) built from `verifiers`. */}}
+{{- define "grpo.routing" -}}
+{{- $routes := dict -}}
+{{- range $name, $v := .Values.verifiers -}}
+{{- if or (not (hasKey $v "enabled")) $v.enabled -}}
+{{- $addr := include "grpo.verifierAddress" (dict "root" $ "component" (printf "verifier-%s" $name)) -}}
+{{- $kind := default "outcome" $v.kind -}}
+{{- range $t := $v.taskTypes -}}
+{{- $r := get $routes $t | default (dict "outcome" (list) "process" (list)) -}}
+{{- $_ := set $r $kind (append (get $r $kind) $addr) -}}
+{{- $_ := set $routes $t $r -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $routes -}}
+{{- end -}}
+
+{{/* Bundled Redis in use? */}}
+{{- define "grpo.redis.bundled" -}}
+{{- if not (or .Values.redis.external.url .Values.redis.external.existingSecret) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Name of the Secret and key holding REDIS_URL (external) or the password (bundled). */}}
+{{- define "grpo.redis.secretName" -}}
+{{- if include "grpo.redis.bundled" . -}}
+{{- default (printf "%s-redis" (include "grpo.fullname" .)) .Values.redis.auth.existingSecret -}}
+{{- else -}}
+{{- default (printf "%s-redis" (include "grpo.fullname" .)) .Values.redis.external.existingSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of the TLS Secret. */}}
+{{- define "grpo.tls.secretName" -}}
+{{- default (printf "%s-tls" (include "grpo.fullname" .)) .Values.tls.existingSecret -}}
+{{- end -}}
+
+{{/* Name of the weights claim. */}}
+{{- define "grpo.weights.claimName" -}}
+{{- default (printf "%s-weights" (include "grpo.fullname" .)) .Values.weights.existingClaim -}}
+{{- end -}}
+
+{{/* Does a workload request GPUs? (dict "root" $ "w" $w) */}}
+{{- define "grpo.usesGpu" -}}
+{{- if and .root.Values.gpu.enabled (gt (int (default 0 .w.gpus)) 0) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Environment of a pipeline container: (dict "root" $ "w" $w). */}}
+{{- define "grpo.env" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: HOME
+  value: /tmp
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
+{{- if .w.redisClient }}
+{{- if include "grpo.redis.bundled" .root }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "grpo.redis.secretName" .root }}
+      key: {{ .root.Values.redis.auth.existingSecretKey }}
+- name: REDIS_URL
+  value: {{ printf "redis://:$(REDIS_PASSWORD)@%s-redis:6379/0" (include "grpo.fullname" .root) | quote }}
+{{- else }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "grpo.redis.secretName" .root }}
+      key: {{ .root.Values.redis.external.existingSecretKey }}
+{{- end }}
+{{- end }}
+{{- with .w.env }}
+{{ toYaml . }}
+{{- end }}
+{{- with .w.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* One probe of a workload: (dict "root" $ "w" $w "component" $name "service" "..." "kind" "startup|readiness|liveness").
+     Native gRPC probes on grpc.health.v1; with TLS (which kubelet probes cannot speak) an exec
+     check over TLS for the pipeline's own images and a TCP check for other images. */}}
+{{- define "grpo.probe" -}}
+{{- $p := .w.probes -}}
+{{- $port := int .root.Values.grpc.port -}}
+{{- if not .root.Values.tls.enabled }}
+grpc:
+  port: {{ $port }}
+  service: {{ .service | quote }}
+{{- else if .w.serve }}
+exec:
+  command:
+    - python
+    - -c
+    - {{ include "grpo.tlsHealthScript" . | quote }}
+    - {{ printf "127.0.0.1:%d" $port | quote }}
+    - {{ .service | quote }}
+    - {{ printf "%s.%s.svc" (include "grpo.componentName" (dict "root" .root "component" .component)) .root.Release.Namespace | quote }}
+{{- else }}
+tcpSocket:
+  port: {{ $port }}
+{{- end }}
+periodSeconds: {{ $p.periodSeconds }}
+timeoutSeconds: {{ $p.timeoutSeconds }}
+{{- if eq .kind "startup" }}
+failureThreshold: {{ $p.startupFailureThreshold }}
+{{- else }}
+failureThreshold: {{ $p.failureThreshold }}
+{{- end }}
+{{- end -}}
+
+{{/* A grpc.health.v1 Check over TLS (argv: target, service, server name); exit 0 = SERVING. */}}
+{{- define "grpo.tlsHealthScript" -}}
+import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; d = '/etc/grpo/tls/'; r = lambda n: open(d + n, 'rb').read(); c = grpc.ssl_channel_credentials(r('ca.crt'), r('tls.key'), r('tls.crt')); ch = grpc.secure_channel(sys.argv[1], c, options=[('grpc.ssl_target_name_override', sys.argv[3])]); s = g.HealthStub(ch).Check(h.HealthCheckRequest(service=sys.argv[2]), timeout=4).status; sys.exit(0 if s == h.HealthCheckResponse.SERVING else 1)
+{{- end -}}

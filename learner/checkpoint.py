@@ -1,0 +1,213 @@
+"""Atomic learner checkpoints: model, optimizer, LR schedule, RNG, step, version, consumed ids.
+
+A checkpoint is a folder ``<root>/step-<8 digits>`` holding
+
+- ``model/``: a ``save_pretrained`` folder (``model.safetensors`` + ``config.json``), loadable by
+  generation and evaluation as is;
+- ``optimizer.pt``: optimizer and LR-scheduler state dicts (``torch.save``);
+- ``rng.pt``: Python, torch CPU and CUDA RNG states;
+- ``meta.json``: step, policy version, the consumed group ids in training order, the resolved
+  config (with ``LearnerAlgoConfig.resolved_definition()``'s pinned definitions) and the code and
+  dependency versions.
+
+Atomicity: everything is written into ``<root>/.tmp-step-...`` and fsynced, then the folder is
+renamed to its final name (``os.rename`` is atomic on one filesystem) and the root is fsynced.
+A folder named ``step-*`` is therefore always complete; a crash leaves at most a ``.tmp-*``
+folder, which the next save removes. Only the last ``keep_last`` checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model
+
+from grpo.services.errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["CheckpointState", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+
+_PREFIX = "step-"
+_TMP_PREFIX = ".tmp-"
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What a checkpoint records besides tensors.
+
+    Attributes:
+        step: optimizer steps taken.
+        policy_version: latest policy version published from this training lineage.
+        consumed_group_ids: ids of every group trained on, in training order.
+        resolved_config: the run's resolved configuration (JSON-serialisable).
+        extra: free-form JSON-serialisable counters (e.g. cumulative generated tokens).
+    """
+
+    step: int
+    policy_version: int
+    consumed_group_ids: list[str] = field(default_factory=list)
+    resolved_config: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("grpo-pipeline", "torch", "transformers", "safetensors"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "unknown"
+    return out
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def save_checkpoint(
+    root: str | Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    state: CheckpointState,
+    keep_last: int = 3,
+) -> Path:
+    """Write a checkpoint atomically under ``root`` and prune old ones.
+
+    Args:
+        root: checkpoint folder (created if needed).
+        model: a transformers ``PreTrainedModel`` (saved with ``save_pretrained``).
+        optimizer: its state dict is saved.
+        scheduler: LR scheduler with ``state_dict()``, or None.
+        state: step, policy version, consumed group ids, resolved config.
+        keep_last: how many most recent checkpoints to keep (>= 1).
+
+    Returns:
+        The final checkpoint folder ``root/step-<step>``.
+
+    Raises:
+        InvalidArgumentError: ``keep_last < 1`` or a checkpoint of this step already exists.
+    """
+    if keep_last < 1:
+        raise InvalidArgumentError(f"keep_last must be >= 1, got {keep_last}")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{_PREFIX}{state.step:08d}"
+    if final.exists():
+        raise InvalidArgumentError(f"checkpoint {final} already exists; steps must increase")
+    for stale in root.glob(f"{_TMP_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = root / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
+    tmp.mkdir()
+    model.save_pretrained(tmp / "model")  # type: ignore[operator]
+    torch.save(
+        {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        },
+        tmp / "optimizer.pt",
+    )
+    torch.save(_rng_state(), tmp / "rng.pt")
+    meta = {
+        "step": state.step,
+        "policy_version": state.policy_version,
+        "consumed_group_ids": list(state.consumed_group_ids),
+        "resolved_config": state.resolved_config,
+        "extra": state.extra,
+        "versions": _versions(),
+        "saved_unix_s": time.time(),
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    _fsync_tree(tmp)
+    os.rename(tmp, final)
+    _fsync_dir(root)
+    for old in sorted(root.glob(f"{_PREFIX}*"))[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The newest complete checkpoint folder under ``root``, or None when there is none."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    done = sorted(p for p in root.glob(f"{_PREFIX}*") if (p / "meta.json").is_file())
+    return done[-1] if done else None
+
+
+def load_checkpoint(
+    path: str | Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+    restore_rng: bool = True,
+) -> CheckpointState:
+    """Restore model, optimizer, scheduler and RNG states in place from a checkpoint folder.
+
+    Args:
+        path: a ``step-*`` folder written by ``save_checkpoint``.
+        model: module with the same architecture; weights are loaded onto its device.
+        optimizer: restored when given (its parameters must be ``model``'s, in the same order).
+        scheduler: restored when given.
+        restore_rng: also restore the Python, torch and CUDA RNG states.
+
+    Returns:
+        The recorded ``CheckpointState``.
+
+    Raises:
+        NotFoundError: ``path`` is not a complete checkpoint.
+    """
+    path = Path(path)
+    meta_file = path / "meta.json"
+    if not meta_file.is_file():
+        raise NotFoundError(f"{path} is not a complete checkpoint (no meta.json)")
+    meta = json.loads(meta_file.read_text())
+    device = next(model.parameters()).device
+    load_model(model, str(path / "model" / "model.safetensors"), device=str(device))
+    opt = torch.load(path / "optimizer.pt", map_location=device, weights_only=False)
+    if optimizer is not None:
+        optimizer.load_state_dict(opt["optimizer"])
+    if scheduler is not None and opt["scheduler"] is not None:
+        scheduler.load_state_dict(opt["scheduler"])
+    if restore_rng:
+        rng = torch.load(path / "rng.pt", weights_only=False)
+        random.setstate(rng["python"])
+        torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+    return CheckpointState(
+        step=int(meta["step"]),
+        policy_version=int(meta["policy_version"]),
+        consumed_group_ids=list(meta["consumed_group_ids"]),
+        resolved_config=dict(meta["resolved_config"]),
+        extra=dict(meta.get("extra", {})),
+    )

@@ -1,0 +1,286 @@
+"""``LearnerAlgoConfig``: every choice of the learner math, named, validated and recorded.
+
+One frozen pydantic model; YAML, CLI flags and environment only feed it. Its
+:meth:`LearnerAlgoConfig.resolved_definition` (the conventions with their formulas) goes into
+every checkpoint's metadata and the run's config dump, so a run can always say which std, eps,
+zero-variance rule, reduction, clip band and KL estimator produced its numbers. Paper
+configurations are available as presets (:data:`PRESETS`, docs/learner-math.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["PRESETS", "LearnerAlgoConfig"]
+
+_ADVANTAGE_FORMULAS = {
+    "grpo": "A_i = (R_i - mean_g(R)) / std_g(R)",
+    "rloo": "A_i = R_i - mean_{j != i}(R_j) = n/(n-1) * (R_i - mean_g(R))",
+    "dr_grpo": "A_i = R_i - mean_g(R)",
+}
+_LOSS_FORMULAS = {
+    "ppo": "l_t = max(-A_t r_t, -A_t clip(r_t, 1-clip_low, 1+clip_high))"
+    " [dual clip: A_t<0 -> min(l_t, -dual_clip*A_t)]",
+    "cispo": "grad l_t = -sg(clip(r_t, 1-clip_low, 1+clip_high)) A_t grad log pi_theta(y_t)",
+}
+_RATIO_FORMULAS = {
+    "token": "r_t = exp(log pi_theta(y_t) - log pi_old(y_t))",
+    "sequence": "r_t = s_i = exp(mean_{t in y_i}(log pi_theta - log pi_old))",
+}
+_REDUCTION_FORMULAS = {
+    "token_mean": "L = sum_{i,t} m l / num_tokens",
+    "response_mean": "L = sum_i (sum_t m l / |y_i|) / num_responses",
+    "fixed_budget": "L = sum_{i,t} m l / (num_responses * L_max)",
+}
+_KL_FORMULAS = {
+    "k1": "k1 = log(pi_theta/pi_ref)",
+    "k2": "k2 = 0.5 * log(pi_theta/pi_ref)^2",
+    "k3": "k3 = pi_ref/pi_theta - 1 - log(pi_ref/pi_theta)",
+}
+
+
+class LearnerAlgoConfig(BaseModel):
+    """The learner's algorithm choices (advantages, process credit, loss, KL)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    estimator: Literal["grpo", "rloo", "dr_grpo"] = Field(
+        default="grpo",
+        description="Outcome advantage estimator: grpo (R-mean)/std (DeepSeekMath), rloo "
+        "leave-one-out baseline (Ahmadian et al. 2024), dr_grpo R-mean (Liu et al. 2025).",
+    )
+    std: Literal["population", "sample"] = Field(
+        default="population",
+        description="Std convention of group (and process) normalization: population divides "
+        "by n, sample by n-1 (Bessel).",
+    )
+    eps: float = Field(
+        default=1e-6,
+        gt=0,
+        description="A group whose reward std is <= eps gets advantage 0 (threshold; eps is "
+        "not added to the std).",
+    )
+    zero_variance_rule: Literal["zero_advantage"] = Field(
+        default="zero_advantage",
+        description="What a group whose valid rewards are all equal (max == min, decided "
+        "exactly) or whose std <= eps yields: zero_advantage = every member gets exactly 0 "
+        "(dropping such groups is the assembler's dynamic sampling).",
+    )
+    process_normalization: Literal["group", "response", "none"] = Field(
+        default="group",
+        description="Normalization of process (step) rewards before token credit: group "
+        "(mean/std over all steps of the group's responses, DeepSeekMath), response, none.",
+    )
+    outcome_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the outcome advantage in the token advantage."
+    )
+    process_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Weight of the process (step) advantage in the token advantage; used only "
+        "when a process verifier is routed.",
+    )
+    loss_type: Literal["ppo", "cispo"] = Field(
+        default="ppo",
+        description="Per-token loss: ppo clipped surrogate, or cispo clipped detached IS "
+        "weight times advantage times log-prob (MiniMax-M1 2025).",
+    )
+    ratio_level: Literal["token", "sequence"] = Field(
+        default="token",
+        description="Importance ratio per token, or GSPO's length-normalized sequence ratio "
+        "(Zheng et al. 2025).",
+    )
+    clip_low: float = Field(
+        default=0.2,
+        ge=0,
+        lt=1,
+        description="Lower clip epsilon: ratios below 1-clip_low are clipped.",
+    )
+    clip_high: float = Field(
+        default=0.2,
+        ge=0,
+        description="Upper clip epsilon: ratios above 1+clip_high are clipped (DAPO's "
+        "clip-higher uses 0.28).",
+    )
+    dual_clip: float | None = Field(
+        default=None,
+        description="Dual clip constant c > 1 (Ye et al. 2020): the loss of a negative-advantage "
+        "token is bounded by c*|A|; null disables.",
+    )
+    reduction: Literal["token_mean", "response_mean", "fixed_budget"] = Field(
+        default="token_mean",
+        description="Loss reduction with global denominators: token_mean (DAPO), response_mean "
+        "(original GRPO), fixed_budget (Dr. GRPO, num_responses * L_max).",
+    )
+    kl_estimator: Literal["k1", "k2", "k3"] = Field(
+        default="k3", description="Per-token estimator of KL(pi_theta || pi_ref) (Schulman 2020)."
+    )
+    kl_coef: float = Field(
+        default=0.0, ge=0, description="KL loss weight beta; 0 disables the reference model."
+    )
+    tis_cap: float | None = Field(
+        default=None,
+        description="Truncated importance weight cap: each token's policy-gradient loss is "
+        "multiplied by min(pi_old/mu, tis_cap) (detached); null disables.",
+    )
+    mask_truncated: bool = Field(
+        default=False,
+        description="Drop responses cut at the length limit (no EOS) from the loss (DAPO's "
+        "overlong filtering); they are still counted in diagnostics.",
+    )
+
+    @model_validator(mode="after")
+    def _check_invariants(self) -> LearnerAlgoConfig:
+        if self.dual_clip is not None:
+            if self.dual_clip <= 1.0:
+                raise ValueError(
+                    f"dual_clip={self.dual_clip} must be > 1 (Ye et al. use 3.0) or null to "
+                    "disable it"
+                )
+            if self.loss_type != "ppo":
+                raise ValueError("dual_clip applies to loss_type='ppo' only; set dual_clip: null")
+        if self.tis_cap is not None and self.tis_cap < 1.0:
+            raise ValueError(
+                f"tis_cap={self.tis_cap} < 1 would down-weight on-policy tokens; use a cap >= 1 "
+                "(e.g. 2.0) or null"
+            )
+        if self.outcome_weight == 0 and self.process_weight == 0:
+            raise ValueError(
+                "outcome_weight and process_weight are both 0: no advantage would remain; set "
+                "outcome_weight: 1.0"
+            )
+        return self
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> LearnerAlgoConfig:
+        """A paper configuration from :data:`PRESETS`, with field overrides.
+
+        Raises:
+            ValueError: unknown preset (the message lists them) or an invalid override.
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; valid: {', '.join(sorted(PRESETS))}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def advantage_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``group_advantages`` (estimator, std, eps)."""
+        return {"estimator": self.estimator, "std": self.std, "eps": self.eps}
+
+    def loss_kwargs(self, max_response_length: int | None = None) -> dict[str, Any]:
+        """Keyword arguments of ``policy_loss`` from this config.
+
+        Args:
+            max_response_length: L_max in tokens (the generation limit); needed by
+                ``fixed_budget``.
+
+        Raises:
+            ValueError: ``reduction='fixed_budget'`` without ``max_response_length``.
+        """
+        if self.reduction == "fixed_budget" and max_response_length is None:
+            raise ValueError("reduction='fixed_budget' needs max_response_length (L_max)")
+        return {
+            "clip_low": self.clip_low,
+            "clip_high": self.clip_high,
+            "dual_clip": self.dual_clip,
+            "ratio_level": self.ratio_level,
+            "loss_type": self.loss_type,
+            "reduction": self.reduction,
+            "max_response_length": max_response_length,
+            "tis_cap": self.tis_cap,
+            "kl_coef": self.kl_coef,
+            "kl_estimator": self.kl_estimator,
+        }
+
+    def resolved_definition(self) -> dict[str, Any]:
+        """The conventions in force, with formulas, for checkpoint metadata and config dumps.
+
+        Returns:
+            A JSON-serializable dict: ``advantage``, ``process``, ``loss``, ``kl`` sections
+            (each with the chosen names, their formulas and the pinned rules), ``fields``
+            (every field's value) and ``definition_version``.
+        """
+        return {
+            "definition_version": 1,
+            "advantage": {
+                "estimator": self.estimator,
+                "formula": _ADVANTAGE_FORMULAS[self.estimator],
+                "std": self.std,
+                "std_formula": "sqrt(sum (R-mean)^2 / "
+                + ("n)" if self.std == "population" else "(n-1))"),
+                "eps": self.eps,
+                "eps_rule": "std <= eps -> advantage 0 (threshold, not added to std)",
+                "zero_variance_rule": self.zero_variance_rule,
+                "zero_variance_test": "max == min over valid rewards (exact), or std <= eps",
+                "missing_rewards": "masked out of mean and std; advantage 0; never filled with 0",
+                "min_valid_per_group": 2,
+                "statistics_dtype": "float64",
+            },
+            "process": {
+                "normalization": self.process_normalization,
+                "credit": "A_t = sum of normalized step rewards of steps ending at or after t",
+                "outcome_weight": self.outcome_weight,
+                "process_weight": self.process_weight,
+                "combined": "A_t = outcome_weight * A_outcome + process_weight * A_process_t",
+            },
+            "loss": {
+                "loss_type": self.loss_type,
+                "formula": _LOSS_FORMULAS[self.loss_type],
+                "ratio_level": self.ratio_level,
+                "ratio_formula": _RATIO_FORMULAS[self.ratio_level],
+                "clip_low": self.clip_low,
+                "clip_high": self.clip_high,
+                "dual_clip": self.dual_clip,
+                "reduction": self.reduction,
+                "reduction_formula": _REDUCTION_FORMULAS[self.reduction],
+                "denominators": "global over the batch (all micro-batches and ranks)",
+                "tis_cap": self.tis_cap,
+                "tis_formula": "w_t = min(exp(log pi_old - log mu), tis_cap), detached",
+                "mask_truncated": self.mask_truncated,
+            },
+            "kl": {
+                "estimator": self.kl_estimator,
+                "formula": _KL_FORMULAS[self.kl_estimator],
+                "coef": self.kl_coef,
+                "placement": "per-token loss term kl_coef * k, same reduction as the loss",
+            },
+            "fields": self.model_dump(mode="json"),
+        }
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # DeepSeekMath GRPO: per-response mean, symmetric band, k3 KL in the loss (β = 0.04).
+    "grpo": {"estimator": "grpo", "reduction": "response_mean", "kl_coef": 0.04},
+    # Dr. GRPO: no std, no length normalization (G·L_max), no KL.
+    "dr_grpo": {"estimator": "dr_grpo", "reduction": "fixed_budget", "kl_coef": 0.0},
+    # DAPO: clip-higher, token-mean, no KL, overlong filtering (dynamic sampling: assembler).
+    "dapo": {
+        "estimator": "grpo",
+        "reduction": "token_mean",
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "kl_coef": 0.0,
+        "mask_truncated": True,
+    },
+    # GSPO: sequence-level ratio with its own small band, per-response mean.
+    "gspo": {
+        "ratio_level": "sequence",
+        "clip_low": 3e-4,
+        "clip_high": 4e-4,
+        "reduction": "response_mean",
+        "kl_coef": 0.0,
+    },
+    # CISPO: clipped detached IS weight, token-mean; the paper imposes no lower bound (large
+    # ε_low); ε_high here is our choice.
+    "cispo": {
+        "loss_type": "cispo",
+        "clip_low": 0.99,
+        "clip_high": 0.28,
+        "reduction": "token_mean",
+        "kl_coef": 0.0,
+    },
+    # RLOO baseline with the PPO surrogate, per-response mean.
+    "rloo": {"estimator": "rloo", "reduction": "response_mean", "kl_coef": 0.0},
+}
+"""Paper configurations by name: field values applied over the defaults."""

@@ -1,0 +1,73 @@
+"""Per-token KL estimators k1, k2, k3 between the current policy π_θ and a reference π_ref.
+
+From J. Schulman, "Approximating KL Divergence" (2020). With log r = log π_θ(y) − log π_ref(y)
+for a token y:
+
+* ``k1`` = log r                      — unbiased for KL(π_θ‖π_ref) when y ~ π_θ; can be < 0.
+* ``k2`` = ½ (log r)²                 — ≥ 0, biased; its gradient is that of the reverse KL to
+  second order.
+* ``k3`` = π_ref/π_θ − 1 − log(π_ref/π_θ) = exp(−log r) − 1 + log r
+                                       — ≥ 0, unbiased for KL(π_θ‖π_ref) when y ~ π_θ (the
+  estimator used by GRPO, Shao et al. 2024).
+
+Under sample reuse (tokens drawn from π_old or from a behaviour policy μ ≠ π_θ) none of the
+three is an unbiased estimate of KL(π_θ‖π_ref): the expectation is taken under the sampling
+distribution, not π_θ. k1 then estimates E_μ[log π_θ/π_ref] and k3 estimates
+E_μ[π_ref/π_θ − 1 − log(π_ref/π_θ)]; both are exact only when μ = π_θ (the first
+mini-batch of an on-policy update). See docs/learner-math.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from grpo.learner.registry import Registry
+
+__all__ = ["KL_ESTIMATORS", "kl_penalty"]
+
+KlEstimator = Callable[[torch.Tensor], torch.Tensor]
+KL_ESTIMATORS: Registry[KlEstimator] = Registry("KL estimator")
+"""KL estimators ``fn(log_ratio) -> per-token value``, log_ratio = log π_θ − log π_ref."""
+
+
+@KL_ESTIMATORS.register("k1")
+def _k1(log_ratio: torch.Tensor) -> torch.Tensor:
+    return log_ratio
+
+
+@KL_ESTIMATORS.register("k2")
+def _k2(log_ratio: torch.Tensor) -> torch.Tensor:
+    return 0.5 * log_ratio.square()
+
+
+@KL_ESTIMATORS.register("k3")
+def _k3(log_ratio: torch.Tensor) -> torch.Tensor:
+    # expm1(x) − x is exactly 0 at x = 0 and accurate for small |x|
+    return torch.expm1(-log_ratio) + log_ratio
+
+
+def kl_penalty(
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3"
+) -> torch.Tensor:
+    """Per-token estimate of KL(π_θ‖π_ref) from the log-probs of the sampled tokens.
+
+    Args:
+        logprobs: Tensor[N, T] (any shape), log π_θ(y_t) in nats, may carry gradient.
+        ref_logprobs: same shape, log π_ref(y_t) in nats (treated as a constant: detached).
+        estimator: ``"k1"``, ``"k2"`` or ``"k3"`` (Schulman 2020; see the module docstring).
+
+    Returns:
+        Tensor of the same shape, nats per token. Masking and reduction are the caller's.
+
+    Raises:
+        ValueError: shapes differ or the estimator is unknown (the message lists valid ones).
+    """
+    fn = KL_ESTIMATORS.get(estimator)
+    if logprobs.shape != ref_logprobs.shape:
+        raise ValueError(
+            f"logprobs {tuple(logprobs.shape)} and ref_logprobs {tuple(ref_logprobs.shape)} "
+            "must have the same shape"
+        )
+    return fn(logprobs - ref_logprobs.detach())

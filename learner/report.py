@@ -1,0 +1,185 @@
+"""Run reports: PNG plots of a run directory's ``metrics.jsonl`` (one JSON object per step).
+
+``render_report(run_dir)`` writes into ``<run_dir>/report/``:
+
+- ``reward_accuracy.png``: mean reward and held-out greedy accuracy vs learner step, vs
+  generated tokens and vs wall-clock seconds (three panels);
+- ``group_outcomes.png``: shares of all-correct, all-wrong and mixed groups per step;
+- ``clip_kl_entropy.png``: low/high clip fractions, KL to the reference (or the π_old/μ
+  mismatch when no reference is used) and token entropy per step;
+- ``length_by_advantage.png``: mean response length of rollouts with positive vs negative
+  advantage per step;
+- ``straggler_wait.png``: straggler wait per step (mean and max over the step's groups, seconds).
+
+Metric names are those the learner writes (``grpo.services.learner``); each panel looks up a
+short list of accepted names and says "no data" instead of failing when a run lacks them
+(e.g. a run without evaluation). matplotlib runs with the non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from grpo.services.errors import InvalidArgumentError, NotFoundError  # noqa: E402
+
+__all__ = ["REPORT_FILES", "load_metrics", "render_report"]
+
+REPORT_FILES = (
+    "reward_accuracy.png",
+    "group_outcomes.png",
+    "clip_kl_entropy.png",
+    "length_by_advantage.png",
+    "straggler_wait.png",
+)
+
+# Accepted metric names per quantity, first match wins.
+_REWARD = ("groups/reward_mean", "reward/mean")
+_ACCURACY = ("eval/accuracy",)
+_ALL_CORRECT = ("groups/all_correct_frac",)
+_ALL_WRONG = ("groups/all_wrong_frac",)
+_MIXED = ("groups/mixed_frac",)
+_CLIP_LOW = ("loss/clip_frac_low",)
+_CLIP_HIGH = ("loss/clip_frac_high",)
+_KL = ("kl/mean", "loss/kl")
+_MISMATCH = ("behavior/abs_logprob_diff_mean",)
+_ENTROPY = ("entropy/mean",)
+_LEN_POS = ("len/mean_pos_adv",)
+_LEN_NEG = ("len/mean_neg_adv",)
+_WAIT_MEAN = ("time/straggler_wait_mean_s",)
+_WAIT_MAX = ("time/straggler_wait_max_s",)
+
+
+def load_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Read a metrics JSONL file: one JSON object per line, blank lines skipped.
+
+    Raises:
+        NotFoundError: the file does not exist.
+        InvalidArgumentError: a line is not a JSON object (the message gives its number).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise NotFoundError(f"metrics file {path} does not exist")
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgumentError(f"{path}:{number} is not JSON: {exc}") from None
+        if not isinstance(row, dict):
+            raise InvalidArgumentError(f"{path}:{number} is not a JSON object")
+        rows.append(row)
+    return rows
+
+
+def _series(
+    rows: Sequence[dict[str, Any]], x_key: str, names: Sequence[str]
+) -> tuple[list[float], list[float]]:
+    """(x, y) pairs of the first of ``names`` present, skipping rows without finite values."""
+    for name in names:
+        xs, ys = [], []
+        for row in rows:
+            x, y = row.get(x_key), row.get(name)
+            if isinstance(x, int | float) and isinstance(y, int | float) and math.isfinite(y):
+                xs.append(float(x))
+                ys.append(float(y))
+        if xs:
+            return xs, ys
+    return [], []
+
+
+def _plot(ax: Any, rows: Sequence[dict[str, Any]], x_key: str, lines: dict[str, tuple]) -> None:
+    drawn = False
+    for label, names in lines.items():
+        xs, ys = _series(rows, x_key, names)
+        if xs:
+            ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=label)
+            drawn = True
+    if drawn:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.grid(alpha=0.3)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Render the run's PNG plots from ``<run_dir>/metrics.jsonl``.
+
+    Args:
+        run_dir: a run directory holding ``metrics.jsonl``.
+        out_dir: where to write the PNGs (default ``<run_dir>/report``).
+
+    Returns:
+        The written files, in the order of ``REPORT_FILES``.
+
+    Raises:
+        NotFoundError: ``metrics.jsonl`` is missing.
+        InvalidArgumentError: the file is malformed or holds no step.
+    """
+    run_dir = Path(run_dir)
+    rows = load_metrics(run_dir / "metrics.jsonl")
+    rows = [r for r in rows if isinstance(r.get("step"), int | float)]
+    if not rows:
+        raise InvalidArgumentError(f"{run_dir / 'metrics.jsonl'} holds no step records")
+    out = Path(out_dir) if out_dir is not None else run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    reward_lines = {"mean reward": _REWARD, "held-out greedy accuracy": _ACCURACY}
+    for ax, (x_key, xlabel) in zip(
+        axes,
+        (
+            ("step", "learner step"),
+            ("generated_tokens", "generated tokens"),
+            ("wall_clock_s", "wall-clock (s)"),
+        ),
+        strict=True,
+    ):
+        _plot(ax, rows, x_key, reward_lines)
+        ax.set_xlabel(xlabel)
+    axes[0].set_ylabel("reward / accuracy")
+    fig.suptitle("Reward and held-out accuracy")
+    written.append(_save(fig, out / REPORT_FILES[0]))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _plot(ax, rows, "step", {"all correct": _ALL_CORRECT, "all wrong": _ALL_WRONG, "mixed": _MIXED})
+    ax.set(xlabel="learner step", ylabel="share of groups", title="Group outcomes")
+    written.append(_save(fig, out / REPORT_FILES[1]))
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    _plot(axes[0], rows, "step", {"clip low": _CLIP_LOW, "clip high": _CLIP_HIGH})
+    axes[0].set(xlabel="learner step", title="Clip fractions")
+    _plot(axes[1], rows, "step", {"KL to reference": _KL, "|log π_old − log μ|": _MISMATCH})
+    axes[1].set(xlabel="learner step", title="KL / behavior mismatch")
+    _plot(axes[2], rows, "step", {"entropy (nats/token)": _ENTROPY})
+    axes[2].set(xlabel="learner step", title="Entropy")
+    written.append(_save(fig, out / REPORT_FILES[2]))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _plot(ax, rows, "step", {"advantage > 0": _LEN_POS, "advantage < 0": _LEN_NEG})
+    ax.set(xlabel="learner step", ylabel="mean response tokens", title="Length by advantage")
+    written.append(_save(fig, out / REPORT_FILES[3]))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _plot(ax, rows, "step", {"mean": _WAIT_MEAN, "max": _WAIT_MAX})
+    ax.set(xlabel="learner step", ylabel="seconds", title="Straggler wait per group")
+    written.append(_save(fig, out / REPORT_FILES[4]))
+    return written

@@ -1,0 +1,266 @@
+"""Supervised warm start (SFT) of a causal LM on (prompt, completion) pairs, and greedy accuracy.
+
+``run_sft`` minimises the token-mean cross-entropy of the completion tokens only (prompt tokens
+and padding carry no loss); every completion is followed by EOS so the model learns to stop.
+AdamW with linear warmup, then cosine decay to 10% when the number of steps is known (constant
+after warmup when only a time budget bounds the run).
+
+``greedy_accuracy`` decodes each task greedily with the generation backend and compares the
+final answer with the task's gold answer (``final_answer``: the text after ``####`` if present,
+else after the last ``:``, else the last number) by exact match after removing spaces and
+thousands separators. It is the held-out metric of the main job for the arithmetic task.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from grpo.learner.tiny_model import load_tokenizer
+from grpo.services.errors import InvalidArgumentError
+from grpo.v1 import common_pb2
+
+__all__ = ["AccuracyResult", "SftResult", "final_answer", "greedy_accuracy", "run_sft"]
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+@dataclass
+class SftResult:
+    """What an SFT run did. Losses are token-mean cross-entropy (nats per completion token)."""
+
+    steps: int
+    epochs: float
+    final_loss: float
+    completion_tokens: int
+    wall_s: float
+    loss_history: list[tuple[int, float]] = field(default_factory=list)
+
+
+def _encode_examples(tok: Any, examples: Sequence[tuple[str, str]]) -> list[tuple[list[int], int]]:
+    """Token ids of prompt + completion + EOS, and the prompt length, per example."""
+    encoded = []
+    for i, (prompt, completion) in enumerate(examples):
+        if not prompt or not completion:
+            raise InvalidArgumentError(f"examples[{i}] has an empty prompt or completion")
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        c = tok(completion, add_special_tokens=False)["input_ids"]
+        encoded.append((p + c + [tok.eos_token_id], len(p)))
+    return encoded
+
+
+def _collate(
+    batch: list[tuple[list[int], int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded (input_ids, attention_mask, labels), each [B, T]; labels -100 off-target."""
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for i, (seq, plen) in enumerate(batch):
+        ids[i, : len(seq)] = torch.tensor(seq)
+        mask[i, : len(seq)] = 1
+        labels[i, plen : len(seq)] = torch.tensor(seq[plen:])
+    return ids, mask, labels
+
+
+def run_sft(
+    model_dir: str | Path,
+    examples: Sequence[tuple[str, str]],
+    *,
+    out_dir: str | Path | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    time_budget_s: float | None = None,
+    lr: float = 3e-3,
+    batch_size: int = 32,
+    warmup_steps: int = 20,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    log_every: int = 50,
+    on_log: Callable[[int, float], None] | None = None,
+) -> SftResult:
+    """Fine-tune the model in ``model_dir`` on (prompt, completion) pairs; save the result.
+
+    The run stops at the first of ``steps``, ``epochs`` (passes over ``examples``) and
+    ``time_budget_s`` (seconds of wall-clock); at least one must be given.
+
+    Args:
+        model_dir: save_pretrained folder (model + tokenizer).
+        examples: (prompt, completion) text pairs; EOS is appended to each completion.
+        out_dir: Where to save the tuned model and tokenizer (default: ``model_dir``, in place).
+        steps, epochs, time_budget_s: Stopping rules (see above).
+        lr: Peak AdamW learning rate.
+        batch_size: Examples per optimizer step.
+        warmup_steps: Linear warmup steps.
+        weight_decay: AdamW weight decay.
+        seed: Seed of shuffling and dropout.
+        log_every: Report the mean loss of the last ``log_every`` steps to ``on_log``.
+        on_log: Callback ``(step, mean loss)``.
+
+    Returns:
+        ``SftResult`` (steps, epochs done, final mean loss, completion tokens seen, wall_s).
+
+    Raises:
+        InvalidArgumentError: no stopping rule, no examples, or an empty prompt/completion.
+    """
+    if steps is None and epochs is None and time_budget_s is None:
+        raise InvalidArgumentError("give at least one of steps, epochs or time_budget_s")
+    if not examples:
+        raise InvalidArgumentError("examples is empty")
+    if batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+    start = time.perf_counter()
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    tok = load_tokenizer(model_dir)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model.train()
+    data = _encode_examples(tok, examples)
+    per_epoch = math.ceil(len(data) / batch_size)
+    max_steps = steps if steps is not None else 1 << 62
+    if epochs is not None:
+        max_steps = min(max_steps, math.ceil(epochs * per_epoch))
+    decay_steps = max_steps if max_steps < 1 << 62 else None
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def lr_at(step: int) -> float:
+        if step < warmup_steps:
+            return lr * (step + 1) / warmup_steps
+        if decay_steps is None:
+            return lr
+        progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
+        return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+    order: list[int] = []
+    history: list[tuple[int, float]] = []
+    window: list[float] = []
+    tokens = step = 0
+    while step < max_steps:
+        if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
+            break
+        if len(order) < batch_size:
+            fresh = list(range(len(data)))
+            rng.shuffle(fresh)
+            order += fresh
+        batch = [data[i] for i in order[:batch_size]]
+        del order[:batch_size]
+        ids, mask, labels = _collate(batch, tok.pad_token_id)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += int((labels != -100).sum())
+        window.append(loss.item())
+        if step % log_every == 0:
+            history.append((step, sum(window) / len(window)))
+            if on_log is not None:
+                on_log(*history[-1])
+            window = []
+    final = sum(window) / len(window) if window else (history[-1][1] if history else math.nan)
+    target = Path(out_dir) if out_dir is not None else Path(model_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    model.save_pretrained(target)
+    tok.save_pretrained(target)
+    return SftResult(
+        steps=step,
+        epochs=step * batch_size / len(data),
+        final_loss=final,
+        completion_tokens=tokens,
+        wall_s=time.perf_counter() - start,
+        loss_history=history,
+    )
+
+
+def final_answer(text: str) -> str:
+    """The final answer of a response: after ``####``, else after the last ``:``, else the last
+    number; spaces and thousands separators removed, trailing ``.`` dropped ("" if none)."""
+    if "####" in text:
+        answer = text.rsplit("####", 1)[1]
+    elif ":" in text:
+        answer = text.rsplit(":", 1)[1]
+    else:
+        numbers = _NUMBER.findall(text)
+        answer = numbers[-1] if numbers else ""
+    return answer.strip().replace(",", "").replace(" ", "").rstrip(".")
+
+
+@dataclass
+class AccuracyResult:
+    """Greedy accuracy over tasks; ``answers[i]`` is the extracted answer of ``tasks[i]``."""
+
+    accuracy: float
+    correct: int
+    total: int
+    answers: list[str]
+
+
+def greedy_accuracy(
+    model: Any,
+    tasks: Sequence[common_pb2.Task],
+    *,
+    max_new_tokens: int = 64,
+    batch_size: int = 64,
+    check: Callable[[str, common_pb2.Task], bool] | None = None,
+) -> AccuracyResult:
+    """Greedy-decode every task and score it against its gold answer.
+
+    Args:
+        model: A model folder (str/Path; loaded with the transformers backend, one thread)
+            or a ``GenerationBackend``.
+        tasks: Tasks with ``prompt`` and ``gold_answer``.
+        max_new_tokens: Generation budget per task.
+        batch_size: Prompts per generate call.
+        check: ``(response text, task) -> correct``; default: ``final_answer(text)`` equals the
+            gold with commas and spaces removed.
+
+    Returns:
+        ``AccuracyResult`` (accuracy in [0, 1]; 0 for no tasks).
+    """
+    from grpo.services.generation.backend import (
+        BackendConfig,
+        GenerationBackend,
+        SamplingConfig,
+        create_backend,
+    )
+
+    backend = (
+        model
+        if isinstance(model, GenerationBackend)
+        else create_backend(BackendConfig(model_path=str(model)))
+    )
+
+    def default_check(text: str, task: common_pb2.Task) -> bool:
+        gold = task.gold_answer.strip().replace(",", "").replace(" ", "")
+        return final_answer(text) == gold
+
+    check_fn = check or default_check
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
+    correct, answers = 0, []
+    for start in range(0, len(tasks), batch_size):
+        chunk = tasks[start : start + batch_size]
+        results = backend.generate([t.prompt for t in chunk], 1, sampling)
+        for task, res in zip(chunk, results, strict=True):
+            text = res.completions[0].text
+            answers.append(final_answer(text))
+            correct += bool(check_fn(text, task))
+    return AccuracyResult(
+        accuracy=correct / len(tasks) if tasks else 0.0,
+        correct=correct,
+        total=len(tasks),
+        answers=answers,
+    )

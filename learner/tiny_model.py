@@ -1,0 +1,151 @@
+"""A tiny local causal LM with a character-level tokenizer, for CPU tests, demos and the main job.
+
+``init_tiny_model`` writes a randomly initialised Qwen2 checkpoint (~1 M parameters at the
+defaults) and a character-level tokenizer built with the ``tokenizers`` library into one
+``save_pretrained`` folder, so every backend loads it like any Hugging Face checkpoint. Nothing
+is downloaded.
+
+Tokenizer: one token per character of printable ASCII plus ``"\\n"`` and ``"\\t"``, and the
+special tokens ``<pad>`` (id 0), ``<eos>`` (id 1) and ``<unk>`` (id 2). Decoding concatenates
+tokens with no separator, so spaces and newlines round-trip exactly.
+
+Pitfall (why ``load_tokenizer`` exists): ``AutoTokenizer.from_pretrained`` on a folder whose
+config says ``qwen2`` builds the Qwen2 tokenizer class around this vocabulary and silently drops
+spaces and newlines. ``PreTrainedTokenizerFast.from_pretrained`` loads ``tokenizer.json`` as is.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+from grpo.services.errors import InvalidArgumentError, NotFoundError
+
+__all__ = [
+    "EOS_TOKEN",
+    "PAD_TOKEN",
+    "UNK_TOKEN",
+    "build_char_tokenizer",
+    "init_tiny_model",
+    "load_tokenizer",
+]
+
+PAD_TOKEN = "<pad>"
+EOS_TOKEN = "<eos>"
+UNK_TOKEN = "<unk>"
+_SPECIALS = (PAD_TOKEN, EOS_TOKEN, UNK_TOKEN)
+# Printable ASCII (space..~) plus newline and tab; string.printable also has \r \x0b \x0c.
+_CHARS = "".join(sorted(set(string.printable) - {"\r", "\x0b", "\x0c"}))
+
+
+def build_char_tokenizer() -> PreTrainedTokenizerFast:
+    """Build the character-level tokenizer (vocabulary: specials, then one id per character).
+
+    Returns:
+        A ``PreTrainedTokenizerFast`` with ``pad_token``/``eos_token``/``unk_token`` set; ids
+        0, 1, 2 are ``<pad>``, ``<eos>``, ``<unk>``; no BOS is added on encode.
+    """
+    vocab = {tok: i for i, tok in enumerate(_SPECIALS)}
+    for ch in _CHARS:
+        vocab[ch] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN))
+    # Every code point is its own pre-token ([\s\S] also matches "\n").
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(list(_SPECIALS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=PAD_TOKEN,
+        eos_token=EOS_TOKEN,
+        unk_token=UNK_TOKEN,
+        clean_up_tokenization_spaces=False,
+        model_max_length=1 << 20,
+    )
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
+    """Load the tokenizer saved in a model folder, keeping spaces and newlines.
+
+    Uses ``PreTrainedTokenizerFast.from_pretrained`` (not ``AutoTokenizer``, see the module
+    docstring). Works for any folder holding a ``tokenizer.json``.
+
+    Raises:
+        NotFoundError: ``path`` has no ``tokenizer.json``.
+    """
+    folder = Path(path)
+    if not (folder / "tokenizer.json").is_file():
+        raise NotFoundError(f"no tokenizer.json in model folder {folder}")
+    tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def init_tiny_model(
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    hidden: int = 128,
+    layers: int = 4,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int = 512,
+    max_positions: int = 512,
+) -> Path:
+    """Write a randomly initialised tiny Qwen2 causal LM and its char tokenizer to ``out_dir``.
+
+    At the defaults the model has about 1.0 M parameters (tied input/output embeddings) and a
+    context of ``max_positions`` tokens.
+
+    Args:
+        out_dir: Folder to create (parents too); existing files of the same name are replaced.
+        seed: Seed of the weight initialisation (same seed -> identical weights).
+        hidden: Hidden size; must be a multiple of ``heads``.
+        layers: Number of decoder layers.
+        heads: Attention heads; must be a multiple of ``kv_heads``.
+        kv_heads: Key/value heads (grouped-query attention).
+        intermediate: MLP inner size.
+        max_positions: Maximum prompt + generated tokens.
+
+    Returns:
+        The folder written (``config.json``, ``model.safetensors``, ``tokenizer.json``, ...).
+
+    Raises:
+        InvalidArgumentError: a size is not positive or the head counts do not divide.
+    """
+    sizes = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads}
+    sizes |= {"intermediate": intermediate, "max_positions": max_positions}
+    for name, value in sizes.items():
+        if value < 1:
+            raise InvalidArgumentError(f"{name} must be >= 1, got {value}")
+    if hidden % heads or heads % kv_heads:
+        raise InvalidArgumentError(
+            f"hidden ({hidden}) must be a multiple of heads ({heads}) and heads a multiple of "
+            f"kv_heads ({kv_heads})"
+        )
+    tok = build_char_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=tok.eos_token_id,
+        use_cache=True,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

@@ -1,0 +1,135 @@
+"""Configuration of the assembler's domain logic: dynamic sampling, group deadlines, verifier calls.
+
+One frozen pydantic model per component; each field is documented once, beside it. The service
+settings (``grpo.services.assembler.service.AssemblerSettings``) nest these models.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AssemblerConfig",
+    "DynamicSamplingConfig",
+    "DynamicSamplingMode",
+    "VerifierClientConfig",
+]
+
+
+class DynamicSamplingMode(StrEnum):
+    """Which closed groups dynamic sampling keeps for training.
+
+    ``mixed`` keeps groups with 0 < correct < valid members (DAPO's dynamic sampling: groups
+    whose rewards all agree have zero advantage and carry no gradient signal); ``off`` keeps
+    every group that has at least ``min_valid_members`` valid rewards.
+    """
+
+    MIXED = "mixed"
+    OFF = "off"
+
+
+class DynamicSamplingConfig(BaseModel):
+    """Dynamic sampling (DAPO, Yu et al. 2025, §3.2) with a bound on regeneration rounds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: DynamicSamplingMode = Field(
+        default=DynamicSamplingMode.MIXED,
+        description="'mixed' keeps groups with 0 < correct < valid; 'off' keeps every group.",
+    )
+    regenerate: bool = Field(
+        default=True,
+        description="Write a regeneration PromptJob (round + 1) for each rejected group.",
+    )
+    max_rounds: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="Highest regeneration round: a group of round >= max_rounds is never "
+        "regenerated, so a prompt is sampled at most max_rounds + 1 times.",
+    )
+    correct_threshold: float = Field(
+        default=1.0,
+        description="An outcome reward >= this counts as correct (1.0: exact answer, or every "
+        "test passed for a fractional code reward).",
+    )
+
+
+class VerifierClientConfig(BaseModel):
+    """How the assembler calls verifier services over gRPC."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timeout_s: float = Field(
+        default=30.0, gt=0, description="Deadline of one ScoreBatch call (seconds)."
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Attempts per call, the first one included."
+    )
+    backoff_initial_s: float = Field(
+        default=0.2, ge=0, description="Wait before the first retry (seconds); doubles each retry."
+    )
+    backoff_max_s: float = Field(
+        default=2.0, ge=0, description="Upper bound of the wait between retries (seconds)."
+    )
+    max_batch: int = Field(
+        default=64, ge=1, description="Most items per ScoreBatch call; larger batches are split."
+    )
+    max_message_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, description="gRPC send/receive message limit (bytes)."
+    )
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> VerifierClientConfig:
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError(
+                f"backoff_max_s ({self.backoff_max_s}) < backoff_initial_s "
+                f"({self.backoff_initial_s}): raise backoff_max_s or lower backoff_initial_s"
+            )
+        return self
+
+
+class AssemblerConfig(BaseModel):
+    """Group assembly: deadlines, validity, dynamic sampling, stream consumption."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    group_deadline_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="A group still open this long after its first rollout arrived is closed; "
+        "members that have not arrived are left out and unscored ones marked missing (seconds).",
+    )
+    min_valid_members: int = Field(
+        default=2,
+        ge=2,
+        description="Fewest members with a valid outcome reward for a group to be trainable "
+        "(group-relative advantages need at least 2).",
+    )
+    dynamic_sampling: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig, description="Dynamic sampling policy."
+    )
+    verifier: VerifierClientConfig = Field(
+        default_factory=VerifierClientConfig, description="Verifier call settings."
+    )
+    consumer_group: str = Field(
+        default="assembler",
+        min_length=1,
+        description="Redis consumer group on the rollouts stream.",
+    )
+    consume_count: int = Field(
+        default=64, ge=1, description="Most rollouts read from the stream per batch."
+    )
+    block_ms: int = Field(
+        default=200, ge=1, description="How long one stream read waits for new rollouts (ms)."
+    )
+    reclaim_idle_ms: int = Field(
+        default=30_000,
+        ge=100,
+        description="Pending rollouts idle this long (a dead consumer's) are reclaimed (ms).",
+    )
+    sweep_interval_s: float = Field(
+        default=1.0, gt=0, description="How often expired groups are looked for (seconds)."
+    )

@@ -1,0 +1,72 @@
+"""Assembler counters and the identity they satisfy.
+
+Counters live in one Redis hash (so a restarted assembler keeps them) and are updated by the
+same atomic scripts that move groups through their phases, so they never drift from the state.
+
+Identity (checked by :func:`stats_identity_gap`, tested end to end)::
+
+    groups_opened = groups_accepted
+                  + groups_rejected_all_correct + groups_rejected_all_wrong
+                  + groups_rejected_too_few_valid
+                  + groups_pending
+
+i.e. generated = accepted + rejected + pending, where "rejected" includes groups closed by
+their deadline with too few valid rewards. ``groups_timed_out`` counts deadline closures; each
+of them is also counted once in accepted or one of the rejected counters (a timed-out group
+with enough valid rewards is still trained on), so it is not a separate term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from grpo.v1 import assembler_pb2
+
+__all__ = ["COUNTERS", "stats_from_counters", "stats_identity_gap"]
+
+#: Counter names stored in Redis; each is a field of ``AssemblerStats`` except the derived
+#: ``groups_pending`` and the extra ``rollouts_late`` (rollouts that arrived after their group
+#: closed; reported in logs only).
+COUNTERS: tuple[str, ...] = (
+    "rollouts_received",
+    "rollouts_late",
+    "groups_opened",
+    "groups_accepted",
+    "groups_rejected_all_correct",
+    "groups_rejected_all_wrong",
+    "groups_rejected_too_few_valid",
+    "groups_timed_out",
+    "rewards_missing",
+    "regenerations",
+    "generated_tokens",
+    "kept_tokens",
+    "verifier_failures",
+)
+
+
+def stats_from_counters(
+    counters: Mapping[str, int], groups_pending: int
+) -> assembler_pb2.AssemblerStats:
+    """Build the AssemblerStats message from raw counters (absent counters are 0).
+
+    Args:
+        counters: counter name -> value, as stored in Redis.
+        groups_pending: groups not yet closed, counted from the group state itself (the set
+            of open groups), not derived from the counters, so the identity is a real check.
+    """
+    stats = assembler_pb2.AssemblerStats(groups_pending=groups_pending)
+    for name in COUNTERS:
+        if name != "rollouts_late":
+            setattr(stats, name, int(counters.get(name, 0)))
+    return stats
+
+
+def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
+    """groups_opened − (accepted + rejected + pending); 0 when the counters add up."""
+    return stats.groups_opened - (
+        stats.groups_accepted
+        + stats.groups_rejected_all_correct
+        + stats.groups_rejected_all_wrong
+        + stats.groups_rejected_too_few_valid
+        + stats.groups_pending
+    )

@@ -1,0 +1,195 @@
+"""gRPC client that scores rollouts with the outcome and process verifiers of their task type.
+
+Routing comes from ``grpo.services.routing.RoutingTable`` (task type -> outcome and process
+verifier addresses). Items are batched per address with ``ScoreBatch`` (at most ``max_batch``
+per call), each call under a deadline; retryable failures (UNAVAILABLE, DEADLINE_EXCEEDED,
+RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNKNOWN) are retried with exponential backoff, rotating
+over the route's addresses, up to ``max_attempts``. A call that still fails yields ``None`` for
+its items — the assembler marks those members missing; a verifier failure is never a reward 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+
+from grpo.services.assembler.config import VerifierClientConfig
+from grpo.services.errors import GrpoError
+from grpo.services.routing import RoutingTable
+from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+
+__all__ = ["RolloutScores", "VerifierClient"]
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    }
+)
+
+
+@dataclass(frozen=True)
+class RolloutScores:
+    """Verdicts for one rollout.
+
+    Attributes:
+        outcome: the outcome Score, or None when it could not be obtained (missing).
+        process: the process Score, or None when no process verifier is routed or it failed.
+        failure: why the outcome is None ('' when it is not).
+    """
+
+    outcome: common_pb2.Score | None
+    process: common_pb2.Score | None
+    failure: str = ""
+
+
+class VerifierClient:
+    """Scores rollouts over gRPC; thread-safe; one channel per verifier address."""
+
+    def __init__(
+        self,
+        routing: RoutingTable,
+        config: VerifierClientConfig,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Args: routing: task type -> verifier addresses; config: deadlines, retries, batch
+        size; sleep: the backoff wait (injectable for tests)."""
+        self._routing = routing
+        self._config = config
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._stubs: dict[str, verifier_pb2_grpc.VerifierStub] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+        self._rotation = itertools.count()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="verifier-call")
+        self.failed_calls = 0
+
+    def _stub(self, address: str) -> verifier_pb2_grpc.VerifierStub:
+        with self._lock:
+            stub = self._stubs.get(address)
+            if stub is None:
+                limit = self._config.max_message_bytes
+                channel = grpc.insecure_channel(
+                    address,
+                    options=[
+                        ("grpc.max_send_message_length", limit),
+                        ("grpc.max_receive_message_length", limit),
+                    ],
+                )
+                self._channels[address] = channel
+                stub = self._stubs[address] = verifier_pb2_grpc.VerifierStub(channel)
+            return stub
+
+    def _call_batch(
+        self, addresses: Sequence[str], items: list[verifier_pb2.ScoreRequest]
+    ) -> tuple[list[common_pb2.Score] | None, str]:
+        """One ScoreBatch with retries; returns (scores or None, failure detail)."""
+        cfg = self._config
+        start = next(self._rotation)
+        detail = ""
+        for attempt in range(cfg.max_attempts):
+            address = addresses[(start + attempt) % len(addresses)]
+            try:
+                reply = self._stub(address).ScoreBatch(
+                    verifier_pb2.ScoreBatchRequest(items=items), timeout=cfg.timeout_s
+                )
+                if len(reply.scores) != len(items):
+                    detail = (
+                        f"verifier {address} returned {len(reply.scores)} scores "
+                        f"for {len(items)} items"
+                    )
+                    break
+                return list(reply.scores), ""
+            except grpc.RpcError as exc:
+                code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+                text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+                detail = f"verifier {address}: {code.name}: {text}"
+                if code not in _RETRYABLE:
+                    break
+            if attempt + 1 < cfg.max_attempts:
+                self._sleep(min(cfg.backoff_max_s, cfg.backoff_initial_s * 2**attempt))
+        with self._lock:
+            self.failed_calls += 1
+        log.warning("verifier call failed after retries: %s", detail)
+        return None, detail
+
+    def _score_kind(
+        self, requests: dict[tuple[str, ...], list[int]], rollouts: Sequence[common_pb2.Rollout]
+    ) -> dict[int, tuple[common_pb2.Score | None, str]]:
+        """Score rollout indices grouped by address list; returns index -> (score, failure)."""
+        jobs = []
+        for addresses, idxs in requests.items():
+            for lo in range(0, len(idxs), self._config.max_batch):
+                chunk = idxs[lo : lo + self._config.max_batch]
+                items = [
+                    verifier_pb2.ScoreRequest(
+                        task=rollouts[i].task, response=rollouts[i].completion.text
+                    )
+                    for i in chunk
+                ]
+                jobs.append((chunk, self._pool.submit(self._call_batch, addresses, items)))
+        out: dict[int, tuple[common_pb2.Score | None, str]] = {}
+        for chunk, future in jobs:
+            scores, detail = future.result()
+            for pos, i in enumerate(chunk):
+                out[i] = (scores[pos] if scores is not None else None, detail)
+        return out
+
+    def score(self, rollouts: Sequence[common_pb2.Rollout]) -> list[RolloutScores]:
+        """Score each rollout's completion with its task type's verifiers.
+
+        Args:
+            rollouts: rollouts to score (any mix of task types).
+
+        Returns:
+            One RolloutScores per rollout, in order. Unrouted task types and failed calls give
+            ``outcome=None`` with the reason in ``failure``; never raises for those.
+        """
+        outcome_req: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        process_req: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        unrouted: dict[int, str] = {}
+        for i, rollout in enumerate(rollouts):
+            try:
+                route = self._routing.lookup(rollout.task.type)
+            except GrpoError as exc:
+                unrouted[i] = str(exc)
+                continue
+            if route.outcome:
+                outcome_req[route.outcome].append(i)
+            else:
+                unrouted[i] = f"no outcome verifier routed for task type {rollout.task.type!r}"
+            if route.process:
+                process_req[route.process].append(i)
+        process_future = self._pool.submit(self._score_kind, process_req, rollouts)
+        outcomes = self._score_kind(outcome_req, rollouts)
+        processes = process_future.result()
+        results = []
+        for i in range(len(rollouts)):
+            outcome, failure = outcomes.get(i, (None, unrouted.get(i, "")))
+            process = processes.get(i, (None, ""))[0]
+            results.append(RolloutScores(outcome=outcome, process=process, failure=failure))
+        return results
+
+    def close(self) -> None:
+        """Close every channel and the call pool."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+            self._stubs.clear()

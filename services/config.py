@@ -1,0 +1,246 @@
+"""Layered settings loading for every service: defaults < YAML file < environment < overrides.
+
+Each service has one frozen pydantic settings model (fields documented once with
+``Field(description=...)``) holding a ``server: ServerSettings`` block plus its own fields.
+``load_settings(cls, config_file, overrides)`` builds it from, lowest precedence first:
+
+1. the model's defaults;
+2. a YAML file whose top level is a mapping of field names (nested blocks for nested models);
+3. environment variables ``GRPO_<FIELD>`` with ``__`` between nesting levels, e.g.
+   ``GRPO_SERVER__PORT=50061``; names are case-insensitive; values are strings that pydantic
+   converts, except YAML flow collections (``GRPO_TASK_TYPES='[math, arith]'``); variables
+   that name no field of the model are ignored so unrelated ``GRPO_*`` variables do not break
+   a service;
+4. ``overrides`` (CLI flags): a mapping whose keys may be dotted paths (``"server.port"``).
+
+``python -m grpo.services.config --markdown`` prints the configuration reference of every
+settings model registered in ``grpo.services.registry`` (this is how docs/configuration.md is
+made).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from grpo.services.errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["load_settings", "settings_reference"]
+
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel class inside ``annotation`` (also through ``X | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_of(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def _nest(path: list[str], value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {path[-1]: value}
+    for key in reversed(path[:-1]):
+        out = {key: out}
+    return out
+
+
+def _resolve_path(cls: type[BaseModel], parts: list[str]) -> list[str] | None:
+    """Map case-insensitive name parts to real field names of ``cls``; None if no such path."""
+    resolved: list[str] = []
+    model: type[BaseModel] | None = cls
+    for depth, part in enumerate(parts):
+        if model is None:
+            return None
+        by_lower = {name.lower(): name for name in model.model_fields}
+        name = by_lower.get(part.lower())
+        if name is None:
+            return None
+        resolved.append(name)
+        if depth < len(parts) - 1:
+            model = _model_of(model.model_fields[name].annotation)
+    return resolved
+
+
+def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    plen = len(prefix)
+    for key, raw in env.items():
+        if not key.upper().startswith(prefix.upper()) or len(key) == plen:
+            continue
+        path = _resolve_path(cls, key[plen:].split("__"))
+        if path is None:
+            continue
+        # Scalars stay strings (pydantic coerces "123"/"true" for int/bool fields and keeps
+        # "on" or "007" intact for str fields); flow collections are parsed as YAML.
+        value: Any = raw
+        if raw.strip()[:1] in ("[", "{"):
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                raise InvalidArgumentError(
+                    f"environment variable {key} is not valid YAML: {exc}"
+                ) from exc
+        layer = _deep_merge(layer, _nest(path, value))
+    return layer
+
+
+def _override_layer(cls: type[BaseModel], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        parts = key.split(".")
+        path = _resolve_path(cls, parts) or parts  # unknown names reach pydantic, which names them
+        layer = _deep_merge(layer, _nest(path, value))
+    return layer
+
+
+def load_settings(
+    cls: type[SettingsT],
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env_prefix: str = "GRPO_",
+    environ: Mapping[str, str] | None = None,
+) -> SettingsT:
+    """Build ``cls`` from defaults < ``config_file`` (YAML) < environment < ``overrides``.
+
+    Args:
+        cls: the service's settings model (a pydantic ``BaseModel``).
+        config_file: optional YAML file; its top level must be a mapping.
+        overrides: highest-precedence values, keys may be dotted (``{"server.port": 0}``);
+            ``None`` values are skipped so unset CLI flags do not override anything.
+        env_prefix: prefix of the environment variables that feed the settings.
+        environ: the environment to read (default ``os.environ``; tests pass a dict).
+
+    Returns:
+        The validated settings object.
+
+    Raises:
+        NotFoundError: ``config_file`` does not exist.
+        InvalidArgumentError: the YAML is not a mapping, or a value/name is invalid (the message
+            lists every bad field with its dotted path).
+    """
+    merged: dict[str, Any] = {}
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise NotFoundError(f"config file {path} does not exist")
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise InvalidArgumentError(
+                f"config file {path} must hold a mapping of setting names, got "
+                f"{type(loaded).__name__}"
+            )
+        merged = _deep_merge(merged, loaded)
+    merged = _deep_merge(
+        merged, _env_layer(cls, os.environ if environ is None else environ, env_prefix)
+    )
+    if overrides:
+        merged = _deep_merge(merged, _override_layer(cls, overrides))
+    try:
+        return cls.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        source = f" (file {config_file})" if config_file else ""
+        raise InvalidArgumentError(f"invalid {cls.__name__} settings{source}: {problems}") from exc
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    text = text or str(annotation).replace("typing.", "").replace("pathlib.", "")
+    return text.replace("|", "\\|")
+
+
+def _rows(cls: type[BaseModel], prefix: str, env_prefix: str) -> list[str]:
+    rows: list[str] = []
+    for name, field in cls.model_fields.items():
+        dotted = f"{prefix}{name}"
+        nested = _model_of(field.annotation)
+        if nested is not None:
+            rows.extend(_rows(nested, f"{dotted}.", env_prefix))
+            continue
+        default = field.get_default(call_default_factory=True)
+        env = env_prefix + dotted.replace(".", "__").upper()
+        desc = (field.description or "").replace("|", "\\|").replace("\n", " ")
+        rows.append(
+            f"| `{dotted}` | {_type_name(field.annotation)} | `{default!r}` | `{env}` | {desc} |"
+        )
+    return rows
+
+
+def settings_reference(cls: type[BaseModel], title: str, env_prefix: str = "GRPO_") -> str:
+    """Markdown section documenting every field of ``cls`` (nested blocks flattened).
+
+    Each row gives the dotted YAML path, type, default, environment variable and the field's
+    ``description``.
+    """
+    doc = (cls.__doc__ or "").strip().splitlines()
+    lines = [f"## {title}", "", f"Settings model `{cls.__module__}.{cls.__qualname__}`."]
+    if doc:
+        lines += ["", doc[0]]
+    lines += [
+        "",
+        "| key | type | default | environment | description |",
+        "| --- | --- | --- | --- | --- |",
+        *_rows(cls, "", env_prefix),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _markdown() -> str:
+    from grpo.services import registry
+
+    parts = [
+        "# Configuration reference",
+        "",
+        "Generated by `python -m grpo.services.config --markdown > docs/configuration.md`; "
+        "do not edit by hand.",
+        "",
+        "Every service reads one settings object, layered lowest first: field defaults < the "
+        "YAML file given with `--config` < environment variables (`GRPO_<FIELD>`, `__` between "
+        "nesting levels) < command-line flags (`--port`, `--metrics-port`). YAML keys are the "
+        "dotted paths below, written as nested blocks.",
+        "",
+    ]
+    for name in registry.service_names():
+        try:
+            spec = registry.load_spec(name)
+        except Exception as exc:  # a service still being written: list it, do not fail
+            parts += [f"## {name}", "", f"_Not available here: {type(exc).__name__}: {exc}_", ""]
+            continue
+        parts.append(settings_reference(spec.settings_cls, f"`grpo serve {name}`"))
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m grpo.services.config --markdown")
+    print(_markdown())

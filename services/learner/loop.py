@@ -1,0 +1,428 @@
+"""The learner's consume -> train -> checkpoint -> acknowledge loop (a ``BackgroundWorker``).
+
+Exactly-once protocol (no group lost, none trained twice in the surviving lineage, whatever
+moment the process is SIGKILLed):
+
+1. Groups are read from the groups stream with a consumer group (XREADGROUP); a read entry
+   stays *pending* in Redis until acknowledged.
+2. After each step the group ids join the in-memory *consumed* list and the entry ids join
+   the *unacknowledged* list. Nothing is acknowledged yet: the step's effect lives only in
+   process memory.
+3. Every ``checkpoint_every`` steps (and on a clean stop) a checkpoint recording the model,
+   optimizer, RNG and the consumed ids is written atomically (temp folder + rename + fsync).
+   Only after that are the entries it covers acknowledged (XACK).
+4. On start the learner restores the newest checkpoint (consumed ids included), drops run-log
+   lines of later steps, and takes over every pending entry of its consumer group (XAUTOCLAIM
+   with idle 0; the learner is the group's only consumer). A pending entry whose group id is
+   in the restored consumed set was trained and checkpointed but its XACK was lost: it is
+   acknowledged and skipped. Every other pending entry was either never trained or trained
+   only in the lost process memory: it is trained now.
+
+SIGKILL between 2 and 3 loses the steps since the last checkpoint together with the model
+state they produced, and step 4 repeats exactly those groups; SIGKILL between the rename and
+the XACKs leaves entries that step 4 skips. A group id that arrives twice (a duplicate entry)
+is acknowledged and skipped. Weights published from a lost step are superseded: versions are
+monotonic across restarts (``grpo.services.learner.publish``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpo.learner.batch import outcome_reward
+from grpo.learner.checkpoint import (
+    CheckpointState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from grpo.learner.trainer import Trainer
+from grpo.services.errors import FailedPreconditionError, InvalidArgumentError
+from grpo.services.learner.publish import published_version, publish_weights
+from grpo.services.learner.runlog import RunLog
+from grpo.services.learner.settings import LearnerServiceSettings
+from grpo.services.streams import StreamEntry, StreamNames, Streams
+from grpo.v1 import common_pb2
+
+__all__ = ["LearnerLoop", "LearnerStatus", "group_records_for", "resolved_config"]
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class LearnerStatus:
+    """A consistent snapshot for ``GetStatus``."""
+
+    step: int
+    policy_version: int
+    consumed_groups: int
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    last_checkpoint: str = ""
+
+
+def group_records_for(
+    groups: Sequence[common_pb2.Group], step: int, algo: Any
+) -> list[dict[str, Any]]:
+    """The ``groups.jsonl`` records of one step's groups.
+
+    Fields: step, group_id, prompt_id, task_type, status, round, rewards (None = missing),
+    mean, std (the algo's convention), correct, missing, zero_variance (from
+    ``grpo.learner.diagnostics.group_records``), response_tokens, policy_versions,
+    straggler_wait_s (seconds).
+    """
+    from grpo.learner.diagnostics import group_records
+
+    size = max(max(int(g.group_size), len(g.members)) for g in groups)
+    rewards = torch.full((len(groups), max(size, 2)), float("nan"), dtype=torch.float64)
+    for p, g in enumerate(groups):
+        for m in g.members:
+            r = outcome_reward(m)
+            if r is not None and m.rollout.index < rewards.shape[1]:
+                rewards[p, m.rollout.index] = r
+    stats = group_records(
+        rewards, group_ids=[g.group_id for g in groups], std=algo.std, eps=algo.eps
+    )
+    out = []
+    for g, st in zip(groups, stats, strict=True):
+        first = g.members[0].rollout if g.members else common_pb2.Rollout()
+        out.append(
+            {
+                "step": step,
+                "group_id": g.group_id,
+                "prompt_id": g.prompt_id,
+                "task_type": first.task.type,
+                "status": common_pb2.GroupStatus.Name(g.status),
+                "round": g.round,
+                "rewards": [outcome_reward(m) for m in g.members],
+                "mean": st.mean,
+                "std": st.std,
+                "correct": st.correct,
+                "missing": int(g.group_size) - (st.size - st.missing),
+                "zero_variance": st.zero_variance,
+                "response_tokens": [len(m.rollout.completion.token_ids) for m in g.members],
+                "policy_versions": [int(m.rollout.completion.policy_version) for m in g.members],
+                "straggler_wait_s": g.straggler_wait_s,
+            }
+        )
+    return out
+
+
+class LearnerLoop:
+    """Consumes B groups per step, trains, publishes every K and checkpoints every M steps.
+
+    Args:
+        settings: the service settings.
+        client: a redis-py client (binary responses).
+        trainer: the trainer (model on its device).
+        tokenizer: saved with every published weights folder.
+        parallel: ``grpo.learner.distributed.DataParallel`` of rank 0 when world_size > 1.
+    """
+
+    def __init__(
+        self,
+        settings: LearnerServiceSettings,
+        *,
+        client: Any,
+        trainer: Trainer,
+        tokenizer: Any,
+        parallel: Any | None = None,
+    ) -> None:
+        self.settings = settings
+        self.names = StreamNames(settings.namespace)
+        self.client = client
+        self.streams = Streams(client)
+        self.trainer = trainer
+        self.tokenizer = tokenizer
+        self.parallel = parallel
+        self.run_dir = Path(settings.run_dir)
+        self.ckpt_root = self.run_dir / "checkpoints"
+        self.runlog = RunLog(self.run_dir)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._requests: queue.Queue[tuple[threading.Event, list[Any]]] = queue.Queue()
+        self.error: BaseException | None = None
+
+        self.consumed: list[str] = []
+        self._consumed_set: set[str] = set()
+        self._unacked: list[str] = []
+        self._buffer: list[StreamEntry[common_pb2.Group]] = []
+        self.policy_version = 0
+        self.generated_tokens = 0
+        self.run_start_unix_s = time.time()
+        self.wait_s_total = 0.0
+        self.last_metrics: dict[str, float] = {}
+        self.last_checkpoint = ""
+        self._ckpt_step = 0
+        self._resume()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _resume(self) -> None:
+        """Restore the newest checkpoint (if any) and align the policy version with Redis."""
+        path = latest_checkpoint(self.ckpt_root)
+        if path is not None:
+            t = self.trainer
+            state = load_checkpoint(path, model=t.model, optimizer=t.optimizer, scheduler=t.scheduler)
+            t.step_count = state.step
+            self.consumed = list(state.consumed_group_ids)
+            self._consumed_set = set(self.consumed)
+            self.policy_version = state.policy_version
+            self.generated_tokens = int(state.extra.get("generated_tokens", 0))
+            self.run_start_unix_s = float(state.extra.get("run_start_unix_s", time.time()))
+            self.wait_s_total = float(state.extra.get("wait_s_total", 0.0))
+            self.last_checkpoint = str(path)
+            self._ckpt_step = state.step
+            log.info("resumed", extra={"checkpoint": str(path), "step": state.step})
+        self.runlog.truncate_after(self.trainer.step_count)
+        in_redis = published_version(self.client, self.names.policy_key)
+        if path is not None and in_redis != self.policy_version:
+            # Generation may hold weights of steps lost with the previous process.
+            self._publish(max(in_redis, self.policy_version) + 1)
+        else:
+            self.policy_version = max(self.policy_version, in_redis, 0)
+
+    def start(self) -> None:
+        """Start the loop thread (returns at once)."""
+        if self._thread is not None:
+            raise FailedPreconditionError("the learner loop is already running")
+        self._thread = threading.Thread(target=self._run, name="learner-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Finish the step in progress, checkpoint and acknowledge, then join the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def run(self) -> None:
+        """Run the loop in the calling thread until ``stop`` or ``max_steps``."""
+        self._run()
+
+    def status(self) -> LearnerStatus:
+        """Step, policy version, consumed groups, last metrics and checkpoint (thread-safe)."""
+        with self._lock:
+            return LearnerStatus(
+                step=self.trainer.step_count,
+                policy_version=self.policy_version,
+                consumed_groups=len(self.consumed),
+                last_metrics=dict(self.last_metrics),
+                last_checkpoint=self.last_checkpoint,
+            )
+
+    def request_checkpoint(self, timeout_s: float | None = None) -> tuple[str, int]:
+        """Ask the loop to checkpoint after the step in progress; wait for the result.
+
+        Returns:
+            (checkpoint folder, step).
+
+        Raises:
+            FailedPreconditionError: the loop is not running or did not answer in time.
+        """
+        if self._thread is None or not self._thread.is_alive():
+            raise FailedPreconditionError("the learner loop is not running")
+        done = threading.Event()
+        holder: list[Any] = []
+        self._requests.put((done, holder))
+        if not done.wait(timeout_s):
+            raise FailedPreconditionError(f"no checkpoint within {timeout_s} s")
+        if isinstance(holder[0], BaseException):
+            raise holder[0]
+        return holder[0]
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        s = self.settings
+        try:
+            self.streams.ensure_group(self.names.groups, s.consumer_group)
+            pending = self.streams.reclaim(
+                self.names.groups,
+                s.consumer_group,
+                s.consumer,
+                common_pb2.Group,
+                min_idle_ms=0,
+                count=max(1000, 4 * s.batch_groups * s.checkpoint_every),
+            )
+            self._admit(pending)
+            waited_from = time.perf_counter()
+            while not self._stop.is_set():
+                self._serve_requests()
+                if s.max_steps and self.trainer.step_count >= s.max_steps:
+                    self._stop.wait(0.2)
+                    continue
+                need = s.batch_groups - len(self._buffer)
+                if need > 0:
+                    entries = self.streams.consume(
+                        self.names.groups,
+                        s.consumer_group,
+                        s.consumer,
+                        common_pb2.Group,
+                        count=need,
+                        block_ms=s.block_ms,
+                    )
+                    self._admit(entries)
+                if len(self._buffer) >= s.batch_groups:
+                    batch = self._buffer[: s.batch_groups]
+                    self._buffer = self._buffer[s.batch_groups :]
+                    wait_s = time.perf_counter() - waited_from
+                    self._train(batch, wait_s)
+                    waited_from = time.perf_counter()
+        except BaseException as exc:  # noqa: BLE001 - recorded for status, then re-raised
+            self.error = exc
+            log.exception("learner loop failed")
+            raise
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        """Clean stop: checkpoint unsaved steps, acknowledge, release the other ranks."""
+        try:
+            if self.error is None and self.trainer.step_count > self._ckpt_step:
+                self._checkpoint()
+        finally:
+            if self.parallel is not None:
+                self.parallel.broadcast_groups(None)
+            self._serve_requests()
+
+    def _admit(self, entries: Sequence[StreamEntry[common_pb2.Group]]) -> None:
+        """Buffer new groups; acknowledge duplicates of groups already trained or buffered."""
+        buffered = {e.message.group_id for e in self._buffer}
+        dup = []
+        for entry in entries:
+            gid = entry.message.group_id
+            if gid in self._consumed_set or gid in buffered:
+                dup.append(entry.id)
+                continue
+            if not entry.message.members:
+                log.warning("empty group skipped", extra={"group_id": gid})
+                dup.append(entry.id)
+                continue
+            buffered.add(gid)
+            self._buffer.append(entry)
+        if dup:
+            # A consumed id here was trained before the restored checkpoint (durable), or its
+            # original entry is still pending until the next checkpoint: acking is safe.
+            self.streams.ack(self.names.groups, self.settings.consumer_group, dup)
+
+    def _train(self, entries: list[StreamEntry[common_pb2.Group]], wait_s: float) -> None:
+        s = self.settings
+        groups = [e.message for e in entries]
+        shard = groups
+        if self.parallel is not None:
+            from grpo.learner.distributed import shard_groups
+
+            self.parallel.broadcast_groups(groups)
+            shard = shard_groups(groups, self.parallel.rank, self.parallel.world_size)
+        metrics = self.trainer.step(shard)
+        step = self.trainer.step_count
+        tokens = sum(len(m.rollout.completion.token_ids) for g in groups for m in g.members)
+        with self._lock:
+            self.consumed.extend(g.group_id for g in groups)
+            self._consumed_set.update(g.group_id for g in groups)
+            self._unacked.extend(e.id for e in entries)
+            self.generated_tokens += tokens
+            self.wait_s_total += wait_s
+        if step % s.publish_every == 0:
+            self._publish(self.policy_version + 1)
+        wall = time.time() - self.run_start_unix_s
+        record: dict[str, Any] = {
+            "step": step,
+            "policy_version": self.policy_version,
+            "wall_clock_s": wall,
+            "generated_tokens": self.generated_tokens,
+            "groups_consumed": len(self.consumed),
+            "time/wait_groups_s": wait_s,
+            "learner/idle_frac": self.wait_s_total / max(wall, 1e-9),
+            "policy/staleness_mean": _staleness(groups, self.policy_version),
+        }
+        record.update(metrics)
+        self.runlog.write_step(record, group_records_for(groups, step, self.settings.algo))
+        with self._lock:
+            self.last_metrics = {k: float(v) for k, v in record.items()}
+        if step % s.checkpoint_every == 0 or (s.max_steps and step >= s.max_steps):
+            self._checkpoint()
+
+    def _publish(self, version: int) -> None:
+        publish_weights(
+            self.client,
+            self.names.policy_key,
+            model=self.trainer.model,
+            tokenizer=self.tokenizer,
+            run_dir=self.run_dir,
+            version=version,
+            step=self.trainer.step_count,
+            keep=self.settings.keep_weights,
+        )
+        with self._lock:
+            self.policy_version = version
+
+    def _checkpoint(self) -> str:
+        """Write a checkpoint of the current state, then acknowledge what it covers."""
+        t = self.trainer
+        if t.step_count == self._ckpt_step and self.last_checkpoint:
+            return self.last_checkpoint
+        state = CheckpointState(
+            step=t.step_count,
+            policy_version=self.policy_version,
+            consumed_group_ids=list(self.consumed),
+            resolved_config=resolved_config(self.settings),
+            extra={
+                "generated_tokens": self.generated_tokens,
+                "run_start_unix_s": self.run_start_unix_s,
+                "wait_s_total": self.wait_s_total,
+            },
+        )
+        path = save_checkpoint(
+            self.ckpt_root,
+            model=t.model,
+            optimizer=t.optimizer,
+            scheduler=t.scheduler,
+            state=state,
+            keep_last=self.settings.keep_checkpoints,
+        )
+        # Durable now: acknowledge every entry the checkpoint covers.
+        if self._unacked:
+            self.streams.ack(self.names.groups, self.settings.consumer_group, self._unacked)
+        with self._lock:
+            self._unacked = []
+            self._ckpt_step = t.step_count
+            self.last_checkpoint = str(path)
+        return str(path)
+
+    def _serve_requests(self) -> None:
+        while True:
+            try:
+                done, holder = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                holder.append((self._checkpoint(), self.trainer.step_count))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting RPC
+                holder.append(exc)
+            done.set()
+
+
+def _staleness(groups: Sequence[common_pb2.Group], version: int) -> float:
+    """Mean (current policy version − sampling version) over the batch's rollouts."""
+    versions = [m.rollout.completion.policy_version for g in groups for m in g.members]
+    return sum(version - v for v in versions) / len(versions) if versions else 0.0
+
+
+def resolved_config(settings: LearnerServiceSettings) -> dict[str, Any]:
+    """The resolved settings plus the algorithm's pinned definitions (checkpoint metadata)."""
+    out: dict[str, Any] = {"settings": settings.model_dump(mode="json")}
+    definition = getattr(settings.algo, "resolved_definition", None)
+    if definition is None:
+        raise InvalidArgumentError("algo config lacks resolved_definition()")
+    out["algo_definition"] = definition()
+    return out

@@ -1,0 +1,187 @@
+"""``grpo serve learner``: the Learner gRPC service around the training loop.
+
+``build(settings)`` loads the policy (and the reference model when the KL weight β > 0),
+restores the newest checkpoint, and returns the ``grpo.v1.Learner`` binding (GetStatus,
+SaveCheckpoint) plus the ``LearnerLoop`` worker (``grpo.services.learner.loop`` documents the
+consume/checkpoint/acknowledge protocol). With ``world_size`` W > 1, ``build`` first spawns
+ranks 1..W-1 (torch.multiprocessing "spawn", before gRPC starts) running ``follower_main``;
+rank 0 (this process) reads groups and hands each batch to them (``grpo.learner.distributed``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import grpc
+import torch
+
+from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
+from grpo.learner.trainer import Trainer
+from grpo.services.errors import FailedPreconditionError
+from grpo.services.learner.loop import LearnerLoop
+from grpo.services.learner.settings import LearnerServiceSettings
+from grpo.services.registry import ServiceParts, ServiceSpec
+from grpo.services.server import ServiceBinding, remaining_s
+from grpo.v1 import learner_pb2, learner_pb2_grpc
+
+__all__ = ["SERVICE", "LearnerServicer", "build", "build_trainer", "follower_main"]
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+class LearnerServicer(learner_pb2_grpc.LearnerServicer):
+    """Thin adapter: ``grpo.v1.Learner`` RPCs -> ``LearnerLoop``."""
+
+    def __init__(self, loop: LearnerLoop) -> None:
+        self.loop = loop
+
+    def GetStatus(  # noqa: N802 - generated method name
+        self, request: learner_pb2.GetStatusRequest, context: grpc.ServicerContext
+    ) -> learner_pb2.GetStatusResponse:
+        st = self.loop.status()
+        return learner_pb2.GetStatusResponse(
+            step=st.step,
+            policy_version=st.policy_version,
+            consumed_groups=st.consumed_groups,
+            last_metrics=st.last_metrics,
+            last_checkpoint=st.last_checkpoint,
+        )
+
+    def SaveCheckpoint(  # noqa: N802 - generated method name
+        self, request: learner_pb2.SaveCheckpointRequest, context: grpc.ServicerContext
+    ) -> learner_pb2.SaveCheckpointResponse:
+        path, step = self.loop.request_checkpoint(remaining_s(context))
+        return learner_pb2.SaveCheckpointResponse(path=path, step=step)
+
+
+def build_trainer(settings: LearnerServiceSettings, parallel: Any | None = None) -> tuple:
+    """Load π_θ (and π_ref when β > 0) and the tokenizer; return ``(trainer, tokenizer)``.
+
+    Raises:
+        NotFoundError: ``model_path`` has no tokenizer.json.
+        OSError: the model folder cannot be read.
+    """
+    from transformers import AutoModelForCausalLM
+
+    from grpo.learner.tiny_model import load_tokenizer
+
+    torch.set_num_threads(settings.torch_threads)
+    dtype = _DTYPES[settings.dtype]
+    tokenizer = load_tokenizer(settings.model_path)
+    model = AutoModelForCausalLM.from_pretrained(settings.model_path, dtype=dtype)
+    ref = None
+    if settings.algo.kl_coef > 0:
+        ref = AutoModelForCausalLM.from_pretrained(settings.model_path, dtype=dtype)
+    if parallel is not None and parallel.fsdp:
+        from grpo.learner.distributed import wrap_fsdp
+
+        layer_cls = tuple({type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")})
+        model = wrap_fsdp(model, layer_classes=layer_cls)
+    device = settings.trainer.device
+    if parallel is not None and parallel.backend == "nccl":
+        device = f"cuda:{torch.cuda.current_device()}"
+    trainer = Trainer(
+        model,
+        settings.algo,
+        settings.trainer.model_copy(update={"device": device}),
+        pad_token_id=int(tokenizer.pad_token_id),
+        eos_token_id=int(tokenizer.eos_token_id),
+        ref_model=ref,
+        parallel=parallel,
+    )
+    return trainer, tokenizer
+
+
+def _dist_init(settings: LearnerServiceSettings) -> str:
+    if settings.dist_init:
+        return settings.dist_init
+    path = Path(settings.run_dir).resolve() / f".dist-{os.getpid()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+    return f"file://{path}"
+
+
+def follower_main(rank: int, world_size: int, settings_json: str, init_method: str) -> None:
+    """Rank r > 0: join the world, restore rank 0's checkpoint, train each broadcast batch.
+
+    Runs until rank 0 broadcasts the stop signal (``LearnerLoop`` does so when it stops).
+    """
+    from grpo.learner.distributed import init_data_parallel, shard_groups
+
+    settings = LearnerServiceSettings.model_validate_json(settings_json)
+    parallel = init_data_parallel(rank, world_size, init_method, fsdp=settings.fsdp)
+    trainer, _ = build_trainer(settings, parallel)
+    payload: list[Any] = [None]
+    torch.distributed.broadcast_object_list(payload, src=0)
+    if payload[0]:
+        state = load_checkpoint(
+            payload[0], model=trainer.model, optimizer=trainer.optimizer, scheduler=trainer.scheduler
+        )
+        trainer.step_count = state.step
+    while True:
+        groups = parallel.broadcast_groups(None)
+        if groups is None:
+            break
+        trainer.step(shard_groups(groups, rank, world_size))
+    torch.distributed.destroy_process_group()
+
+
+def build(settings: LearnerServiceSettings) -> ServiceParts:
+    """Load models, restore the checkpoint, spawn followers; return binding and worker.
+
+    Raises:
+        FailedPreconditionError: no Redis URL (settings.redis_url or $REDIS_URL).
+    """
+    from grpo.services.redis_server import connect, redis_url_from_env
+
+    url = settings.redis_url or redis_url_from_env()
+    if not url:
+        raise FailedPreconditionError("the learner needs Redis: set redis_url or $REDIS_URL")
+    parallel = None
+    procs = None
+    if settings.world_size > 1:
+        import torch.multiprocessing as mp
+
+        from grpo.learner.distributed import init_data_parallel
+
+        init = _dist_init(settings)
+        os.environ.setdefault("OMP_NUM_THREADS", str(settings.torch_threads))
+        procs = mp.start_processes(
+            _follower_entry,
+            args=(settings.world_size, settings.model_dump_json(), init),
+            nprocs=settings.world_size - 1,
+            join=False,
+            start_method="spawn",
+        )
+        parallel = init_data_parallel(0, settings.world_size, init, fsdp=settings.fsdp)
+    trainer, tokenizer = build_trainer(settings, parallel)
+    if parallel is not None:
+        ckpt = latest_checkpoint(Path(settings.run_dir) / "checkpoints")
+        torch.distributed.broadcast_object_list([str(ckpt) if ckpt else None], src=0)
+    loop = LearnerLoop(
+        settings, client=connect(url), trainer=trainer, tokenizer=tokenizer, parallel=parallel
+    )
+    binding = ServiceBinding(
+        name="grpo.v1.Learner",
+        add_to_server=learner_pb2_grpc.add_LearnerServicer_to_server,
+        servicer=LearnerServicer(loop),
+    )
+
+    def close() -> None:
+        if procs is not None:
+            procs.join(timeout=30)
+
+    return ServiceParts(bindings=[binding], workers=[loop], close=close)
+
+
+def _follower_entry(index: int, world_size: int, settings_json: str, init_method: str) -> None:
+    follower_main(index + 1, world_size, settings_json, init_method)
+
+
+SERVICE = ServiceSpec(name="learner", settings_cls=LearnerServiceSettings, build=build)

@@ -1,0 +1,78 @@
+"""``LearnerServiceSettings``: everything ``grpo serve learner`` reads (YAML < env < flags)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo.learner.config import LearnerAlgoConfig
+from grpo.learner.trainer import TrainerConfig
+from grpo.services.server import ServerSettings
+
+__all__ = ["LearnerServiceSettings"]
+
+
+class LearnerServiceSettings(BaseModel):
+    """The learner service: model, data source, batch size, cadences, run dir, parallelism."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSettings = Field(
+        default_factory=ServerSettings, description="gRPC server (GetStatus, SaveCheckpoint)."
+    )
+    model_path: Path = Field(
+        ..., description="save_pretrained folder (model + tokenizer) of the initial policy."
+    )
+    run_dir: Path = Field(
+        Path("runs/learner"),
+        description="Run directory: checkpoints/, weights/v<N>/, metrics.jsonl, groups.jsonl.",
+    )
+    redis_url: str | None = Field(
+        None, description="Redis URL; None = $REDIS_URL (required one way or the other)."
+    )
+    namespace: str = Field("grpo", description="Stream namespace (StreamNames).")
+    consumer_group: str = Field("learner", description="Consumer group on the groups stream.")
+    consumer: str = Field("learner-0", description="Consumer name inside the group.")
+    batch_groups: int = Field(8, ge=1, description="Groups per learner step (B).")
+    publish_every: int = Field(1, ge=1, description="Publish weights every K steps.")
+    checkpoint_every: int = Field(
+        5,
+        ge=1,
+        description="Checkpoint every M steps; groups are acknowledged only when a checkpoint "
+        "recording them is durable.",
+    )
+    keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept (most recent).")
+    keep_weights: int = Field(3, ge=1, description="Published weight folders kept.")
+    max_steps: int = Field(0, ge=0, description="Stop consuming after this step; 0 = never.")
+    block_ms: int = Field(
+        500, ge=1, description="Longest wait for new groups per read (milliseconds)."
+    )
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads per process.")
+    dtype: Literal["float32", "bfloat16", "float64"] = Field(
+        "float32", description="Parameter dtype of π_θ (and π_ref)."
+    )
+    world_size: int = Field(
+        1, ge=1, description="Data-parallel processes (rank 0 = this process; gloo on CPU)."
+    )
+    dist_init: str = Field(
+        "",
+        description="torch.distributed rendezvous URL; '' = a file under run_dir.",
+    )
+    fsdp: bool = Field(
+        False, description="Shard the model with FSDP2 (GPUs; not exercised on CPU)."
+    )
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig, description="Optimizer, schedule, micro-batches, device."
+    )
+    algo: LearnerAlgoConfig = Field(
+        default_factory=LearnerAlgoConfig,
+        description="Advantages, clipping, reduction, KL, process credit, TIS.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> LearnerServiceSettings:
+        if self.fsdp and self.world_size < 2:
+            raise ValueError("fsdp: true needs world_size >= 2")
+        return self

@@ -1,0 +1,278 @@
+"""``RunConfig``: everything ``grpo run`` needs, read from one YAML file (plus CLI overrides).
+
+Sections: ``data`` (tasks and the held-out set), ``model`` (policy path or a fresh tiny model,
+and the SFT warm start), ``generation`` (G, temperature, max tokens, backpressure),
+``verifiers`` (which verifier services score outcome and process), ``assembler`` (deadlines and
+dynamic sampling, ``grpo.services.assembler.config.AssemblerConfig``), ``learner`` (trainer and
+algorithm settings, batch B groups per step, publish every K, checkpoint every M), ``eval``
+(held-out greedy accuracy every N steps) and ``budget`` (learner steps and wall clock).
+
+The orchestrator turns a RunConfig into one settings YAML per service (see
+``grpo.services.pipeline.service_configs``); each section's ``extra`` mapping is merged into
+that service's YAML verbatim, for settings this model does not name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo.services.assembler.config import AssemblerConfig
+from grpo.services.config import load_settings
+
+__all__ = [
+    "ArithConfig",
+    "BudgetConfig",
+    "DataConfig",
+    "EvalConfig",
+    "GenerationRunConfig",
+    "LearnerRunConfig",
+    "ModelConfig",
+    "RunConfig",
+    "SftConfig",
+    "TinyModelConfig",
+    "VerifiersConfig",
+    "load_run_config",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ArithConfig(BaseModel):
+    """Synthetic arithmetic tasks (``grpo.services.datasets.arith_tasks``)."""
+
+    model_config = _FROZEN
+
+    min_digits: int = Field(2, ge=1, description="Fewest digits of an operand.")
+    max_digits: int = Field(3, ge=1, description="Most digits of an operand.")
+    ops: list[Literal["+", "-", "*"]] = Field(["+"], description="Operations drawn from.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ArithConfig:
+        if self.max_digits < self.min_digits:
+            raise ValueError("data.arith.max_digits must be >= data.arith.min_digits")
+        return self
+
+
+class DataConfig(BaseModel):
+    """Training prompts and the held-out evaluation set."""
+
+    model_config = _FROZEN
+
+    source: Literal["arith", "gsm8k", "math500", "humaneval"] = Field(
+        "arith", description="Task source: synthetic arithmetic, or a dataset in the data dir."
+    )
+    train_size: int = Field(
+        0, ge=0, description="Training prompts (0 = every available one; arith needs > 0)."
+    )
+    heldout_size: int = Field(
+        200, ge=0, description="Held-out tasks for greedy accuracy, disjoint from training."
+    )
+    seed: int = Field(0, description="Seed of task generation and prompt order.")
+    arith: ArithConfig = Field(default_factory=ArithConfig, description="Arithmetic tasks.")
+    prompt_repeats: int = Field(
+        100, ge=1, description="Passes over the training prompts before the feeder stops."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DataConfig:
+        if self.source == "arith" and self.train_size == 0:
+            raise ValueError("data.train_size must be > 0 for data.source=arith")
+        return self
+
+
+class TinyModelConfig(BaseModel):
+    """Shape of a fresh tiny model (``grpo.learner.tiny_model.init_tiny_model``)."""
+
+    model_config = _FROZEN
+
+    hidden: int = Field(128, ge=8, description="Hidden size.")
+    layers: int = Field(4, ge=1, description="Decoder layers.")
+    heads: int = Field(4, ge=1, description="Attention heads.")
+    kv_heads: int = Field(2, ge=1, description="Key/value heads.")
+    intermediate: int = Field(512, ge=8, description="MLP inner size.")
+    max_positions: int = Field(512, ge=16, description="Context length (tokens).")
+
+
+class SftConfig(BaseModel):
+    """Supervised warm start on worked solutions before GRPO (``grpo.learner.sft.run_sft``)."""
+
+    model_config = _FROZEN
+
+    enabled: bool = Field(True, description="Run SFT before GRPO.")
+    examples: int = Field(
+        4000, ge=1, description="Worked examples (arith: drawn disjoint from held-out)."
+    )
+    steps: int = Field(0, ge=0, description="Optimizer steps (0 = bounded by time/epochs).")
+    epochs: float = Field(0.0, ge=0, description="Passes over the examples (0 = unbounded).")
+    time_budget_s: float = Field(0.0, ge=0, description="Wall-clock bound in seconds (0 = none).")
+    lr: float = Field(3e-3, gt=0, description="Peak AdamW learning rate.")
+    batch_size: int = Field(32, ge=1, description="Examples per step.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+
+    @model_validator(mode="after")
+    def _check(self) -> SftConfig:
+        if self.enabled and not (self.steps or self.epochs or self.time_budget_s):
+            raise ValueError("model.sft needs steps, epochs or time_budget_s > 0 when enabled")
+        return self
+
+
+class ModelConfig(BaseModel):
+    """The policy: an existing HF folder, or a fresh tiny model; optional SFT warm start."""
+
+    model_config = _FROZEN
+
+    path: str | None = Field(
+        None, description="save_pretrained folder of the policy; None = init a tiny model."
+    )
+    tiny: TinyModelConfig = Field(
+        default_factory=TinyModelConfig, description="Tiny model shape (path unset)."
+    )
+    sft: SftConfig = Field(
+        default_factory=lambda: SftConfig(enabled=False), description="SFT warm start."
+    )
+
+
+class GenerationRunConfig(BaseModel):
+    """Sampling of rollouts by the rollout worker."""
+
+    model_config = _FROZEN
+
+    group_size: int = Field(8, ge=2, description="Rollouts per prompt (G).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus mass; 1 disables it.")
+    max_new_tokens: int = Field(48, ge=1, description="Generated tokens per rollout, at most.")
+    stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the text).")
+    prompts_ahead: int = Field(
+        4,
+        ge=1,
+        description="Backpressure: most prompt jobs waiting for or in generation at once.",
+    )
+    workers: int = Field(1, ge=1, description="Rollout worker processes.")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Merged verbatim into the rollout worker's YAML."
+    )
+
+
+class VerifiersConfig(BaseModel):
+    """Which verifier services score the run's task type."""
+
+    model_config = _FROZEN
+
+    outcome: str = Field(
+        "verifier-math", description="Service name of the outcome verifier (grpo serve NAME)."
+    )
+    process: str | None = Field(
+        None, description="Service name of the process verifier; None = outcome only."
+    )
+    extra: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Service name -> mapping merged into its YAML."
+    )
+
+
+class LearnerRunConfig(BaseModel):
+    """The learner service: algorithm, optimizer, batch and cadence."""
+
+    model_config = _FROZEN
+
+    batch_groups: int = Field(8, ge=1, description="Groups per learner step (B).")
+    publish_every: int = Field(1, ge=1, description="Publish weights every K steps.")
+    checkpoint_every: int = Field(5, ge=1, description="Checkpoint every M steps.")
+    trainer: dict[str, Any] = Field(
+        default_factory=dict,
+        description="grpo.learner.trainer.TrainerConfig fields (lr, warmup_steps, ...).",
+    )
+    algo: dict[str, Any] = Field(
+        default_factory=dict,
+        description="grpo.learner.config.LearnerAlgoConfig fields (estimator, clip, kl, ...).",
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Merged verbatim into the learner's YAML."
+    )
+
+
+class EvalConfig(BaseModel):
+    """Held-out greedy accuracy."""
+
+    model_config = _FROZEN
+
+    every_steps: int = Field(
+        0,
+        ge=0,
+        description="Evaluate the latest published policy every N steps (0 = only "
+        "before and after).",
+    )
+    max_new_tokens: int = Field(48, ge=1, description="Greedy generation budget per task.")
+    batch_size: int = Field(100, ge=1, description="Prompts per generate call.")
+
+
+class BudgetConfig(BaseModel):
+    """When the run stops: the first of these reached."""
+
+    model_config = _FROZEN
+
+    steps: int = Field(20, ge=1, description="Learner steps.")
+    wall_clock_s: float = Field(
+        900.0, gt=0, description="Wall-clock bound of the GRPO phase (seconds)."
+    )
+    startup_timeout_s: float = Field(
+        120.0, gt=0, description="How long services may take to become healthy (seconds)."
+    )
+    stop_grace_s: float = Field(
+        10.0, ge=0, description="SIGTERM grace before SIGKILL at shutdown (seconds)."
+    )
+
+
+class RunConfig(BaseModel):
+    """A whole ``grpo run``: one YAML file; see the module docstring for the sections."""
+
+    model_config = _FROZEN
+
+    name: str = Field("run", min_length=1, description="Run name (run dir suffix).")
+    seed: int = Field(0, description="Seed of every component.")
+    namespace: str = Field(
+        "", description="Redis key namespace; '' = derived from the run dir name."
+    )
+    redis_url: str | None = Field(
+        None, description="External Redis; None = $REDIS_URL, else an embedded server."
+    )
+    data: DataConfig = Field(default_factory=DataConfig, description="Tasks.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Policy and SFT.")
+    generation: GenerationRunConfig = Field(
+        default_factory=GenerationRunConfig, description="Sampling."
+    )
+    verifiers: VerifiersConfig = Field(default_factory=VerifiersConfig, description="Verifiers.")
+    assembler: AssemblerConfig = Field(
+        default_factory=AssemblerConfig, description="Group assembly and dynamic sampling."
+    )
+    assembler_extra: dict[str, Any] = Field(
+        default_factory=dict, description="Merged verbatim into the assembler's YAML."
+    )
+    learner: LearnerRunConfig = Field(default_factory=LearnerRunConfig, description="Learner.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Stop conditions.")
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        if self.verifiers.process is not None and not self.learner.algo.get(
+            "process_weight", 0.0
+        ):
+            raise ValueError(
+                "verifiers.process is set but learner.algo.process_weight is 0: set a "
+                "process_weight > 0, or verifiers.process: null for an outcome-only run"
+            )
+        return self
+
+
+def load_run_config(path: Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read a RunConfig from YAML with dotted-path ``overrides`` (``{"budget.steps": 3}``).
+
+    Environment variables ``GRPO_RUN_<FIELD>`` (``__`` between levels) override the file.
+
+    Raises:
+        NotFoundError: the file does not exist.
+        InvalidArgumentError: invalid values; the message lists each bad field's dotted path.
+    """
+    return load_settings(RunConfig, path, overrides, env_prefix="GRPO_RUN_")

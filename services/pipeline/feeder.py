@@ -1,0 +1,112 @@
+"""The prompt feeder: writes PromptJobs for the training tasks, with backpressure.
+
+Each pass ("epoch") over the tasks uses a fresh seeded shuffle; the group id of a job is
+``<task id>/e<epoch>``, also its dedup key, so re-feeding after a restart writes nothing twice.
+The feeder only adds jobs while (a) the prompts stream's lag for the rollout workers' consumer
+group is below ``prompts_ahead`` and (b) the groups stream's lag for the learner's consumer
+group is below ``groups_ahead``: generation never runs far ahead of training, which bounds
+how stale (off-policy) a group can be when the learner consumes it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from grpo.services.errors import InvalidArgumentError
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import common_pb2
+
+__all__ = ["PromptFeeder"]
+
+
+class PromptFeeder:
+    """Feeds PromptJobs for ``tasks`` in seeded shuffled passes (see the module docstring)."""
+
+    def __init__(
+        self,
+        streams: Streams,
+        names: StreamNames,
+        tasks: Sequence[common_pb2.Task],
+        *,
+        group_size: int,
+        prompts_ahead: int,
+        groups_ahead: int,
+        worker_group: str,
+        learner_group: str,
+        seed: int = 0,
+        repeats: int = 1,
+    ) -> None:
+        """Args:
+        streams, names: Redis streams of the run.
+        tasks: training tasks (non-empty).
+        group_size: G rollouts per job.
+        prompts_ahead: most unfinished jobs in the prompts stream (backpressure).
+        groups_ahead: most unconsumed groups in the groups stream (backpressure).
+        worker_group: consumer group of the rollout workers on the prompts stream.
+        learner_group: consumer group of the learner on the groups stream.
+        seed: seed of the shuffles.
+        repeats: passes over the tasks before the feeder is exhausted.
+
+        Raises:
+            InvalidArgumentError: no tasks, G < 2, or a bound < 1.
+        """
+        if not tasks:
+            raise InvalidArgumentError("the feeder needs at least one training task")
+        if group_size < 2 or prompts_ahead < 1 or groups_ahead < 1:
+            raise InvalidArgumentError(
+                f"need group_size >= 2 and bounds >= 1, got G={group_size}, "
+                f"prompts_ahead={prompts_ahead}, groups_ahead={groups_ahead}"
+            )
+        self._streams = streams
+        self._names = names
+        self._tasks = list(tasks)
+        self._group_size = group_size
+        self._prompts_ahead = prompts_ahead
+        self._groups_ahead = groups_ahead
+        self._worker_group = worker_group
+        self._learner_group = learner_group
+        self._seed = seed
+        self._repeats = repeats
+        self._epoch = 0
+        self._order: list[int] = []
+        self.fed = 0
+
+    @property
+    def exhausted(self) -> bool:
+        """True once every pass has been fed."""
+        return self._epoch >= self._repeats and not self._order
+
+    def _next_task(self) -> tuple[common_pb2.Task, int] | None:
+        if not self._order:
+            if self._epoch >= self._repeats:
+                return None
+            self._order = list(range(len(self._tasks)))
+            random.Random(self._seed * 1_000_003 + self._epoch).shuffle(self._order)
+            self._order.reverse()
+            self._epoch += 1
+        return self._tasks[self._order.pop()], self._epoch - 1
+
+    def pump(self, limit: int = 64) -> int:
+        """Write jobs while both lags are under their bounds; at most ``limit`` per call.
+
+        Returns:
+            Jobs written by this call (already-written ids count 0).
+        """
+        written = 0
+        while written < limit:
+            prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
+            groups_lag = self._streams.lag(self._names.groups, self._learner_group)
+            if prompts_lag >= self._prompts_ahead or groups_lag >= self._groups_ahead:
+                break
+            item = self._next_task()
+            if item is None:
+                break
+            task, epoch = item
+            job = common_pb2.PromptJob(
+                group_id=f"{task.id}/e{epoch}", task=task, group_size=self._group_size, round=0
+            )
+            if self._streams.produce(self._names.prompts, job, dedup_key=job.group_id):
+                written += 1
+                self.fed += 1
+        return written

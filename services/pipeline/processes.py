@@ -1,0 +1,270 @@
+"""Service processes of a local run: launch, health wait, fault injection, clean shutdown.
+
+Each service runs as ``grpo serve <name> --config <yaml> --port <p>`` in its own process group
+(its process pools die with it), with ``OMP_NUM_THREADS=1`` and a parent-death signal
+(SIGKILL when the orchestrator dies, so a SIGKILLed ``grpo run`` leaves no service behind).
+``stop_all`` sends SIGTERM to every group (reverse start order), waits ``grace_s``, then
+SIGKILLs what is left. With ``become_subreaper()`` the orchestrator also adopts grandchildren
+orphaned by a dying service, and ``orphans()`` lists any descendant still alive, so "no orphan
+processes" is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from grpo.services.errors import DeadlineExceededError, FailedPreconditionError
+
+__all__ = ["ProcessSupervisor", "ServiceProcess", "become_subreaper", "free_port", "orphans"]
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+# Runs in the child before the CLI: SIGKILL this process when its parent dies, then serve.
+_BOOT = (
+    "import ctypes, signal; ctypes.CDLL(None).prctl(1, signal.SIGKILL); "
+    "from grpo.cli import app; app()"
+)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER).
+
+    Returns:
+        True when set; False on platforms without prctl.
+    """
+    try:
+        return ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # Field 4 (ppid) follows the parenthesised command name, which may contain spaces.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def orphans(pid: int | None = None) -> list[int]:
+    """Live (non-zombie) descendants of ``pid`` (default: this process), depth first."""
+    root = os.getpid() if pid is None else pid
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for child in _children_of(stack.pop()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+@dataclass
+class ServiceProcess:
+    """One running service.
+
+    Attributes:
+        name: service name (``grpo serve`` NAME).
+        port: its gRPC port on 127.0.0.1.
+        config: its settings YAML.
+        log: file receiving its stdout and stderr.
+        popen: the process (leader of its own process group).
+    """
+
+    name: str
+    port: int
+    config: Path
+    log: Path
+    popen: subprocess.Popen[bytes]
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:<port>``."""
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.popen.poll() is None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of its log."""
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+class ProcessSupervisor:
+    """Starts services as child processes and stops them all (see the module docstring)."""
+
+    def __init__(self, log_dir: Path, *, env: dict[str, str] | None = None) -> None:
+        """Args: log_dir: where ``<name>.log`` files go; env: extra environment for children."""
+        self.log_dir = log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._env = dict(os.environ)
+        self._env.update(
+            {
+                "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        self._env.update(env or {})
+        self.services: dict[str, ServiceProcess] = {}
+
+    def start(self, name: str, config: Path, *, service: str | None = None) -> ServiceProcess:
+        """Launch ``grpo serve <service or name> --config <config> --port <free port>``.
+
+        Args:
+            name: unique label of this process (log file name); also the service name unless
+                ``service`` is given (e.g. two rollout workers ``rollout-worker-0``, ``-1``).
+            config: the service's settings YAML.
+            service: the ``grpo serve`` service name when it differs from ``name``.
+
+        Raises:
+            FailedPreconditionError: a process of that name is already running.
+        """
+        old = self.services.get(name)
+        if old is not None and old.alive():
+            raise FailedPreconditionError(f"service {name!r} is already running")
+        port = old.port if old is not None else free_port()
+        log = self.log_dir / f"{name}.log"
+        cmd = [
+            sys.executable,
+            "-c",
+            _BOOT,
+            "serve",
+            service or name,
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+        ]
+        with log.open("ab") as fh:
+            popen = subprocess.Popen(
+                cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._env,
+                start_new_session=True,
+            )
+        proc = ServiceProcess(name=name, port=port, config=config, log=log, popen=popen)
+        self.services[name] = proc
+        return proc
+
+    def wait_healthy(self, names: list[str], timeout_s: float) -> None:
+        """Block until each named service answers grpc.health.v1 Check with SERVING.
+
+        Raises:
+            FailedPreconditionError: a service exited while starting (its log tail is quoted).
+            DeadlineExceededError: not all SERVING within ``timeout_s`` seconds.
+        """
+        deadline = time.monotonic() + timeout_s
+        for name in names:
+            proc = self.services[name]
+            with grpc.insecure_channel(proc.address) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                while True:
+                    if not proc.alive():
+                        raise FailedPreconditionError(
+                            f"service {name} exited with code {proc.popen.returncode} while "
+                            f"starting; log {proc.log}:\n{proc.log_tail()}"
+                        )
+                    try:
+                        reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+                        if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                            break
+                    except grpc.RpcError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise DeadlineExceededError(
+                            f"service {name} not SERVING after {timeout_s} s; log {proc.log}:\n"
+                            f"{proc.log_tail()}"
+                        )
+                    time.sleep(0.2)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to a service's whole process group and reap it (fault injection)."""
+        proc = self.services[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.popen.pid, sig)
+        proc.popen.wait()
+
+    def dead(self) -> list[str]:
+        """Names of services that exited."""
+        return [n for n, p in self.services.items() if not p.alive()]
+
+    def stop_all(self, grace_s: float) -> dict[str, int | None]:
+        """SIGTERM every service group (reverse start order), SIGKILL after ``grace_s``.
+
+        Returns:
+            Service name -> exit code (negative: killed by that signal).
+        """
+        procs = list(reversed(self.services.values()))
+        for proc in procs:
+            if proc.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in procs:
+            # The group may hold pool workers even after its leader exited.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+            proc.popen.wait()
+        return {p.name: p.popen.returncode for p in procs}
+
+    def reap_orphans(self, timeout_s: float = 5.0) -> list[int]:
+        """SIGKILL and reap every remaining descendant (adopted orphans included).
+
+        Returns:
+            The pids that were still alive and had to be killed (empty after a clean stop).
+        """
+        left = orphans()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                if not orphans():
+                    break
+                time.sleep(0.05)
+        return left

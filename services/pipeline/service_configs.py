@@ -1,0 +1,129 @@
+"""Per-service settings documents derived from a RunConfig (written as YAML into the run dir).
+
+One function per service turns the run's sections into that service's settings mapping; each
+mapping is validated against the service's own settings model before any process starts (a
+typo fails fast with the service's field path), then written to ``<run_dir>/services/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo.services.config import load_settings
+from grpo.services.pipeline.config import RunConfig
+from grpo.services.registry import load_spec
+
+__all__ = [
+    "assembler_settings",
+    "learner_settings",
+    "rollout_worker_settings",
+    "verifier_settings",
+    "write_service_config",
+]
+
+_SERVER = {"host": "127.0.0.1", "metrics_port": -1, "grace_s": 5.0}
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def verifier_settings(config: RunConfig, service: str) -> dict[str, Any]:
+    """Settings of a verifier service (``verifiers.extra[service]`` merged in)."""
+    return _merge({"server": dict(_SERVER)}, config.verifiers.extra.get(service, {}))
+
+
+def assembler_settings(
+    config: RunConfig,
+    *,
+    redis_url: str,
+    namespace: str,
+    routing: Mapping[str, Mapping[str, list[str]]],
+    group_log: Path,
+) -> dict[str, Any]:
+    """Settings of the assembler: Redis, routing table, assembly config, per-group log."""
+    base = {
+        "server": dict(_SERVER),
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "routing": {k: dict(v) for k, v in routing.items()},
+        "assembler": config.assembler.model_dump(mode="json"),
+        "group_log": str(group_log),
+    }
+    return _merge(base, config.assembler_extra)
+
+
+def rollout_worker_settings(
+    config: RunConfig, *, redis_url: str, namespace: str, model_path: Path, index: int
+) -> dict[str, Any]:
+    """Settings of rollout worker ``index``: backend on the warm-started model, sampling."""
+    gen = config.generation
+    sampling: dict[str, Any] = {
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        "max_new_tokens": gen.max_new_tokens,
+        "seed": config.seed * 1000 + index + 1,
+    }
+    if gen.stop:
+        sampling["stop"] = list(gen.stop)
+    base = {
+        "server": dict(_SERVER),
+        "redis_url": redis_url,
+        "backend": {"model_path": str(model_path), "torch_threads": 1},
+        "worker": {
+            "namespace": namespace,
+            "consumer": f"worker-{index}",
+            "sampling": sampling,
+            "max_rollout_lag": max(2 * gen.group_size * gen.prompts_ahead, 16),
+        },
+    }
+    return _merge(base, gen.extra)
+
+
+def learner_settings(
+    config: RunConfig, *, redis_url: str, namespace: str, model_path: Path, run_dir: Path
+) -> dict[str, Any]:
+    """Settings of the learner: model, run dir, batch/publish/checkpoint cadence, algorithm."""
+    learn = config.learner
+    trainer = dict(learn.trainer)
+    trainer.setdefault("temperature", config.generation.temperature)
+    trainer.setdefault("max_response_length", config.generation.max_new_tokens)
+    trainer.setdefault("seed", config.seed)
+    base = {
+        "server": dict(_SERVER),
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "model_path": str(model_path),
+        "run_dir": str(run_dir),
+        "batch_groups": learn.batch_groups,
+        "publish_every": learn.publish_every,
+        "checkpoint_every": learn.checkpoint_every,
+        "max_steps": config.budget.steps,
+        "trainer": trainer,
+        "algo": dict(learn.algo),
+    }
+    return _merge(base, learn.extra)
+
+
+def write_service_config(service: str, settings: Mapping[str, Any], path: Path) -> Path:
+    """Validate ``settings`` against ``service``'s settings model, then write them as YAML.
+
+    Raises:
+        InvalidArgumentError: the settings do not validate (the message names the fields).
+        NotFoundError / ImportError: unknown service or its module cannot be imported.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(dict(settings), sort_keys=False))
+    spec = load_spec(service)
+    load_settings(spec.settings_cls, path, environ={})
+    return path

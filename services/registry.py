@@ -1,0 +1,201 @@
+"""Service registry and the blocking ``serve()`` lifecycle behind ``grpo serve NAME``.
+
+Each service module exposes ``SERVICE = ServiceSpec(name, settings_cls, build)``. ``build``
+turns validated settings into ``ServiceParts``: the gRPC bindings, background workers (stream
+consumers, pollers) and an optional ``close`` hook. ``SERVICES`` maps CLI names to the
+``module:ATTRIBUTE`` import path of each spec; ``grpo serve`` also accepts such a path
+directly, so a new service needs no edit here to be served.
+
+``serve(spec, settings)`` runs one service until SIGTERM/SIGINT:
+
+1. ``build(settings)``: process pools fork here, before gRPC starts (forking a process that
+   runs gRPC threads breaks it);
+2. ``create_server`` + ``start`` (health SERVING), then start every worker;
+3. on the signal: health NOT_SERVING, refuse new calls, let in-flight calls finish within
+   ``server.grace_s``, stop workers (each gets ``grace_s``), call ``close``; return normally
+   so the process exits 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol, cast, runtime_checkable
+
+from pydantic import BaseModel
+
+from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.services.server import ServerSettings, ServiceBinding, create_server
+
+__all__ = [
+    "SERVICES",
+    "BackgroundWorker",
+    "ServiceParts",
+    "ServiceSpec",
+    "load_spec",
+    "serve",
+    "service_names",
+]
+
+log = logging.getLogger(__name__)
+
+SERVICES: dict[str, str] = {
+    "verifier-math": "grpo.verifiers.math.service:SERVICE",
+    "verifier-steps": "grpo.verifiers.steps.service:SERVICE",
+    "verifier-code": "grpo.verifiers.code.service:SERVICE",
+    "generation": "grpo.services.generation.service:SERVICE",
+    "rollout-worker": "grpo.services.generation.worker_service:SERVICE",
+    "assembler": "grpo.services.assembler.service:SERVICE",
+    "learner": "grpo.services.learner.service:SERVICE",
+}
+"""CLI service name -> ``module:ATTRIBUTE`` of its ``ServiceSpec``."""
+
+
+@runtime_checkable
+class BackgroundWorker(Protocol):
+    """A long-running loop a service runs beside its gRPC server (e.g. a stream consumer).
+
+    ``start()`` must return promptly (run the loop in a thread); ``stop(timeout_s)`` asks the
+    loop to finish its current item, acknowledges nothing it has not made durable, and joins
+    within ``timeout_s`` seconds.
+    """
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout_s: float) -> None: ...
+
+
+@dataclass
+class ServiceParts:
+    """What ``ServiceSpec.build`` returns.
+
+    Attributes:
+        bindings: gRPC services to serve (may be empty for a worker-only process, which then
+            serves health, reflection and metrics only).
+        workers: background loops started after the server and stopped after its drain.
+        close: called last on shutdown (e.g. to shut a process pool down); optional.
+    """
+
+    bindings: list[ServiceBinding]
+    workers: list[BackgroundWorker] = field(default_factory=list)
+    close: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """How to run one service.
+
+    Attributes:
+        name: CLI name, e.g. ``"verifier-math"``.
+        settings_cls: its pydantic settings model; must have a ``server: ServerSettings`` field.
+        build: settings -> ``ServiceParts``; may start process pools (before gRPC starts).
+    """
+
+    name: str
+    settings_cls: type[BaseModel]
+    build: Callable[[Any], ServiceParts]
+
+    def __post_init__(self) -> None:
+        server_field = self.settings_cls.model_fields.get("server")
+        if server_field is None or server_field.annotation is not ServerSettings:
+            raise InvalidArgumentError(
+                f"{self.settings_cls.__name__} (service {self.name!r}) needs a field "
+                "`server: ServerSettings = Field(default_factory=ServerSettings, ...)`"
+            )
+
+
+def service_names() -> list[str]:
+    """The CLI names in ``SERVICES``, sorted."""
+    return sorted(SERVICES)
+
+
+def load_spec(name: str) -> ServiceSpec:
+    """Import and return the ``ServiceSpec`` for a CLI name or a ``module:ATTRIBUTE`` path.
+
+    Raises:
+        NotFoundError: unknown name (the message lists the known ones).
+        ImportError: the service module cannot be imported (e.g. a missing extra).
+        InvalidArgumentError: the attribute is not a ``ServiceSpec``.
+    """
+    target = SERVICES.get(name, name)
+    if ":" not in target:
+        raise NotFoundError(
+            f"unknown service {name!r}; known: {', '.join(service_names())} "
+            "(or give module:ATTRIBUTE)"
+        )
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    spec = getattr(module, attr, None)
+    if not isinstance(spec, ServiceSpec):
+        raise InvalidArgumentError(f"{target} is {type(spec).__name__}, not a ServiceSpec")
+    return spec
+
+
+def _write_port_file(path: Path, port: int, metrics_port: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"port": port, "metrics_port": metrics_port, "pid": os.getpid()}))
+    tmp.replace(path)
+
+
+def serve(spec: ServiceSpec, settings: Any, *, port_file: Path | None = None) -> None:
+    """Run ``spec`` with ``settings`` until SIGTERM or SIGINT, then drain and return.
+
+    Must be called from the main thread (it installs signal handlers).
+
+    Args:
+        spec: the service to run.
+        settings: an instance of ``spec.settings_cls``.
+        port_file: when given, ``{"port", "metrics_port", "pid"}`` JSON is written there
+            atomically once the server is SERVING (how callers learn an ephemeral port).
+
+    Raises:
+        InvalidArgumentError: ``settings`` is not a ``spec.settings_cls``.
+        Whatever ``spec.build`` or binding raises; workers already started are stopped first.
+    """
+    if not isinstance(settings, spec.settings_cls):
+        raise InvalidArgumentError(
+            f"settings for {spec.name!r} must be {spec.settings_cls.__name__}, "
+            f"got {type(settings).__name__}"
+        )
+    server_settings: ServerSettings = cast(Any, settings).server  # checked by ServiceSpec
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
+        stop_requested.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    parts = spec.build(settings)
+    started: list[BackgroundWorker] = []
+    server = None
+    try:
+        server = create_server(parts.bindings, server_settings)
+        server.start()
+        for worker in parts.workers:
+            worker.start()
+            started.append(worker)
+        if port_file is not None:
+            _write_port_file(port_file, server.port, server.metrics_port)
+        log.info("service ready", extra={"service": spec.name, "port": server.port})
+        stop_requested.wait()
+    finally:
+        if server is not None:
+            server.stop()
+        for worker in reversed(started):
+            try:
+                worker.stop(server_settings.grace_s)
+            except Exception:
+                log.exception("worker failed to stop", extra={"worker": repr(worker)})
+        if parts.close is not None:
+            parts.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("service stopped", extra={"service": spec.name})

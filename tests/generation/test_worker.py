@@ -1,0 +1,144 @@
+"""The rollout worker against a real Redis: groups, crash recovery, backpressure, versions."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from grpo.services.generation.backend import SamplingConfig
+from grpo.services.generation.transformers_backend import TransformersBackend
+from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import common_pb2
+
+from .conftest import TUNED_COMPLETION, TUNED_PROMPT
+
+SAMPLING = SamplingConfig(max_new_tokens=8, seed=5)
+
+
+def job(group_id: str, g: int, prompt: str = "12+34=") -> common_pb2.PromptJob:
+    task = common_pb2.Task(id=f"task-{group_id}", type="arith", prompt=prompt, gold_answer="46")
+    return common_pb2.PromptJob(group_id=group_id, task=task, group_size=g)
+
+
+def rollouts(client: redis.Redis, names: StreamNames) -> list[common_pb2.Rollout]:
+    return [
+        common_pb2.Rollout.FromString(fields[b"pb"])
+        for _id, fields in client.xrange(names.rollouts)  # type: ignore[union-attr]
+    ]
+
+
+def make_worker(client, backend, namespace: str, **overrides) -> RolloutWorker:
+    config = RolloutWorkerConfig(namespace=namespace, sampling=SAMPLING, block_ms=50, **overrides)
+    return RolloutWorker(client, backend, config)
+
+
+def test_groups_are_written_whole_and_acked(
+    redis_client: redis.Redis, redis_namespace: str, backend: TransformersBackend
+) -> None:
+    names, streams = StreamNames(redis_namespace), Streams(redis_client)
+    streams.produce(names.prompts, job("g1", 4))
+    streams.produce(names.prompts, job("g2", 3))
+    worker = make_worker(redis_client, backend, redis_namespace)
+    assert worker.run_once() == 4
+    assert worker.run_once() == 3
+    assert worker.run_once() == 0  # nothing left
+    got = rollouts(redis_client, names)
+    assert sorted((r.group_id, r.index) for r in got) == [
+        *[("g1", i) for i in range(4)],
+        *[("g2", i) for i in range(3)],
+    ]
+    first = got[0]
+    assert first.group_size == 4 and first.prompt_id == "task-g1" and first.task.prompt == "12+34="
+    assert first.prompt_token_ids == backend.encode("12+34=")
+    assert len(first.completion.token_ids) == len(first.completion.behavior_logprobs) > 0
+    assert first.completion.sampling.seed != 0 and first.timings.generation_s > 0
+    assert streams.pending(names.prompts, "rollout-workers") == 0
+
+
+def test_killed_mid_group_then_restarted_gives_exactly_g_indices(
+    redis_url: str,
+    redis_client: redis.Redis,
+    redis_namespace: str,
+    tiny_model_dir: Path,
+    backend: TransformersBackend,
+) -> None:
+    names, streams = StreamNames(redis_namespace), Streams(redis_client)
+    g = 6
+    streams.produce(names.prompts, job("crash", g))
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("_worker_proc.py")),
+         redis_url, redis_namespace, str(tiny_model_dir), "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert sorted(r.index for r in rollouts(redis_client, names)) == [0, 1]
+    assert streams.pending(names.prompts, "rollout-workers") == 1  # not acked by the dead one
+    time.sleep(0.05)
+    worker = make_worker(redis_client, backend, redis_namespace, reclaim_idle_ms=10)
+    assert worker.run_once() == g - 2  # reclaimed: only the missing indices are sampled
+    worker.run_once()
+    got = rollouts(redis_client, names)
+    assert sorted(r.index for r in got) == list(range(g))  # exactly G distinct, no duplicate
+    assert streams.pending(names.prompts, "rollout-workers") == 0
+
+
+def test_backpressure_holds_back_until_downstream_consumes(
+    redis_client: redis.Redis, redis_namespace: str, backend: TransformersBackend
+) -> None:
+    names, streams = StreamNames(redis_namespace), Streams(redis_client)
+    streams.ensure_group(names.rollouts, "assembler")
+    for i in range(2):
+        streams.produce(names.prompts, job(f"bp{i}", 4))
+    worker = make_worker(redis_client, backend, redis_namespace, max_rollout_lag=4)
+    assert worker.run_once() == 4
+    assert worker.run_once() == 0  # lag 4 >= bound: the second job is not taken
+    assert streams.lag(names.prompts, "rollout-workers") == 1
+    entries = streams.consume(names.rollouts, "assembler", "a", common_pb2.Rollout, count=10)
+    streams.ack(names.rollouts, "assembler", [e.id for e in entries])
+    assert worker.run_once() == 4
+
+
+def test_new_policy_version_is_loaded_and_recorded(
+    redis_client: redis.Redis,
+    redis_namespace: str,
+    backend: TransformersBackend,
+    tuned_model_dir: Path,
+) -> None:
+    names, streams = StreamNames(redis_namespace), Streams(redis_client)
+    worker = RolloutWorker(
+        redis_client,
+        backend,
+        RolloutWorkerConfig(
+            namespace=redis_namespace, sampling=SamplingConfig(temperature=0, max_new_tokens=6)
+        ),
+    )
+    streams.produce(names.prompts, job("v0", 2, TUNED_PROMPT))
+    worker.run_once()
+    weights = common_pb2.PolicyWeights(policy_version=3, path=str(tuned_model_dir), step=3)
+    redis_client.set(names.policy_key, weights.SerializeToString())
+    streams.produce(names.prompts, job("v3", 2, TUNED_PROMPT))
+    worker.run_once()
+    by_group = {(r.group_id, r.index): r.completion for r in rollouts(redis_client, names)}
+    assert {c.policy_version for k, c in by_group.items() if k[0] == "v0"} == {0}
+    assert {c.policy_version for k, c in by_group.items() if k[0] == "v3"} == {3}
+    assert by_group[("v3", 0)].text == TUNED_COMPLETION != by_group[("v0", 0)].text
+    assert worker.maybe_reload_weights() is False  # same version: no reload
+
+
+def test_invalid_job_goes_to_dead_letters(
+    redis_client: redis.Redis, redis_namespace: str, backend: TransformersBackend
+) -> None:
+    names, streams = StreamNames(redis_namespace), Streams(redis_client)
+    streams.produce(names.prompts, job("bad", 0))
+    worker = make_worker(redis_client, backend, redis_namespace)
+    assert worker.run_once() == 0
+    assert streams.pending(names.prompts, "rollout-workers") == 0
+    dead = redis_client.xrange(f"{names.prompts}:dead")
+    assert len(dead) == 1 and b"group_size" in dead[0][1][b"_reason"]  # type: ignore[index]
+    assert rollouts(redis_client, names) == []

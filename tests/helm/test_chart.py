@@ -1,0 +1,428 @@
+"""The Helm chart, rendered offline with helm-python-sdk's Helm engine (no helm binary, no
+cluster): lint, strict Kubernetes OpenAPI validation, schema rejections and the invariants of
+the rendered objects, for the default values and several value sets."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceSpec
+
+from grpo.services.discovery import verifier_from_service
+from grpo.services.routing import RoutingTable
+from grpo.services.server import ServerSettings
+
+CHART = Path(__file__).resolve().parents[2] / "helm" / "grpo-pipeline"
+KUBE_LATEST = kubernetes_validate.utils.latest_version()  # newest schemas shipped (1.37 here)
+KUBE_OLDEST = "1.30.0"  # Chart.yaml kubeVersion floor
+RELEASE, NAMESPACE = "rl", "ml"
+PREFIX = f"{RELEASE}-grpo-pipeline"
+CRD_KINDS = {"ServiceMonitor"}  # no OpenAPI schema in kubernetes-validate (a CRD)
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+JUDGE = {
+    "serve": "",
+    "image": {"repository": "ghcr.io/acme/judge-verifier", "tag": "1.2.0"},
+    "args": ["--port", "50051"],
+    "taskTypes": ["poetry", "math"],
+    "replicas": 3,
+    "resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "1", "memory": "1Gi"},
+    },
+}
+VALUE_SETS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "external-redis": {
+        "redis": {"external": {"url": "rediss://:s3cret@redis.example.com:6380/0", "port": 6380}}
+    },
+    "extra-verifier": {"verifiers": {"judge": JUDGE}},
+    "gpu-off": {"gpu": {"enabled": False}, "verifiers": {"code": {"autoscaling": {"enabled": False}}}},
+    "tls-on": {"tls": {"enabled": True, "cert": PEM, "key": PEM, "ca": PEM, "requireClientCert": True}},
+    "discovery-monitoring-gvisor": {
+        "discovery": {"enabled": True},
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "verifiers": {"code": {"runtimeClassName": "gvisor"}},
+        "redis": {"persistence": {"enabled": False}},
+    },
+}
+
+
+@functools.cache
+def chart() -> helm.Chart:
+    return helm.Chart.load(CHART)
+
+
+@functools.cache
+def render(name: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    """(merged values, rendered objects) for a value set; cached across tests."""
+    values = copy.deepcopy(VALUE_SETS[name])
+    merged = chart().merge_values(values)
+    files = chart().render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    objects = tuple(
+        doc for text in files.values() for doc in yaml.safe_load_all(text) if doc is not None
+    )
+    return merged, objects
+
+
+def of_kind(objects: tuple[dict[str, Any], ...], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def config_files(objects: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    cm = of_kind(objects, "ConfigMap")[f"{PREFIX}-config"]
+    return {key: yaml.safe_load(text) for key, text in cm["data"].items()}
+
+
+def enabled_verifiers(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in values["verifiers"].items() if v.get("enabled", True)}
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_lint_is_clean(name: str) -> None:
+    report = helm.lint(
+        CHART, copy.deepcopy(VALUE_SETS[name]), strict=True, kube_version=f"v{KUBE_LATEST}"
+    )
+    problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+    assert problems == [], problems
+    assert report["total_charts_linted"] == 1
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_every_manifest_validates_strictly(name: str) -> None:
+    _, objects = render(name)
+    versions = [KUBE_LATEST, KUBE_OLDEST] if name == "default" else [KUBE_LATEST]
+    errors = []
+    for obj in objects:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        for version in versions:
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                where = ".".join(str(p) for p in exc.path)
+                errors.append(f"{obj['kind']}/{obj['metadata']['name']} {where}: {exc.message}")
+    assert errors == []
+    kinds = {o["kind"] for o in objects}
+    assert {"Deployment", "Service", "ConfigMap", "Secret", "NetworkPolicy", "ServiceAccount"} <= (
+        kinds
+    )
+
+
+def test_default_release_has_every_kind() -> None:
+    _, objects = render("default")
+    counts: dict[str, int] = {}
+    for obj in objects:
+        counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
+    # 3 services + 3 verifiers; Redis is a StatefulSet with its own Service and policy.
+    assert counts == {
+        "ConfigMap": 1,
+        "Deployment": 6,
+        "HorizontalPodAutoscaler": 3,
+        "NetworkPolicy": 7,
+        "PersistentVolumeClaim": 1,
+        "PodDisruptionBudget": 5,
+        "Secret": 1,
+        "Service": 7,
+        "ServiceAccount": 1,
+        "StatefulSet": 1,
+    }
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_deployments_have_probes_resources_and_hardened_security(name: str) -> None:
+    values, objects = render(name)
+    deployments = of_kind(objects, "Deployment")
+    assert deployments
+    for dep_name, dep in deployments.items():
+        pod = dep["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, dep_name
+        assert pod["automountServiceAccountToken"] is (
+            dep_name.endswith("-assembler") and values["discovery"]["enabled"]
+        )
+        (container,) = pod["containers"]
+        sc = container["securityContext"]
+        assert sc["runAsNonRoot"] is True, dep_name
+        assert sc["readOnlyRootFilesystem"] is True, dep_name
+        assert sc["allowPrivilegeEscalation"] is False, dep_name
+        assert sc["capabilities"] == {"drop": ["ALL"]}, dep_name
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(container["resources"][kind]), (dep_name, kind)
+        probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
+        component = dep["metadata"]["labels"]["app.kubernetes.io/component"]
+        is_verifier = component.startswith("verifier-")
+        service = "grpo.v1.Verifier" if is_verifier else values["services"][component]["grpcService"]
+        if not values["tls"]["enabled"]:
+            # native gRPC probes on grpc.health.v1; liveness checks the whole server ("").
+            assert probes["startupProbe"]["grpc"] == {"port": 50051, "service": service}
+            assert probes["readinessProbe"]["grpc"] == {"port": 50051, "service": service}
+            assert probes["livenessProbe"]["grpc"] == {"port": 50051, "service": ""}
+        elif container.get("command", [None])[0] == "grpo":
+            # kubelet gRPC probes cannot speak TLS: an exec health check over TLS instead.
+            argv = probes["readinessProbe"]["exec"]["command"]
+            assert argv[:2] == ["python", "-c"] and "grpc_health" in argv[2]
+            assert argv[3:] == ["127.0.0.1:50051", service, f"{dep_name}.{NAMESPACE}.svc"]
+        else:
+            assert probes["readinessProbe"]["tcpSocket"] == {"port": 50051}
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
+    values, objects = render(name)
+    files = config_files(objects)
+    routing = files["routing.yaml"]
+    assert files["assembler.yaml"]["routing"] == routing
+    table = RoutingTable.from_config(routing)  # the assembler's own parser accepts it
+    services = of_kind(objects, "Service")
+    verifiers = enabled_verifiers(values)
+    assert verifiers
+    for vname, spec in verifiers.items():
+        svc_name = f"{PREFIX}-verifier-{vname}"
+        address = f"{svc_name}.{NAMESPACE}.svc:50051"
+        kind = spec.get("kind", "outcome")
+        for task_type in spec["taskTypes"]:
+            assert address in getattr(table.lookup(task_type), kind), (vname, task_type)
+        # The Service carries the labels/annotations discovery reads, giving the same address.
+        svc = services[svc_name]
+        assert svc["metadata"]["labels"]["grpo.dev/verifier"] == "true"
+        found = verifier_from_service(
+            V1Service(
+                metadata=V1ObjectMeta(
+                    name=svc_name,
+                    namespace=NAMESPACE,
+                    annotations=svc["metadata"]["annotations"],
+                ),
+                spec=V1ServiceSpec(
+                    ports=[V1ServicePort(name=p["name"], port=p["port"]) for p in svc["spec"]["ports"]]
+                ),
+            )
+        )
+        assert (found.address, found.kind, found.task_types) == (
+            address,
+            kind,
+            tuple(spec["taskTypes"]),
+        )
+    routed = {a for t in table.task_types() for a in table.lookup(t).addresses}
+    assert routed == {f"{PREFIX}-verifier-{v}.{NAMESPACE}.svc:50051" for v in verifiers}
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_server_config_is_valid_for_the_runtime(name: str) -> None:
+    values, objects = render(name)
+    files = config_files(objects)
+    for key, cfg in files.items():
+        if key == "routing.yaml":
+            continue
+        server = ServerSettings.model_validate(cfg["server"])
+        assert (server.host, server.port, server.metrics_port) == ("0.0.0.0", 50051, 9090)
+        assert (server.tls_cert_file is not None) is values["tls"]["enabled"]
+
+
+def test_network_policies() -> None:
+    values, objects = render("default")
+    policies = of_kind(objects, "NetworkPolicy")
+    assembler_peer = {
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "grpo-pipeline",
+                "app.kubernetes.io/instance": RELEASE,
+                "grpo.dev/role": "assembler",
+            }
+        }
+    }
+    for vname in enabled_verifiers(values):
+        spec = policies[f"{PREFIX}-verifier-{vname}"]["spec"]
+        assert spec["policyTypes"] == ["Ingress", "Egress"]
+        assert spec["egress"] == []  # verifiers are stateless: no egress at all by default
+        grpc_rules = [r for r in spec["ingress"] if {"port": "grpc", "protocol": "TCP"} in r["ports"]]
+        assert [r["from"] for r in grpc_rules] == [[assembler_peer]]  # only the assembler calls
+        other = [r for r in spec["ingress"] if r not in grpc_rules]
+        assert all(r["ports"] == [{"port": "metrics", "protocol": "TCP"}] for r in other)
+
+    code = policies[f"{PREFIX}-verifier-code"]["spec"]
+    assert "Egress" in code["policyTypes"] and code["egress"] == []
+
+    redis = policies[f"{PREFIX}-redis"]["spec"]
+    assert redis["egress"] == []
+    (rule,) = redis["ingress"]
+    assert rule["from"][0]["podSelector"]["matchLabels"]["grpo.dev/redis-client"] == "true"
+    # exactly the pipeline services carry the Redis client label; verifiers never do
+    clients = {
+        d["metadata"]["labels"]["app.kubernetes.io/component"]
+        for d in of_kind(objects, "Deployment").values()
+        if d["spec"]["template"]["metadata"]["labels"].get("grpo.dev/redis-client") == "true"
+    }
+    assert clients == {"generation", "assembler", "learner"}
+    # the assembler may reach verifiers; generation may not
+    def egress_roles(component: str) -> set[str]:
+        rules = policies[f"{PREFIX}-{component}"]["spec"]["egress"]
+        return {
+            peer.get("podSelector", {}).get("matchLabels", {}).get("grpo.dev/role", "")
+            for r in rules
+            for peer in r.get("to", [])
+        }
+
+    assert "verifier" in egress_roles("assembler")
+    assert "verifier" not in egress_roles("generation")
+
+
+def test_extra_verifier_is_one_values_entry() -> None:
+    base_values, base = render("default")
+    values, objects = render("extra-verifier")
+    name = f"{PREFIX}-verifier-judge"
+    added = {
+        (o["kind"], o["metadata"]["name"]) for o in objects
+    } - {(o["kind"], o["metadata"]["name"]) for o in base}
+    # no autoscaling/pdb given: Deployment, Service and NetworkPolicy come from shared templates
+    assert added == {("Deployment", name), ("Service", name), ("NetworkPolicy", name)}
+    dep = of_kind(objects, "Deployment")[name]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert dep["spec"]["replicas"] == 3
+    assert container["image"] == "ghcr.io/acme/judge-verifier:1.2.0"
+    assert "command" not in container and container["args"] == ["--port", "50051"]
+    assert container["resources"] == JUDGE["resources"]
+    assert not any(e["name"] == "REDIS_URL" for e in container["env"])  # never touches Redis
+    table = RoutingTable.from_config(config_files(objects)["routing.yaml"])
+    judge = f"{name}.{NAMESPACE}.svc:50051"
+    assert table.lookup("poetry").outcome == (judge,)
+    # several verifiers of one task type: all routed, ordered by verifier name
+    assert table.lookup("math").outcome == (judge, f"{PREFIX}-verifier-math.{NAMESPACE}.svc:50051")
+    assert base_values["verifiers"].keys() < values["verifiers"].keys()
+
+
+def test_gpu_switch_and_weights_volume() -> None:
+    _, on = render("default")
+    _, off = render("gpu-off")
+    for objects, gpus in ((on, 1), (off, None)):
+        deps = of_kind(objects, "Deployment")
+        for dep_name, dep in deps.items():
+            pod = dep["spec"]["template"]["spec"]
+            limit = pod["containers"][0]["resources"]["limits"].get("nvidia.com/gpu")
+            wants_gpu = dep_name.endswith(("-generation", "-learner"))
+            assert limit == (gpus if wants_gpu else None), dep_name
+            assert ("tolerations" in pod) is (wants_gpu and gpus is not None), dep_name
+    deps = of_kind(on, "Deployment")
+    claim = f"{PREFIX}-weights"
+    for component, read_only in (("generation", True), ("learner", False)):
+        pod = deps[f"{PREFIX}-{component}"]["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "weights"]
+        assert volume["persistentVolumeClaim"] == {"claimName": claim, "readOnly": read_only}
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "weights"]
+        assert mount["readOnly"] is read_only
+    assert deps[f"{PREFIX}-learner"]["spec"]["strategy"] == {"type": "Recreate"}
+    assert of_kind(on, "PersistentVolumeClaim")[claim]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_external_redis_replaces_the_statefulset() -> None:
+    _, objects = render("external-redis")
+    assert of_kind(objects, "StatefulSet") == {}
+    secret = of_kind(objects, "Secret")[f"{PREFIX}-redis"]
+    assert "redis-url" in secret["data"]
+    for dep in of_kind(objects, "Deployment").values():
+        env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+        if dep["spec"]["template"]["metadata"]["labels"].get("grpo.dev/redis-client"):
+            ref = env["REDIS_URL"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": f"{PREFIX}-redis", "key": "redis-url"}
+    egress = of_kind(objects, "NetworkPolicy")[f"{PREFIX}-assembler"]["spec"]["egress"]
+    assert {"port": 6380, "protocol": "TCP"} in [p for r in egress for p in r.get("ports", [])]
+
+    _, default = render("default")
+    redis = of_kind(default, "StatefulSet")[f"{PREFIX}-redis"]
+    (container,) = redis["spec"]["template"]["spec"]["containers"]
+    assert "--requirepass" in container["args"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert redis["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"] == {
+        "storage": "8Gi"
+    }
+    assembler = of_kind(default, "Deployment")[f"{PREFIX}-assembler"]
+    env = {e["name"]: e for e in assembler["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["REDIS_URL"]["value"] == f"redis://:$(REDIS_PASSWORD)@{PREFIX}-redis:6379/0"
+
+
+def test_tls_discovery_and_monitoring_options() -> None:
+    _, tls = render("tls-on")
+    secret = of_kind(tls, "Secret")[f"{PREFIX}-tls"]
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    server = config_files(tls)["verifier-math.yaml"]["server"]
+    assert server["tls_client_ca_file"] == "/etc/grpo/tls/ca.crt"
+
+    values, objects = render("discovery-monitoring-gvisor")
+    assert set(of_kind(objects, "Role")) == {f"{PREFIX}-discovery"}
+    rules = of_kind(objects, "Role")[f"{PREFIX}-discovery"]["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]}]
+    binding = of_kind(objects, "RoleBinding")[f"{PREFIX}-discovery"]
+    assert binding["subjects"][0]["name"] == f"{PREFIX}-discovery"
+    deps = of_kind(objects, "Deployment")
+    assert deps[f"{PREFIX}-assembler"]["spec"]["template"]["spec"]["serviceAccountName"] == (
+        f"{PREFIX}-discovery"
+    )
+    discovery = config_files(objects)["assembler.yaml"]["discovery"]
+    assert discovery["enabled"] is True and discovery["namespace"] == NAMESPACE
+    code = deps[f"{PREFIX}-verifier-code"]["spec"]["template"]["spec"]
+    assert code["runtimeClassName"] == "gvisor"
+    (monitor,) = of_kind(objects, "ServiceMonitor").values()
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"verifiers": {"math": {"replicas": -1}}}, "at '/verifiers/math/replicas': minimum"),
+        ({"services": {"assembler": {"replica": 2}}}, "'/services/assembler': additional properties 'replica'"),
+        ({"services": {"scorer": {"image": {"repository": "x"}}}}, "additional properties 'scorer'"),
+        ({"verifiers": {"judge": {"taskTypes": ["poetry"]}}}, "'/verifiers/judge': missing property 'image'"),
+        ({"verifiers": {"judge": {"image": {"tag": "1"}, "taskTypes": ["p"]}}}, "'/verifiers/judge/image': missing property 'repository'"),
+        ({"verifiers": {"judge": {"image": {"repository": "j"}}}}, "missing property 'taskTypes'"),
+        ({"verifiers": {"math": {"kind": "judge"}}}, "'/verifiers/math/kind': value must be one of"),
+        ({"verifiers": {"Bad_Name": JUDGE}}, "'/verifiers': additional properties 'Bad_Name'"),
+        ({"tls": {"enabled": True}}, "'/tls/cert'"),
+        ({"redis": {"external": {"url": "http://redis:6379"}}}, "'/redis/external/url'"),
+        ({"defaults": {"securityContext": {"readOnlyRootFilesystem": False}}}, "'/defaults/securityContext"),
+    ],
+)
+def test_schema_rejects_bad_values_naming_the_key(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as excinfo:
+        chart().validate_schema(values)
+    assert message in str(excinfo.value)
+    with pytest.raises(helm.HelmValuesError):  # install/render refuses them too
+        chart().render(values=values, name=RELEASE, namespace=NAMESPACE)
+
+
+# Blocks whose content is a plain Kubernetes object: their keys are Kubernetes' own fields,
+# documented by the block's comment.
+K8S_BLOCKS = {
+    "podSecurityContext", "securityContext", "resources", "tolerations", "egressTo", "dnsTo",
+    "metricsFrom", "apiServerEgressTo", "nodeSelector", "seccompProfile", "appArmorProfile",
+    "env",
+}
+
+
+def test_values_keys_are_camel_case_and_commented() -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    stack: list[tuple[int, str]] = []  # (indent, key) of the enclosing keys
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "-")) or ":" not in stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        key = stripped.split(":", 1)[0]
+        inside_k8s = any(k in K8S_BLOCKS for _, k in stack)
+        stack.append((indent, key))
+        if inside_k8s:
+            continue
+        assert key[0].islower() and "_" not in key and "-" not in key, (
+            f"values.yaml:{i + 1}: key {key!r} is not camelCase"
+        )
+        assert lines[i - 1].strip().startswith("#"), f"values.yaml:{i + 1}: {key!r} has no comment"

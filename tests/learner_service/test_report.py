@@ -1,0 +1,75 @@
+"""`grpo report` renders the expected PNG files from a small synthetic metrics file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo.learner.report import REPORT_FILES, render_report
+from grpo.services.errors import InvalidArgumentError, NotFoundError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _write_metrics(run_dir: Path, steps: int = 6) -> None:
+    rows = []
+    for s in range(1, steps + 1):
+        row = {
+            "step": s,
+            "policy_version": s,
+            "wall_clock_s": 2.5 * s,
+            "generated_tokens": 1000 * s,
+            "groups/reward_mean": 0.3 + 0.05 * s,
+            "groups/all_correct_frac": 0.1,
+            "groups/all_wrong_frac": 0.2,
+            "groups/mixed_frac": 0.7,
+            "loss/clip_frac_low": 0.01,
+            "loss/clip_frac_high": 0.02,
+            "behavior/abs_logprob_diff_mean": 1e-6,
+            "entropy/mean": 0.9,
+            "len/mean_pos_adv": 12.0,
+            "len/mean_neg_adv": 14.0,
+            "time/straggler_wait_mean_s": 0.1,
+            "time/straggler_wait_max_s": 0.4,
+        }
+        if s % 2 == 0:
+            row["eval/accuracy"] = 0.4 + 0.02 * s
+        rows.append(row)
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_report_renders_every_png(tmp_path: Path) -> None:
+    _write_metrics(tmp_path)
+    written = render_report(tmp_path)
+    assert [p.name for p in written] == list(REPORT_FILES)
+    for path in written:
+        assert path.parent == tmp_path / "report"
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert len(data) > 5_000  # a real plot, not an empty canvas
+
+
+def test_report_cli_writes_to_out_dir(tmp_path: Path) -> None:
+    _write_metrics(tmp_path, steps=3)
+    out = tmp_path / "plots"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grpo.cli_report", str(tmp_path), "--out-dir", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(REPORT_FILES)
+    assert proc.stdout.split() == [str(out / name) for name in REPORT_FILES]
+
+
+def test_report_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="metrics.jsonl"):
+        render_report(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\nnot json\n')
+    with pytest.raises(InvalidArgumentError, match="metrics.jsonl:2"):
+        render_report(tmp_path)

@@ -1,0 +1,74 @@
+"""A small grpo.v1.Verifier used to test the service runtime (not a real verifier).
+
+``Score`` behaviour is chosen by ``response``: ``"slow:<s>"`` sleeps s seconds, ``"boom"``
+raises a bare exception, ``"missing-route"`` raises NotFoundError, ``"deadline"`` reports
+``remaining_s`` in ``detail``; anything else echoes the response as ``extracted_answer``.
+Served by the tests in-process and as ``grpo serve echo_service:SERVICE`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo.services.errors import NotFoundError
+from grpo.services.registry import ServiceParts, ServiceSpec
+from grpo.services.server import ServerSettings, ServiceBinding, remaining_s, require
+from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+
+
+class EchoServicer(verifier_pb2_grpc.VerifierServicer):
+    def Describe(self, request: Any, context: Any) -> verifier_pb2.VerifierDescribeResponse:
+        return verifier_pb2.VerifierDescribeResponse(name="echo", task_types=["echo"])
+
+    def Score(self, request: Any, context: Any) -> verifier_pb2.ScoreResponse:
+        require(request, "task.prompt", "response")
+        text = request.response
+        if text.startswith("slow:"):
+            time.sleep(float(text.split(":", 1)[1]))
+        elif text == "boom":
+            raise RuntimeError("kaboom")
+        elif text == "missing-route":
+            raise NotFoundError("no verifier for task type 'echo'")
+        elif text == "deadline":
+            left = remaining_s(context)
+            return verifier_pb2.ScoreResponse(score=common_pb2.Score(detail=str(left)))
+        score = common_pb2.Score(status=common_pb2.SCORE_STATUS_OK, extracted_answer=text)
+        return verifier_pb2.ScoreResponse(score=score)
+
+
+def binding() -> ServiceBinding:
+    return ServiceBinding(
+        "grpo.v1.Verifier", verifier_pb2_grpc.add_VerifierServicer_to_server, EchoServicer()
+    )
+
+
+class EchoSettings(BaseModel):
+    """Settings of the echo test service."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSettings = Field(
+        default_factory=ServerSettings, description="gRPC server settings."
+    )
+    greeting: str = Field(default="hi", description="Unused; shows a service's own field.")
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+
+    def stop(self, timeout_s: float) -> None:
+        self.running = False
+
+
+def _build(settings: EchoSettings) -> ServiceParts:
+    return ServiceParts(bindings=[binding()], workers=[_Worker()])
+
+
+SERVICE = ServiceSpec("echo", EchoSettings, _build)

@@ -1,0 +1,238 @@
+"""Streams over a real Redis: idempotent produce, consumer groups, reclaim, lag, trimming."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+
+from grpo.services.errors import DeadlineExceededError, InvalidArgumentError
+from grpo.services.streams import PAYLOAD_FIELD, StreamNames, Streams
+from grpo.v1 import common_pb2
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _rollout(group_id: str, index: int) -> common_pb2.Rollout:
+    rollout = common_pb2.Rollout(group_id=group_id, index=index, group_size=4)
+    rollout.completion.text = f"answer {index}"
+    return rollout
+
+
+@pytest.fixture
+def streams(redis_client: redis.Redis) -> Streams:
+    return Streams(redis_client)
+
+
+@pytest.fixture
+def names(redis_namespace: str) -> StreamNames:
+    return StreamNames(redis_namespace)
+
+
+def test_produce_consume_roundtrip_keeps_message_and_metadata(streams, names):
+    sent = _rollout("g1", 2)
+    entry_id = streams.produce(names.rollouts, sent, metadata={"task_type": "math"})
+    assert entry_id is not None
+    got = streams.consume(names.rollouts, "asm", "c1", common_pb2.Rollout, count=10, block_ms=None)
+    assert [e.id for e in got] == [entry_id]
+    assert got[0].message == sent
+    assert got[0].metadata == {"task_type": "math"}
+    assert streams.pending(names.rollouts, "asm") == 1
+    assert streams.ack(names.rollouts, "asm", [entry_id]) == 1
+    assert streams.ack(names.rollouts, "asm", [entry_id]) == 0
+    assert streams.pending(names.rollouts, "asm") == 0
+
+
+def test_dedup_key_writes_once(streams, names, redis_client):
+    first = streams.produce(names.groups, _rollout("g", 0), dedup_key="g")
+    again = streams.produce(names.groups, _rollout("g", 0), dedup_key="g")
+    assert first is not None and again is None
+    assert redis_client.xlen(names.groups) == 1
+    # The marker records the entry id it guards.
+    assert redis_client.get(streams.dedup_marker(names.groups, "g")).decode() == first
+    # produce_many replayed after a partial write only adds what is missing.
+    msgs = [_rollout("h", i) for i in range(4)]
+    keys = [f"h/{i}" for i in range(4)]
+    partial = streams.produce_many(names.groups, msgs[:2], dedup_keys=keys[:2])
+    assert all(partial)
+    replay = streams.produce_many(names.groups, msgs, dedup_keys=keys)
+    assert replay[:2] == [None, None] and all(replay[2:])
+    assert redis_client.xlen(names.groups) == 1 + 4
+
+
+def test_bad_inputs_are_named(streams, names, redis_url):
+    with pytest.raises(InvalidArgumentError, match="dedup_key"):
+        streams.produce(names.rollouts, _rollout("g", 0), dedup_key="")
+    with pytest.raises(InvalidArgumentError, match="reserved"):
+        streams.produce(names.rollouts, _rollout("g", 0), metadata={"pb": "x"})
+    with pytest.raises(InvalidArgumentError, match="2 keys for 3 messages"):
+        streams.produce_many(names.rollouts, [_rollout("g", i) for i in range(3)], dedup_keys=["a", "b"])
+    with pytest.raises(InvalidArgumentError, match="decode_responses=False"):
+        Streams(redis.Redis.from_url(redis_url, decode_responses=True))
+
+
+def test_lag_counts_undelivered_plus_pending(streams, names):
+    stream = names.prompts
+    ids = [streams.produce(stream, _rollout("g", i)) for i in range(10)]
+    assert streams.lag(stream, "gen") == 10  # no group yet: the whole stream is ahead of it
+    assert streams.ensure_group(stream, "gen") is True
+    assert streams.ensure_group(stream, "gen") is False
+    assert streams.lag(stream, "gen") == 10
+    got = streams.consume(stream, "gen", "w1", common_pb2.Rollout, count=4, block_ms=None)
+    assert [e.id for e in got] == ids[:4]
+    assert streams.lag(stream, "gen") == 10  # 6 undelivered + 4 pending
+    streams.ack(stream, "gen", ids[:3])
+    assert streams.lag(stream, "gen") == 7  # 6 undelivered + 1 pending
+    streams.consume(stream, "gen", "w1", common_pb2.Rollout, count=100, block_ms=None)
+    assert streams.lag(stream, "gen") == 7  # 0 undelivered + 7 pending
+    streams.ack(stream, "gen", ids)
+    assert streams.lag(stream, "gen") == 0
+    assert streams.lag(names.key("missing"), "gen") == 0
+
+
+def test_lag_after_deleting_an_undelivered_entry(streams, names, redis_client):
+    # Deleting an entry makes Redis report lag as unknown; the count must still be exact.
+    stream = names.rollouts
+    ids = [streams.produce(stream, _rollout("g", i)) for i in range(6)]
+    streams.ensure_group(stream, "asm")
+    streams.consume(stream, "asm", "c", common_pb2.Rollout, count=2, block_ms=None)
+    redis_client.xdel(stream, ids[4])
+    assert streams.lag(stream, "asm") == 3 + 2  # ids 2, 3, 5 undelivered; 0, 1 pending
+
+
+def test_wait_for_capacity_blocks_until_consumer_catches_up(streams, names):
+    stream = names.prompts
+    ids = [streams.produce(stream, _rollout("g", i)) for i in range(3)]
+    streams.ensure_group(stream, "gen")
+    assert streams.wait_for_capacity(stream, "gen", max_lag=5) == 3
+    with pytest.raises(DeadlineExceededError, match="lag"):
+        streams.wait_for_capacity(stream, "gen", max_lag=3, poll_s=0.01, timeout_s=0.05)
+    streams.consume(stream, "gen", "w", common_pb2.Rollout, count=3, block_ms=None)
+    timer = threading.Timer(0.1, lambda: streams.ack(stream, "gen", ids[:2]))
+    timer.start()
+    try:
+        assert streams.wait_for_capacity(stream, "gen", max_lag=3, poll_s=0.01, timeout_s=30) <= 1
+    finally:
+        timer.join()
+    with pytest.raises(InvalidArgumentError):
+        streams.wait_for_capacity(stream, "gen", max_lag=0)
+
+
+def test_undecodable_entry_goes_to_dead_letters(streams, names, redis_client):
+    stream = names.rollouts
+    bad = redis_client.xadd(stream, {PAYLOAD_FIELD: b"\xff\xff\xff"}).decode()
+    good = streams.produce(stream, _rollout("g", 1))
+    got = streams.consume(stream, "asm", "c", common_pb2.Rollout, count=10, block_ms=None)
+    assert [e.id for e in got] == [good]
+    dead = redis_client.xrange(f"{stream}:dead")
+    assert len(dead) == 1 and dead[0][1][b"_source_id"].decode() == bad
+    assert streams.pending(stream, "asm") == 1  # only the good entry awaits its ack
+
+
+def test_trim_only_removes_entries_every_group_acknowledged(streams, names, redis_client):
+    stream = names.rollouts
+    ids = [streams.produce(stream, _rollout("g", i)) for i in range(10)]
+    assert streams.trim_acknowledged(stream) == 0  # no group: never trimmed
+    streams.ensure_group(stream, "fast")
+    streams.ensure_group(stream, "slow")
+    streams.consume(stream, "fast", "c", common_pb2.Rollout, count=6, block_ms=None)
+    streams.ack(stream, "fast", ids[:6])
+    streams.consume(stream, "slow", "c", common_pb2.Rollout, count=4, block_ms=None)
+    streams.ack(stream, "slow", [ids[0], ids[1], ids[3]])  # ids[2] still pending
+    assert streams.trim_acknowledged(stream) == 2
+    remaining = [i.decode() for i, _ in redis_client.xrange(stream)]
+    assert remaining == ids[2:]
+    assert streams.lag(stream, "slow") == 6 + 1  # ids 4..9 undelivered + ids[2] pending
+
+
+_DYING_CONSUMER = textwrap.dedent(
+    """
+    import sys, time
+    from grpo.services.redis_server import connect
+    from grpo.services.streams import Streams
+    from grpo.v1 import common_pb2
+    url, stream, out = sys.argv[1:4]
+    s = Streams(connect(url))
+    entries = s.consume(stream, "asm", "doomed", common_pb2.Rollout, count=2, block_ms=5000)
+    # Process the first entry (its effect is written) but die before acknowledging anything.
+    first = entries[0]
+    s.produce(out, first.message, dedup_key=first.message.group_id + "/" + str(first.message.index))
+    print(" ".join(e.id for e in entries), flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_killed_consumer_entries_are_reclaimed_and_applied_exactly_once(
+    streams, names, redis_url, redis_client
+):
+    stream, out = names.rollouts, names.groups
+    streams.ensure_group(stream, "asm")
+    ids = [streams.produce(stream, _rollout("g7", i)) for i in range(3)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _DYING_CONSUMER, redis_url, stream, out],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        read_ids = child.stdout.readline().split()  # type: ignore[union-attr]
+        assert read_ids == ids[:2]
+        child.send_signal(signal.SIGKILL)  # dies between read and ack
+    finally:
+        child.wait(timeout=30)
+    assert streams.pending(stream, "asm") == 2
+
+    def apply(entry) -> None:  # the idempotent effect, then the ack
+        m = entry.message
+        streams.produce(out, m, dedup_key=f"{m.group_id}/{m.index}")
+        streams.ack(stream, "asm", [entry.id])
+
+    # The survivor first takes new work, then reclaims the dead consumer's pending entries.
+    fresh = streams.consume(stream, "asm", "survivor", common_pb2.Rollout, count=10, block_ms=None)
+    assert [e.id for e in fresh] == ids[2:]
+    for entry in fresh:
+        apply(entry)
+    reclaimed = streams.reclaim(stream, "asm", "survivor", common_pb2.Rollout, min_idle_ms=0)
+    assert [e.id for e in reclaimed] == ids[:2]
+    for entry in reclaimed:
+        apply(entry)
+    # A second reclaim finds nothing: every entry was acknowledged.
+    assert streams.reclaim(stream, "asm", "other", common_pb2.Rollout, min_idle_ms=0) == []
+
+    effects = [common_pb2.Rollout.FromString(f[PAYLOAD_FIELD]) for _, f in redis_client.xrange(out)]
+    assert sorted(r.index for r in effects) == [0, 1, 2]  # each exactly once, none lost
+    assert streams.lag(stream, "asm") == 0
+
+
+def test_reclaim_respects_min_idle_and_skips_deleted_entries(streams, names, redis_client):
+    stream = names.rollouts
+    ids = [streams.produce(stream, _rollout("g", i)) for i in range(3)]
+    streams.consume(stream, "asm", "a", common_pb2.Rollout, count=3, block_ms=None)
+    # Nothing has been idle for an hour.
+    assert streams.reclaim(stream, "asm", "b", common_pb2.Rollout, min_idle_ms=3_600_000) == []
+    redis_client.xdel(stream, ids[1])
+    got = streams.reclaim(stream, "asm", "b", common_pb2.Rollout, min_idle_ms=0)
+    assert [e.id for e in got] == [ids[0], ids[2]]
+    assert streams.pending(stream, "asm") == 2  # the deleted entry left the pending list
+
+
+def test_stream_names_are_namespaced():
+    n = StreamNames("run42")
+    assert (n.prompts, n.rollouts, n.groups, n.policy_key) == (
+        "run42:prompts",
+        "run42:rollouts",
+        "run42:groups",
+        "run42:policy",
+    )
+    assert n.key("assembler", "stats") == "run42:assembler:stats"
+    with pytest.raises(InvalidArgumentError):
+        StreamNames("bad name")

@@ -1,0 +1,96 @@
+"""The strict typed codec: exact round trips, and refusal of anything but plain data."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grpo.verifiers.code import codec
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.complex_numbers(allow_nan=False)
+    | st.text()
+    | st.binary()
+)
+_hashable = st.recursive(_scalars, lambda c: st.tuples(c, c) | st.frozensets(c), max_leaves=8)
+_values = st.recursive(
+    _scalars | _hashable,
+    lambda c: st.lists(c) | st.tuples(c, c) | st.dictionaries(_hashable, c) | st.sets(_hashable),
+    max_leaves=20,
+)
+
+
+@given(_values)
+def test_round_trip_keeps_value_and_exact_types(value: object) -> None:
+    back = codec.decode(codec.encode(value))
+    assert back == value
+    assert codec.encode(back) == codec.encode(value)  # same tags: same exact types
+
+
+def test_nan_and_inf_round_trip() -> None:
+    back = codec.decode(codec.encode([math.nan, math.inf, -math.inf]))
+    assert math.isnan(back[0]) and back[1:] == [math.inf, -math.inf]
+
+
+def test_bool_and_int_stay_distinct() -> None:
+    assert codec.decode(codec.encode(True)) is True
+    assert type(codec.decode(codec.encode(1))) is int
+    assert codec.encode(1) != codec.encode(True)
+
+
+class _AlwaysEqual:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+class _Int(int):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize(
+    "value",
+    [_AlwaysEqual(), _Int(3), [1, _Int(2)], {"k": _AlwaysEqual()}, iter([1]), print, object()],
+    ids=["eq-object", "int-subclass", "nested-subclass", "dict-value", "iterator", "function", "object"],
+)
+def test_encode_refuses_non_plain_data(value: object) -> None:
+    with pytest.raises(codec.CodecError):
+        codec.encode(value)
+
+
+def test_encode_refuses_self_reference() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(codec.CodecError):
+        codec.encode(loop)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "5",  # bare JSON number
+        '["I", 5]',  # number not as text
+        '["X", "1"]',  # unknown tag
+        '["I", "1.5"]',  # not an int
+        '["I", "٣"]',  # non-ASCII digit
+        '["B", "true"]',
+        '["D", [[["L", []], ["N"]]]]',  # unhashable key
+        '["N", "extra"]',
+        '{"k": 1}',
+        "[" * 5000 + "]" * 5000,
+        "not json",
+        '["I", "' + "9" * 5000 + '"]',  # past the int digit limit
+    ],
+)
+def test_decode_rejects_malformed(text: str) -> None:
+    with pytest.raises(codec.CodecError):
+        codec.decode(text)

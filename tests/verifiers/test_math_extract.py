@@ -1,0 +1,66 @@
+"""Answer extraction and normalization tables (pure functions, no worker pool)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo.verifiers.math import extract_answer, normalize_answer
+from grpo.verifiers.math.extract import UnclosedBoxError
+
+
+@pytest.mark.parametrize(
+    ("response", "answer", "rule"),
+    [
+        (r"so $\boxed{\frac{1}{2}}$", r"\frac{1}{2}", "boxed"),
+        (r"first \boxed{2} then \boxed{3}", "3", "boxed"),  # the last box, not "23"
+        (r"\boxed{\{1,\{2\}\}}", r"\{1,\{2\}\}", "boxed"),
+        (r"\fbox{a{b{c}}d}", "a{b{c}}d", "boxed"),
+        (r"\boxed 5 apples", "5", "boxed"),
+        ("Natalia sold 48/2 = 24 clips.\n#### 1,234", "1,234", "gsm8k"),
+        ("So the answer is $18. Done.", "18", "answer_is"),
+        ("The final answer is (B).", "(B)", "answer_is"),
+        ("7+8=15,4+3+1=8:85", "85", "last_number"),  # the arithmetic job's format
+        ("12*3=36,1*3=3:360", "360", "last_number"),
+        ("it is 3.5 or maybe 1,000", "1,000", "last_number"),
+        ("x = -7/2", "-7/2", "last_number"),
+    ],
+)
+def test_extract_answer(response: str, answer: str, rule: str) -> None:
+    found = extract_answer(response)
+    assert found is not None
+    assert (found.text, found.rule) == (answer, rule)
+
+
+def test_extract_nothing_and_unclosed_box() -> None:
+    assert extract_answer("no digits at all") is None
+    with pytest.raises(UnclosedBoxError):
+        extract_answer(r"the answer is \boxed{12")
+
+
+@pytest.mark.parametrize(
+    ("raw", "normalized"),
+    [
+        (r"\text{13}", "13"),
+        (r"\dfrac{1}{2}", r"\frac{1}{2}"),
+        (r"\tfrac{3}{4}", r"\frac{3}{4}"),
+        (r"\left( 3, \frac{\pi}{2} \right)", r"( 3, \frac{\pi}{2} )"),
+        ("1,000", "1000"),
+        ("115,000", "115000"),
+        ("0,1", "0,1"),  # a list, not 1 or 01
+        ("1, 2, 3", "1, 2, 3"),
+        (r"\$1,234.50", "1234.50"),
+        (r"10\%", "10"),
+        (r"5 \text{ cm}", "5"),
+        ("12 dollars", "12"),
+        ("2√2", r"2\sqrt{2}"),
+        ("√(x+1)", r"\sqrt{x+1}"),
+        ("30°", r"30^\circ"),
+        ("∞", r"\infty"),
+        ("½", r"\frac{1}{2}"),
+        ("−3", "-3"),
+        ("4\u200b2\ufeff", "42"),
+        ("7.", "7"),
+    ],
+)
+def test_normalize_answer(raw: str, normalized: str) -> None:
+    assert normalize_answer(raw) == normalized

@@ -1,0 +1,86 @@
+"""WorkerPool: results, hard time limit with replacement, memory cap, crashes, threads."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+
+import _pool_funcs as funcs
+import pytest
+
+from grpo.services.errors import UnavailableError
+from grpo.verifiers.sdk import (
+    CheckMemoryError,
+    CheckTimeoutError,
+    PoolSettings,
+    RemoteCheckError,
+    WorkerCrashError,
+    WorkerPool,
+)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(PoolSettings(workers=2, timeout_s=20, memory_mb=512)) as p:
+        yield p
+
+
+def test_call_returns_result_from_another_process(pool: WorkerPool) -> None:
+    assert pool.call(funcs.add, 2, 3) == 5
+    assert pool.call(funcs.pid) in pool.pids
+
+
+def test_timeout_kills_and_replaces_the_worker(pool: WorkerPool) -> None:
+    before = set(pool.pids)
+    replaced = pool.replaced
+    start = time.monotonic()
+    with pytest.raises(CheckTimeoutError):
+        pool.call(funcs.sleep_then, 60, 1, timeout_s=0.5)
+    assert time.monotonic() - start < 10  # killed, not waited for (60 s)
+    assert pool.replaced == replaced + 1
+    after = set(pool.pids)
+    assert len(after) == 2 and after != before
+    assert pool.call(funcs.add, 1, 1) == 2
+
+
+def test_memory_cap_raises_and_pool_survives(pool: WorkerPool) -> None:
+    with pytest.raises(CheckMemoryError):
+        pool.call(funcs.allocate, 2048)
+    assert pool.call(funcs.allocate, 16) == 16 * 1024 * 1024
+
+
+def test_crash_is_reported_and_worker_replaced(pool: WorkerPool) -> None:
+    with pytest.raises(WorkerCrashError):
+        pool.call(funcs.die)
+    assert len(pool.pids) == 2
+    assert pool.call(funcs.add, 4, 4) == 8
+
+
+def test_remote_exception_carries_its_type(pool: WorkerPool) -> None:
+    with pytest.raises(RemoteCheckError) as info:
+        pool.call(funcs.fail, "boom")
+    assert info.value.exc_type == "ValueError"
+    assert "boom" in str(info.value)
+
+
+def test_concurrent_callers_from_threads(pool: WorkerPool) -> None:
+    with cf.ThreadPoolExecutor(6) as ex:
+        results = list(ex.map(lambda i: pool.call(funcs.add, i, i), range(30)))
+    assert results == [2 * i for i in range(30)]
+
+
+def test_deadline_with_no_free_worker_times_out() -> None:
+    with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one:
+        with cf.ThreadPoolExecutor(1) as ex:
+            busy = ex.submit(one.call, funcs.sleep_then, 1.0, 7)
+            time.sleep(0.2)
+            with pytest.raises(CheckTimeoutError):
+                one.call(funcs.add, 1, 2, deadline=time.monotonic() + 0.1)
+            assert busy.result() == 7
+
+
+def test_closed_pool_refuses_calls() -> None:
+    p = WorkerPool(PoolSettings(workers=1))
+    p.close()
+    with pytest.raises(UnavailableError):
+        p.call(funcs.add, 1, 2)

@@ -1,0 +1,439 @@
+"""Code test formats and the record/replay protocol that keeps verdicts out of the sandbox.
+
+Formats (``grpo.v1.CodeTests``):
+
+- HumanEval: ``test_code`` defines ``check(candidate)``; each top-level statement of the body
+  of ``check`` that contains an ``assert`` is one test case (with the plain statements before
+  it as its setup), named by its line.
+- MBPP: ``test_list`` holds one ``assert`` per case, ``test_imports`` run first; the candidate
+  is bound to ``entry_point`` (inferred from the first assert when empty).
+- stdin/stdout: ``io_pairs``; the program runs as ``__main__`` per pair, output is compared
+  after stripping trailing whitespace of each line and trailing blank lines.
+
+Record/replay (for the first two formats). The test code is trusted, the candidate is not, so
+the verdict is computed on the trusted side:
+
+1. :func:`record_calls` runs each case here with a recording stand-in for the candidate that
+   snapshots its arguments (through the strict codec) and returns a probe (``==`` is true,
+   truthiness tried both ways). A case that cannot be recorded this way (it uses a result
+   arithmetically, calls names the program defines, passes non-data arguments) is marked
+   ``inside``.
+2. The sandbox calls the candidate on the recorded arguments only and returns plain values;
+   the test source and its expected values never enter the sandbox for recorded cases.
+3. :func:`replay_cases` re-runs each recorded case here with a stand-in that checks the
+   arguments match and returns the sandbox's decoded values; assertions decide.
+   A case whose calls diverge from the recording (control flow depends on results) is
+   reported as ``diverged`` and re-run inside.
+
+``inside`` cases run with the test code inside the sandbox: a candidate can forge those
+verdicts (frame inspection, patched ``AssertionError``), so they are flagged as weaker.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grpo.services.errors import InvalidArgumentError
+from grpo.v1 import common_pb2
+from grpo.verifiers.code import codec
+
+__all__ = [
+    "CaseVerdict",
+    "Recording",
+    "TestCase",
+    "TestSuite",
+    "compare_stdout",
+    "record_calls",
+    "replay_cases",
+    "suite_from_tests",
+]
+
+_MAX_PROBE_OPS = 10_000  # probe uses per recording before a case is declared dependent
+_MAX_CALLS = 10_000  # candidate calls recorded per suite
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One test case: module-level statements run with the candidate bound to the suite's arg.
+
+    Attributes:
+        name: display name (``"check line 12"``, the assert text, ``"io[3]"``).
+        source: Python statements (empty for stdin/stdout pairs).
+        stdin: input text (stdin/stdout pairs only).
+        expected_stdout: expected output (stdin/stdout pairs only).
+    """
+
+    name: str
+    source: str = ""
+    stdin: str = ""
+    expected_stdout: str = ""
+
+
+@dataclass(frozen=True)
+class TestSuite:
+    """A task's tests in one normalized form.
+
+    Attributes:
+        style: ``"check"`` (HumanEval), ``"asserts"`` (MBPP) or ``"stdio"``.
+        entry_point: name of the function under test (empty for stdio).
+        arg: the name the cases use for the candidate (``candidate`` or the entry point).
+        setup: module-level test source run before the cases (imports, helpers, check).
+        cases: the test cases, in order.
+    """
+
+    style: Literal["check", "asserts", "stdio"]
+    entry_point: str
+    arg: str
+    setup: str
+    cases: tuple[TestCase, ...]
+
+
+def _contains_assert(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Assert) for n in ast.walk(node))
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<tests>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def _check_cases(test_code: str, task_id: str) -> tuple[str, tuple[TestCase, ...]]:
+    try:
+        tree = ast.parse(test_code)
+    except SyntaxError as exc:
+        raise InvalidArgumentError(
+            f"task {task_id!r}: code_tests.test_code does not parse: {exc.msg} (line {exc.lineno})"
+        ) from exc
+    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if not checks or len(checks[-1].args.args) != 1:
+        raise InvalidArgumentError(
+            f"task {task_id!r}: code_tests.test_code must define check(candidate) with one argument"
+        )
+    check = checks[-1]
+    arg = check.args.args[0].arg
+    cases: list[TestCase] = []
+    pending: list[ast.stmt] = []
+    for stmt in check.body:
+        pending.append(stmt)
+        if _contains_assert(stmt):
+            source = ast.unparse(ast.Module(body=pending, type_ignores=[]))
+            cases.append(TestCase(name=f"check line {stmt.lineno}", source=source))
+            pending = []
+    if pending and cases:
+        tail = ast.unparse(ast.Module(body=pending, type_ignores=[]))
+        cases[-1] = TestCase(name=cases[-1].name, source=cases[-1].source + "\n" + tail)
+    if not cases or not all(_compiles(c.source) for c in cases):
+        cases = [TestCase(name="check", source=f"check({arg})")]
+    return arg, tuple(cases)
+
+
+def _infer_entry_point(asserts: Sequence[str]) -> str:
+    for text in asserts:
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and not hasattr(builtins, node.func.id)
+            ):
+                return node.func.id
+    return ""
+
+
+def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuite:
+    """Normalize a task's ``CodeTests`` into a :class:`TestSuite`.
+
+    Precedence when several formats are set: ``test_code`` > ``test_list`` > ``io_pairs``.
+
+    Raises:
+        InvalidArgumentError: no tests are set, the test source does not parse, ``check``
+            is missing, or no entry point is given or inferable; the message names the field.
+    """
+    if tests.test_code.strip():
+        if not tests.entry_point:
+            raise InvalidArgumentError(
+                f"task {task_id!r}: code_tests.entry_point is required with test_code"
+            )
+        arg, cases = _check_cases(tests.test_code, task_id)
+        return TestSuite("check", tests.entry_point, arg, tests.test_code, cases)
+    if tests.test_list:
+        for i, text in enumerate(tests.test_list):
+            try:
+                ast.parse(text)
+            except SyntaxError as exc:
+                raise InvalidArgumentError(
+                    f"task {task_id!r}: code_tests.test_list[{i}] does not parse: {exc.msg}"
+                ) from exc
+        entry = tests.entry_point or _infer_entry_point(tests.test_list)
+        if not entry:
+            raise InvalidArgumentError(
+                f"task {task_id!r}: code_tests.entry_point is empty and no function call "
+                "was found in test_list to infer it"
+            )
+        setup = "\n".join(tests.test_imports)
+        cases = tuple(TestCase(name=t.strip()[:200], source=t) for t in tests.test_list)
+        return TestSuite("asserts", entry, entry, setup, cases)
+    if tests.io_pairs:
+        cases = tuple(
+            TestCase(name=f"io[{i}]", stdin=p.stdin, expected_stdout=p.expected_stdout)
+            for i, p in enumerate(tests.io_pairs)
+        )
+        return TestSuite("stdio", "", "", "", cases)
+    raise InvalidArgumentError(
+        f"task {task_id!r}: code_tests has no test_code, test_list or io_pairs"
+    )
+
+
+def compare_stdout(actual: str, expected: str) -> bool:
+    """True when outputs match after stripping each line's trailing whitespace and blank tail."""
+
+    def norm(text: str) -> list[str]:
+        lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    return norm(actual) == norm(expected)
+
+
+class _RecordingLimitError(Exception):
+    """The recording stand-in was used too often (likely a loop on a probe)."""
+
+
+class _Probe:
+    """Placeholder result during recording: equal to anything, truthiness fixed per pass."""
+
+    __slots__ = ("_recorder",)
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self._recorder = recorder
+
+    def __eq__(self, other: object) -> bool:
+        self._recorder.tick()
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        self._recorder.tick()
+        return False
+
+    def __bool__(self) -> bool:
+        self._recorder.tick()
+        return self._recorder.truth
+
+    __hash__ = object.__hash__
+
+
+class _Recorder:
+    def __init__(self, truth: bool) -> None:
+        self.truth = truth
+        self.calls: list[tuple[list[Any], list[Any]]] = []
+        self.ops = 0
+
+    def tick(self) -> None:
+        self.ops += 1
+        if self.ops > _MAX_PROBE_OPS:
+            raise _RecordingLimitError("probe used too often")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Probe:
+        self.tick()
+        if len(self.calls) >= _MAX_CALLS:
+            raise _RecordingLimitError("too many candidate calls")
+        self.calls.append((codec.encode_tree(args), codec.encode_tree(kwargs)))
+        return _Probe(self)
+
+
+@dataclass
+class Recording:
+    """Calls recorded per case; ``None`` marks a case that must run inside the sandbox.
+
+    Attributes:
+        per_case: for case i, the list of (args tree, kwargs tree) in call order, or None.
+    """
+
+    per_case: list[list[tuple[list[Any], list[Any]]] | None] = field(default_factory=list)
+
+    @property
+    def inside(self) -> list[int]:
+        """Indices of cases that must run inside the sandbox."""
+        return [i for i, calls in enumerate(self.per_case) if calls is None]
+
+    def flat_calls(self) -> list[tuple[list[Any], list[Any]]]:
+        """All recorded calls in case order (the sandbox job's ``calls``)."""
+        return [call for calls in self.per_case if calls is not None for call in calls]
+
+
+def _record_pass(suite: TestSuite, truth: bool) -> list[list[tuple[list[Any], list[Any]]] | None]:
+    out: list[list[tuple[list[Any], list[Any]]] | None] = []
+    namespace: dict[str, Any] = {"__name__": "__tests__"}
+    try:
+        exec(compile(suite.setup, "<tests>", "exec"), namespace)
+    except Exception:
+        return [None] * len(suite.cases)
+    for case in suite.cases:
+        recorder = _Recorder(truth)
+        namespace[suite.arg] = recorder
+        try:
+            exec(compile(case.source, "<tests>", "exec"), namespace)
+        except Exception:
+            out.append(None)
+            continue
+        out.append(recorder.calls)
+    return out
+
+
+def record_calls(suite: TestSuite) -> Recording:
+    """Run each case on the trusted side with a recording stand-in; collect its calls.
+
+    Two passes (probe truthy, probe falsy) so that both ``assert f(x)`` and ``assert not f(x)``
+    record; a case keeps the first pass in which it ran to the end.
+
+    Returns:
+        The :class:`Recording` (``None`` for cases that must run inside).
+    """
+    passes = [_record_pass(suite, truth) for truth in (True, False)]
+    per_case = [a if a is not None else b for a, b in zip(*passes, strict=True)]
+    return Recording(per_case=per_case)
+
+
+class CandidateRaisedError(Exception):
+    """The candidate raised inside the sandbox (or returned nothing) for a replayed call."""
+
+    def __init__(self, kind: str, message: str = "") -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.message = message
+
+
+class _Diverged(Exception):
+    """Replay asked for a call that was not recorded (control flow depends on results)."""
+
+
+class _Opaque:
+    """Stand-in for a result that was not plain data: equal to nothing but itself."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<non-data result of type {self.type_name}>"
+
+
+_RAISABLE = {
+    name: obj
+    for name, obj in vars(builtins).items()
+    if isinstance(obj, type) and issubclass(obj, Exception)
+}
+
+
+class _Replayer:
+    def __init__(
+        self, calls: list[tuple[list[Any], list[Any]]], results: Sequence[Mapping[str, Any] | None]
+    ) -> None:
+        self.calls = calls
+        self.results = results
+        self.next = 0
+        self.candidate_error: CandidateRaisedError | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        k = self.next
+        if k >= len(self.calls):
+            raise _Diverged("more calls than recorded")
+        try:
+            same = (codec.encode_tree(args), codec.encode_tree(kwargs)) == self.calls[k]
+        except codec.CodecError:
+            same = False
+        if not same:
+            raise _Diverged("arguments differ from the recording")
+        self.next += 1
+        record = self.results[k]
+        if record is None:
+            self.candidate_error = CandidateRaisedError("missing")
+            raise self.candidate_error
+        if "v" in record:
+            return codec.decode_tree(record["v"])
+        if "unencodable" in record:
+            return _Opaque(str(record["unencodable"])[:80])
+        kind = str(record.get("raised", "Error"))[:80]
+        message = str(record.get("msg", ""))[:300]
+        self.candidate_error = CandidateRaisedError(kind, message)
+        exc_type = _RAISABLE.get(kind)
+        if exc_type is not None:
+            try:
+                raise exc_type(message) from self.candidate_error
+            except TypeError:  # exception types with other constructor signatures
+                pass
+        raise self.candidate_error
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """Replay outcome of one case.
+
+    Attributes:
+        outcome: ``passed``, ``failed`` (assertion or a wrong value), ``raised`` (the candidate
+            raised; ``kind`` holds its exception type, ``missing`` when no result came back),
+            or ``diverged`` (needs an inside run).
+        kind: exception type name for ``failed``/``raised``.
+        message: the candidate's own exception message (``raised`` only; never test values).
+    """
+
+    outcome: Literal["passed", "failed", "raised", "diverged"]
+    kind: str = ""
+    message: str = ""
+
+
+def replay_cases(
+    suite: TestSuite,
+    recording: Recording,
+    call_results: Sequence[Mapping[str, Any] | None],
+) -> dict[int, CaseVerdict]:
+    """Re-run every recorded case here, feeding it the sandbox's results.
+
+    Args:
+        suite: the suite that was recorded.
+        recording: from :func:`record_calls`.
+        call_results: per flat call index, the driver's ``call`` record or None when missing.
+
+    Returns:
+        Case index -> :class:`CaseVerdict` for every recorded (non-inside) case.
+    """
+    verdicts: dict[int, CaseVerdict] = {}
+    namespace: dict[str, Any] = {"__name__": "__tests__"}
+    exec(compile(suite.setup, "<tests>", "exec"), namespace)
+    offset = 0
+    for i, calls in enumerate(recording.per_case):
+        if calls is None:
+            continue
+        replayer = _Replayer(calls, call_results[offset : offset + len(calls)])
+        offset += len(calls)
+        namespace[suite.arg] = replayer
+        verdicts[i] = _replay_one(suite.cases[i].source, namespace, replayer)
+    return verdicts
+
+
+def _replay_one(source: str, namespace: dict[str, Any], replayer: _Replayer) -> CaseVerdict:
+    try:
+        exec(compile(source, "<tests>", "exec"), namespace)
+    except _Diverged:
+        return CaseVerdict("diverged")
+    except AssertionError:
+        if replayer.candidate_error is not None:
+            err = replayer.candidate_error
+            return CaseVerdict("raised", err.kind, err.message)
+        return CaseVerdict("failed", "AssertionError")
+    except Exception as exc:
+        if replayer.candidate_error is not None:
+            err = replayer.candidate_error
+            return CaseVerdict("raised", err.kind, err.message)
+        return CaseVerdict("failed", type(exc).__name__)
+    if replayer.next < len(replayer.calls):
+        return CaseVerdict("diverged")
+    return CaseVerdict("passed")

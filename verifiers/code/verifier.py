@@ -1,0 +1,327 @@
+"""The sandboxed code verifier: extract the program, run the task's tests, score the result.
+
+Pipeline for one response (one sandboxed process per sample):
+:func:`~grpo.verifiers.code.extract.extract_program` -> ``code_tests.program_prefix`` +
+program -> :func:`~grpo.verifiers.code.tests_format.record_calls` on the trusted side ->
+one :class:`~grpo.verifiers.code.sandbox.Sandbox` run that calls the candidate on the recorded
+arguments (and runs the ``inside`` cases) -> :func:`replay_cases` decides each recorded case
+here. Exit codes and stdout are never read as a verdict.
+
+Per-test statuses: PASSED; FAILED (assertion false, wrong/non-data value, wrong stdout);
+ERROR (the candidate raised, or ended before the test ran); TIMEOUT (the wall clock killed
+the run before the test finished); MEMORY (the candidate raised MemoryError).
+
+Score status mapping:
+
+=============  ==================================================================  =========
+status         when                                                                reward
+=============  ==================================================================  =========
+OK             the program loaded and the run ended by itself (tests may fail)     from tests
+NO_ANSWER      the response holds no program (empty after extraction)              0
+RUNTIME_ERROR  the program cannot be loaded (SyntaxError, import-time exception,    0
+               exit or crash while loading, MemoryError at load)
+TIMEOUT        the wall clock killed the run (finished tests keep their status,    from tests
+               the rest are TIMEOUT)
+INTERNAL       the sandbox itself failed to start                                  0 (missing)
+=============  ==================================================================  =========
+
+Reward: ``fraction`` = passed / total tests, or ``all_or_nothing`` = 1 only when every test
+passed (the HumanEval pass@1 convention, and the default). For RL, note that RUNTIME_ERROR and
+TIMEOUT are failures of the *candidate*: their reward 0 is a real verdict, not a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo.v1 import common_pb2, verifier_pb2
+from grpo.verifiers.code import codec
+from grpo.verifiers.code.extract import extract_program
+from grpo.verifiers.code.sandbox import RunResult, Sandbox, SandboxSettings
+from grpo.verifiers.code.tests_format import (
+    CaseVerdict,
+    Recording,
+    TestSuite,
+    compare_stdout,
+    record_calls,
+    replay_cases,
+    suite_from_tests,
+)
+from grpo.verifiers.sdk.base import Verifier, make_score
+
+__all__ = ["CodeConfig", "CodeVerifier"]
+
+_PASSED = common_pb2.TEST_STATUS_PASSED
+_FAILED = common_pb2.TEST_STATUS_FAILED
+_ERROR = common_pb2.TEST_STATUS_ERROR
+_TIMEOUT = common_pb2.TEST_STATUS_TIMEOUT
+_MEMORY = common_pb2.TEST_STATUS_MEMORY
+_INSIDE_NOTE = "ran inside the sandbox (depends on earlier results; weaker, forgeable)"
+
+
+class CodeConfig(BaseModel):
+    """Configuration of the code verifier."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reward_mode: Literal["fraction", "all_or_nothing"] = Field(
+        default="all_or_nothing",
+        description="'all_or_nothing': 1 only if every test passed (pass@1); 'fraction': "
+        "share of tests passed.",
+    )
+    max_program_chars: int = Field(
+        default=100_000, ge=100, description="Longer programs are not run (RUNTIME_ERROR)."
+    )
+    stdout_capture_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Output captured per stdin/stdout test inside the sandbox.",
+    )
+    sandbox: SandboxSettings = Field(
+        default_factory=SandboxSettings, description="Isolation, slots and limits."
+    )
+
+
+class CodeVerifier(Verifier):
+    """Outcome verifier for code tasks (``task.code_tests``) run in a bubblewrap sandbox.
+
+    Args:
+        config: reward mode and sandbox settings.
+
+    Raises:
+        FailedPreconditionError: bubblewrap is missing and ``allow_unsandboxed`` is false.
+        ResourceExhaustedError: no free slot uid in the configured range.
+    """
+
+    name: ClassVar[str] = "code"
+    kind: ClassVar[int] = verifier_pb2.VERIFIER_KIND_OUTCOME
+    task_types: ClassVar[tuple[str, ...]] = ("code",)
+    required_task_fields: ClassVar[tuple[str, ...]] = ("code_tests",)
+
+    def __init__(self, config: CodeConfig | None = None) -> None:
+        cfg = config or CodeConfig()
+        super().__init__(cfg)
+        self.cfg = cfg
+        self.sandbox = Sandbox(cfg.sandbox)
+
+    def config_items(self) -> dict[str, str]:
+        """Resolved configuration, plus whether runs are really sandboxed."""
+        items = super().config_items()
+        items["sandboxed"] = str(self.sandbox.sandboxed)
+        return items
+
+    def close(self) -> None:
+        """Release the sandbox's slot uids."""
+        self.sandbox.close()
+
+    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
+        """Run ``response``'s program against ``task.code_tests`` and score it.
+
+        Returns:
+            A Score (status mapping in the module docstring) with one TestResult per case.
+
+        Raises:
+            InvalidArgumentError: the task's tests are malformed (names the field).
+        """
+        suite = suite_from_tests(task.code_tests, task.id)
+        body = extract_program(response)
+        if not body.strip():
+            return make_score(common_pb2.SCORE_STATUS_NO_ANSWER, detail="no program in response")
+        program = task.code_tests.program_prefix + body
+        if len(program) > self.cfg.max_program_chars:
+            return make_score(
+                common_pb2.SCORE_STATUS_RUNTIME_ERROR,
+                detail=f"program has {len(program)} characters, more than "
+                f"max_program_chars={self.cfg.max_program_chars}",
+            )
+        if suite.style == "stdio":
+            return self._score_stdio(suite, program)
+        return self._score_calls(suite, program)
+
+    def _reward(self, tests: list[common_pb2.TestResult]) -> float:
+        passed = sum(t.status == _PASSED for t in tests)
+        if self.cfg.reward_mode == "fraction":
+            return passed / len(tests)
+        return float(passed == len(tests))
+
+    def _unstarted(self, run: RunResult) -> common_pb2.Score | None:
+        if run.started:
+            return None
+        if run.timed_out:
+            return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail="sandbox start timed out")
+        tail = run.stderr[-500:].decode("utf-8", "replace")
+        return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"sandbox failed: {tail}")
+
+    def _load_failure(self, suite: TestSuite, run: RunResult) -> common_pb2.Score | None:
+        kinds = {r["k"] for r in run.records}
+        if "loaded" in kinds:
+            return None
+        error = next((r for r in run.records if r["k"] == "load_error"), None)
+        if error is not None:
+            kind = str(error.get("type", "Error"))[:80]
+            status = _MEMORY if kind == "MemoryError" else _ERROR
+            detail = f"program failed to load: {kind}: {str(error.get('msg', ''))[:300]}"
+        elif run.timed_out:
+            tests = [
+                _result(c.name, _TIMEOUT, "wall-clock limit while loading") for c in suite.cases
+            ]
+            return make_score(
+                common_pb2.SCORE_STATUS_TIMEOUT,
+                tests=tests,
+                detail="wall-clock limit hit while loading the program",
+            )
+        else:
+            status, detail = _ERROR, "program ended while loading (exit, crash or rlimit)"
+        tests = [_result(c.name, status, detail) for c in suite.cases]
+        return make_score(common_pb2.SCORE_STATUS_RUNTIME_ERROR, tests=tests, detail=detail)
+
+    def _finish(
+        self, run: RunResult, tests: list[common_pb2.TestResult], note: str
+    ) -> common_pb2.Score:
+        status = common_pb2.SCORE_STATUS_TIMEOUT if run.timed_out else common_pb2.SCORE_STATUS_OK
+        passed = sum(t.status == _PASSED for t in tests)
+        detail = f"{passed}/{len(tests)} tests passed" + (f"; {note}" if note else "")
+        if run.timed_out:
+            detail += "; wall-clock limit hit"
+        return make_score(status, self._reward(tests), tests=tests, detail=detail)
+
+    def _score_calls(self, suite: TestSuite, program: str) -> common_pb2.Score:
+        recording = record_calls(suite)
+        run = self.sandbox.run(_calls_job(suite, program, recording, recording.inside))
+        early = self._unstarted(run) or self._load_failure(suite, run)
+        if early is not None:
+            return early
+        verdicts = replay_cases(suite, recording, _call_results(run, len(recording.flat_calls())))
+        inside = {i: _case_record(run, i) for i in recording.inside}
+        diverged = [i for i, v in verdicts.items() if v.outcome == "diverged"]
+        if diverged:  # rare: control flow depends on results; rerun those cases inside
+            rerun = self.sandbox.run(
+                _calls_job(suite, program, Recording([None] * len(suite.cases)), diverged)
+            )
+            for i in diverged:
+                inside[i] = _case_record(rerun, i)
+                run.timed_out = run.timed_out or rerun.timed_out
+        tests: list[common_pb2.TestResult] = []
+        for i, case in enumerate(suite.cases):
+            if i in inside:
+                tests.append(_inside_result(case.name, inside[i], run.timed_out))
+            else:
+                tests.append(_replayed_result(case.name, verdicts[i], run.timed_out))
+        note = f"{len(inside)} case(s) ran inside the sandbox (weaker)" if inside else ""
+        return self._finish(run, tests, note)
+
+    def _score_stdio(self, suite: TestSuite, program: str) -> common_pb2.Score:
+        job = {
+            "mode": "stdio",
+            "program": program,
+            "stdin": [c.stdin for c in suite.cases],
+            "stdout_cap_bytes": self.cfg.stdout_capture_bytes,
+        }
+        run = self.sandbox.run(job)
+        early = self._unstarted(run) or self._load_failure(suite, run)
+        if early is not None:
+            return early
+        records = _indexed(run, "io", len(suite.cases))
+        tests = []
+        for i, case in enumerate(suite.cases):
+            record = records[i]
+            if record is None:
+                tests.append(_missing_result(case.name, run.timed_out))
+            elif "v" in record:
+                try:
+                    out = codec.decode_tree(record["v"])
+                except codec.CodecError:
+                    out = None
+                ok = isinstance(out, str) and compare_stdout(out, case.expected_stdout)
+                tests.append(
+                    _result(case.name, _PASSED if ok else _FAILED, "" if ok else "stdout differs")
+                )
+            else:
+                tests.append(_raised_result(case.name, record))
+        return self._finish(run, tests, "")
+
+
+def _result(name: str, status: int, detail: str = "") -> common_pb2.TestResult:
+    return common_pb2.TestResult(name=name, status=status, detail=detail)  # type: ignore[arg-type]
+
+
+def _missing_result(name: str, timed_out: bool) -> common_pb2.TestResult:
+    if timed_out:
+        return _result(name, _TIMEOUT, "wall-clock limit hit before this test finished")
+    return _result(name, _ERROR, "program ended before this test ran")
+
+
+def _raised_result(name: str, record: Mapping[str, Any]) -> common_pb2.TestResult:
+    kind = str(record.get("raised", "Error"))[:80]
+    msg = str(record.get("msg", ""))[:300]
+    return _result(name, _MEMORY if kind == "MemoryError" else _ERROR, f"{kind}: {msg}")
+
+
+def _replayed_result(name: str, verdict: CaseVerdict, timed_out: bool) -> common_pb2.TestResult:
+    if verdict.outcome == "passed":
+        return _result(name, _PASSED)
+    if verdict.outcome == "failed":
+        return _result(name, _FAILED, verdict.kind)
+    if verdict.kind == "missing":
+        return _missing_result(name, timed_out)
+    status = _MEMORY if verdict.kind == "MemoryError" else _ERROR
+    return _result(name, status, f"{verdict.kind}: {verdict.message}")
+
+
+def _inside_result(
+    name: str, record: Mapping[str, Any] | None, timed_out: bool
+) -> common_pb2.TestResult:
+    if record is None:
+        result = _missing_result(name, timed_out)
+    elif record.get("outcome") == "passed":
+        result = _result(name, _PASSED)
+    elif record.get("outcome") == "failed":
+        result = _result(name, _FAILED, "AssertionError")
+    else:
+        result = _raised_result(name, record)
+    result.detail = f"{result.detail}; {_INSIDE_NOTE}" if result.detail else _INSIDE_NOTE
+    return result
+
+
+def _calls_job(
+    suite: TestSuite, program: str, recording: Recording, report: list[int]
+) -> dict[str, Any]:
+    script = None
+    if report:
+        script = {
+            "setup": suite.setup,
+            "cases": [c.source for c in suite.cases],
+            "report": report,
+            "arg": suite.arg,
+        }
+    return {
+        "mode": "calls",
+        "program": program,
+        "entry_point": suite.entry_point,
+        "calls": recording.flat_calls(),
+        "script": script,
+    }
+
+
+def _indexed(run: RunResult, kind: str, n: int) -> list[dict[str, Any] | None]:
+    """First record of ``kind`` per index 0..n-1 (later duplicates are ignored)."""
+    out: list[dict[str, Any] | None] = [None] * n
+    for record in run.records:
+        i = record.get("i")
+        if record.get("k") == kind and type(i) is int and 0 <= i < n and out[i] is None:
+            out[i] = record
+    return out
+
+
+def _call_results(run: RunResult, n: int) -> list[dict[str, Any] | None]:
+    return _indexed(run, "call", n)
+
+
+def _case_record(run: RunResult, i: int) -> dict[str, Any] | None:
+    for record in run.records:
+        if record.get("k") == "case" and record.get("i") == i and type(record.get("i")) is int:
+            return record
+    return None

@@ -1,0 +1,121 @@
+"""The math outcome verifier: reward 1 when the response's final answer equals the gold.
+
+Extraction, normalization and equivalence are described in ``extract``, ``normalize`` and
+``equivalence``; every check runs in a pre-started :class:`WorkerPool` (hard wall-clock limit,
+memory cap), so the same limit holds from any thread or event loop. Statuses: ``OK`` (reward 1
+or 0), ``NO_ANSWER``, ``PARSE_ERROR`` (also: response over ``max_response_chars`` or not valid
+UTF-8), ``TIMEOUT`` (worker killed and replaced), ``RUNTIME_ERROR`` (sympy raised, memory cap,
+worker crash), ``INTERNAL`` (pool closed).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo.services.errors import UnavailableError
+from grpo.v1 import common_pb2, verifier_pb2
+from grpo.verifiers.math.check import check_answer
+from grpo.verifiers.sdk import (
+    CheckMemoryError,
+    CheckTimeoutError,
+    PoolSettings,
+    RemoteCheckError,
+    Verifier,
+    WorkerCrashError,
+    WorkerPool,
+    make_score,
+)
+
+__all__ = ["MathConfig", "MathVerifier", "pool_failure_score", "utf8_problem"]
+
+PRELOAD = ("grpo.verifiers.math.check",)
+
+
+class MathConfig(BaseModel):
+    """Configuration of the math outcome verifier."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rel_tol: float = Field(
+        default=1e-6,
+        gt=0,
+        lt=0.01,
+        description="Relative tolerance when a decimal is compared (exact values compare "
+        "exactly); must stay far below 1 so that 1/2004! and 1/2006! differ.",
+    )
+    max_response_chars: int = Field(
+        default=100_000,
+        ge=100,
+        description="Longer responses get status PARSE_ERROR without being parsed.",
+    )
+    pool: PoolSettings = Field(
+        default_factory=PoolSettings, description="Worker processes that run the sympy checks."
+    )
+
+
+def utf8_problem(text: str, limit: int) -> str | None:
+    """Why ``text`` cannot be checked (over ``limit`` code points, not valid UTF-8), or None."""
+    if len(text) > limit:
+        return f"response has {len(text)} characters, more than max_response_chars={limit}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"response is not valid UTF-8 (at code point {exc.start})"
+    return None
+
+
+def pool_failure_score(exc: Exception) -> common_pb2.Score:
+    """Map a worker-pool failure to a Score: TIMEOUT, RUNTIME_ERROR or INTERNAL."""
+    if isinstance(exc, CheckTimeoutError):
+        return make_score(common_pb2.SCORE_STATUS_TIMEOUT, detail=str(exc))
+    if isinstance(exc, CheckMemoryError | WorkerCrashError | RemoteCheckError):
+        return make_score(common_pb2.SCORE_STATUS_RUNTIME_ERROR, detail=str(exc))
+    return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(exc).__name__}: {exc}")
+
+
+class MathVerifier(Verifier):
+    """Outcome verifier for math answers (``task.gold_answer``) with sympy equivalence.
+
+    Args:
+        config: tolerance, response size limit and worker pool settings.
+        pool: an already started pool to use instead of starting one (it is not closed by
+            :meth:`close`); it must have ``grpo.verifiers.math.check`` importable.
+    """
+
+    name: ClassVar[str] = "math"
+    kind: ClassVar[int] = verifier_pb2.VERIFIER_KIND_OUTCOME
+    task_types: ClassVar[tuple[str, ...]] = ("math", "arith")
+    required_task_fields: ClassVar[tuple[str, ...]] = ("gold_answer",)
+
+    def __init__(self, config: MathConfig | None = None, pool: WorkerPool | None = None) -> None:
+        self.config: MathConfig = config or MathConfig()
+        super().__init__(self.config)
+        self._own_pool = pool is None
+        self.pool = pool or WorkerPool(self.config.pool, preload=PRELOAD)
+
+    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
+        """Score the final answer of ``response`` against ``task.gold_answer``.
+
+        Returns:
+            Score with status OK and reward 1.0/0.0, or a failure status (module docstring);
+            ``extracted_answer`` is the normalized extracted answer.
+        """
+        problem = utf8_problem(response, self.config.max_response_chars)
+        if problem is not None:
+            return make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
+        try:
+            status, reward, extracted, detail = self.pool.call(
+                check_answer, task.gold_answer, response, self.config.rel_tol
+            )
+        except (CheckTimeoutError, CheckMemoryError, WorkerCrashError, RemoteCheckError) as exc:
+            return pool_failure_score(exc)
+        except UnavailableError as exc:
+            return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=str(exc))
+        return make_score(status, reward, extracted=extracted, detail=detail)
+
+    def close(self) -> None:
+        """Stop the worker pool (when this verifier started it)."""
+        if self._own_pool:
+            self.pool.close()

@@ -1,0 +1,256 @@
+"""A pre-started pool of worker processes with a hard wall-clock limit and a memory cap.
+
+CPU-heavy checks (sympy) run here, never in a server thread: a call that exceeds its time
+limit is ended by SIGKILL from the parent and its worker is replaced, so no signal-based
+timeout (``signal.alarm``) is ever needed and the same limit holds whether the caller is the
+main thread, a worker thread or an asyncio handler. Each worker caps its address space with
+``RLIMIT_AS``; an allocation past the cap raises ``MemoryError`` inside the worker (reported as
+:class:`CheckMemoryError`) or kills it (reported as :class:`WorkerCrashError`, worker replaced).
+
+Workers are started with the ``forkserver`` method: the fork server is a fresh single-threaded
+interpreter that imports the ``preload`` modules once (sympy takes ~1.2 s) and forks each
+worker from that clean state. Create the pool before the gRPC server starts; replacing a
+killed worker later is still safe because the fork happens in the fork server, not in the
+threaded server process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing
+import queue
+import resource
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo.services.errors import DeadlineExceededError, InternalError, UnavailableError
+
+__all__ = [
+    "CheckMemoryError",
+    "CheckTimeoutError",
+    "PoolSettings",
+    "RemoteCheckError",
+    "WorkerCrashError",
+    "WorkerPool",
+]
+
+
+class PoolSettings(BaseModel):
+    """Configuration of a :class:`WorkerPool`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workers: int = Field(default=2, ge=1, le=256, description="Number of worker processes.")
+    timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Hard wall-clock limit of one call in seconds (SIGKILL after).",
+    )
+    memory_mb: int = Field(
+        default=1536,
+        ge=256,
+        description="Address-space cap (RLIMIT_AS) of each worker in MiB; it includes the "
+        "interpreter and preloaded libraries (~400 MiB with sympy).",
+    )
+    start_method: Literal["forkserver", "spawn"] = Field(
+        default="forkserver",
+        description="How workers are started: 'forkserver' (fast replacement, shared preload) "
+        "or 'spawn' (each worker a fresh interpreter).",
+    )
+
+
+class CheckTimeoutError(DeadlineExceededError):
+    """A call exceeded its wall-clock limit; its worker was killed and replaced."""
+
+
+class CheckMemoryError(InternalError):
+    """A call raised MemoryError in its worker (the RLIMIT_AS cap was reached)."""
+
+
+class WorkerCrashError(InternalError):
+    """A worker died during a call (e.g. killed by the kernel); it was replaced."""
+
+
+class RemoteCheckError(InternalError):
+    """The called function raised; ``exc_type`` is the name of the exception class."""
+
+    def __init__(self, exc_type: str, message: str) -> None:
+        super().__init__(f"{exc_type}: {message}")
+        self.exc_type = exc_type
+
+
+def _worker_main(conn: Connection, memory_bytes: int, preload: Sequence[str]) -> None:
+    """Worker loop: cap memory, import ``preload``, then answer (fn, args) until EOF/None."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for module in preload:
+        importlib.import_module(module)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        fn, args = message
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except MemoryError:
+            reply = ("memory", "")
+        except BaseException as exc:
+            reply = ("error", (type(exc).__name__, str(exc)[:2000]))
+        try:
+            conn.send(reply)
+        except MemoryError:
+            conn.send(("memory", ""))
+        except Exception as exc:
+            conn.send(("error", (type(exc).__name__, f"result not sendable: {exc}"[:2000])))
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
+
+    def __init__(self, ctx: Any, memory_bytes: int, preload: Sequence[str]) -> None:
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        self.process = ctx.Process(
+            target=_worker_main, args=(child, memory_bytes, tuple(preload)), daemon=True
+        )
+        self.process.start()
+        child.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(Exception):
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+
+class WorkerPool:
+    """A fixed set of worker processes that run picklable module-level functions.
+
+    Thread-safe: any number of threads may call :meth:`call` at once; each call takes an idle
+    worker (waiting for one if all are busy), so at most ``settings.workers`` calls run.
+
+    Args:
+        settings: pool size, time limit, memory cap, start method.
+        preload: modules imported once by the fork server (and by each worker) so that
+            calls do not pay their import cost.
+    """
+
+    def __init__(self, settings: PoolSettings | None = None, preload: Sequence[str] = ()) -> None:
+        self.settings = settings or PoolSettings()
+        self._preload = tuple(preload)
+        self._memory_bytes = self.settings.memory_mb * 1024 * 1024
+        self._ctx: Any = multiprocessing.get_context(self.settings.start_method)
+        if self.settings.start_method == "forkserver":
+            self._ctx.set_forkserver_preload(list(self._preload))
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.replaced = 0
+        for _ in range(self.settings.workers):
+            self._add_worker()
+
+    def _add_worker(self) -> None:
+        worker = _Worker(self._ctx, self._memory_bytes, self._preload)
+        with self._lock:
+            self._all.add(worker)
+        self._idle.put(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+            self.replaced += 1
+            closed = self._closed
+        if not closed:
+            self._add_worker()
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the live workers (for tests and diagnostics)."""
+        with self._lock:
+            return [w.process.pid for w in self._all if w.process.pid is not None]
+
+    def call(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        timeout_s: float | None = None,
+        deadline: float | None = None,
+    ) -> Any:
+        """Run ``fn(*args)`` in a worker and return its result.
+
+        Args:
+            fn: a module-level (picklable) function.
+            *args: picklable arguments.
+            timeout_s: wall-clock limit of the call in seconds; default ``settings.timeout_s``.
+            deadline: optional ``time.monotonic()`` instant by which a worker must be free
+                and the call done (the tighter of the two limits applies).
+
+        Raises:
+            CheckTimeoutError: the limit passed (the worker was killed and replaced), or no
+                worker became free before ``deadline``.
+            CheckMemoryError: ``fn`` raised MemoryError under the memory cap.
+            WorkerCrashError: the worker died during the call (it was replaced).
+            RemoteCheckError: ``fn`` raised another exception.
+            UnavailableError: the pool is closed.
+        """
+        if self._closed:
+            raise UnavailableError("worker pool is closed")
+        limit = self.settings.timeout_s if timeout_s is None else timeout_s
+        try:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            worker = self._idle.get(timeout=wait)
+        except queue.Empty:
+            raise CheckTimeoutError("no free worker before the request deadline") from None
+        if deadline is not None:
+            limit = min(limit, max(0.0, deadline - time.monotonic()))
+        try:
+            worker.conn.send((fn, args))
+            ready = worker.conn.poll(limit)
+            if not ready:
+                self._replace(worker)
+                worker = None  # type: ignore[assignment]
+                raise CheckTimeoutError(f"call exceeded the {limit:.3g} s limit; worker killed")
+            kind, payload = worker.conn.recv()
+        except (EOFError, OSError) as exc:
+            code = worker.process.exitcode if worker is not None else None
+            if worker is not None:
+                self._replace(worker)
+                worker = None  # type: ignore[assignment]
+            raise WorkerCrashError(f"worker died during the call (exit code {code})") from exc
+        finally:
+            if worker is not None:
+                self._idle.put(worker)
+        if kind == "ok":
+            return payload
+        if kind == "memory":
+            raise CheckMemoryError(f"call exceeded the {self.settings.memory_mb} MiB memory cap")
+        raise RemoteCheckError(*payload)
+
+    def close(self) -> None:
+        """Stop every worker (idempotent); calls made afterwards raise UnavailableError."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._all)
+            self._all.clear()
+        for worker in workers:
+            with contextlib.suppress(Exception):
+                worker.conn.send(None)
+        for worker in workers:
+            worker.process.join(1)
+            worker.kill()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,156 @@
+"""The gRPC adapter every verifier gets for free: Describe, Score and ScoreBatch.
+
+The servicer is thin (proto -> :meth:`Verifier.verify` -> proto). It runs each item on a
+shared thread pool so that ScoreBatch scores items concurrently and every request honours its
+deadline: the tighter of the caller's gRPC deadline and ``ServingSettings.request_timeout_s``.
+An item still running when the deadline passes is answered with status ``TIMEOUT`` (its worker
+process is bounded by the verifier's own hard limit). Errors are raised as
+``grpo.services.errors`` exceptions; the server interceptor maps them to gRPC codes.
+
+Metrics (default Prometheus registry): ``grpo_verifier_scores_total{verifier, status}`` and
+``grpo_verifier_score_seconds{verifier}``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from typing import Any
+
+import grpc
+from prometheus_client import Counter, Histogram
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo.services.errors import InvalidArgumentError, ResourceExhaustedError
+from grpo.services.server import remaining_s
+from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+from grpo.verifiers.sdk.base import Verifier, make_score
+
+__all__ = ["SCORES", "SCORE_SECONDS", "ServingSettings", "VerifierServicer"]
+
+SCORES = Counter(
+    "grpo_verifier_scores",
+    "Scores returned by a verifier, by score status name.",
+    ["verifier", "status"],
+)
+SCORE_SECONDS = Histogram(
+    "grpo_verifier_score_seconds",
+    "Time to score one response in seconds.",
+    ["verifier"],
+    buckets=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+)
+
+
+class ServingSettings(BaseModel):
+    """How a verifier service serves requests (shared by every verifier)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_batch_items: int = Field(
+        default=512, ge=1, description="Most items one ScoreBatch request may carry."
+    )
+    concurrency: int = Field(
+        default=8, ge=1, description="Items scored at once across all requests (thread pool size)."
+    )
+    request_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Deadline of a request in seconds when the caller's deadline is later "
+        "or unset; items unfinished by then get status TIMEOUT.",
+    )
+
+
+def _status_name(status: int) -> str:
+    return str(common_pb2.ScoreStatus.Name(status)).removeprefix("SCORE_STATUS_")  # type: ignore[arg-type]
+
+
+class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
+    """gRPC servicer of ``grpo.v1.Verifier`` backed by one :class:`Verifier`.
+
+    Args:
+        verifier: the verifier to serve (owned by the caller; closed by the service).
+        settings: batch limit, concurrency, default deadline.
+    """
+
+    def __init__(self, verifier: Verifier, settings: ServingSettings | None = None) -> None:
+        self.verifier = verifier
+        self.settings = settings or ServingSettings()
+        self._executor = cf.ThreadPoolExecutor(
+            max_workers=self.settings.concurrency, thread_name_prefix=f"verify-{verifier.name}"
+        )
+
+    def close(self) -> None:
+        """Stop the thread pool (pending items are cancelled)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _deadline(self, context: Any) -> float:
+        """Monotonic instant by which the request must be answered."""
+        budget = self.settings.request_timeout_s
+        remaining = remaining_s(context) if context is not None else None
+        if remaining is not None:
+            budget = min(budget, max(0.0, remaining - 0.05))
+        return time.monotonic() + budget
+
+    def _score_items(
+        self, items: list[verifier_pb2.ScoreRequest], context: Any
+    ) -> list[common_pb2.Score]:
+        for i, item in enumerate(items):
+            try:
+                self.verifier.validate(item.task, item.response)
+            except InvalidArgumentError as exc:
+                prefix = f"items[{i}]: " if len(items) > 1 else ""
+                raise InvalidArgumentError(f"{prefix}{exc}") from None
+        deadline = self._deadline(context)
+        futures = [
+            self._executor.submit(self.verifier.verify, it.task, it.response) for it in items
+        ]
+        cf.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        scores = []
+        for future in futures:
+            if future.done() and future.exception() is None:
+                score = future.result()
+            elif future.done():
+                error = future.exception()
+                score = make_score(
+                    common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(error).__name__}: {error}"
+                )
+            else:
+                future.cancel()
+                score = make_score(
+                    common_pb2.SCORE_STATUS_TIMEOUT, detail="request deadline passed"
+                )
+            score.verifier = self.verifier.name
+            SCORES.labels(self.verifier.name, _status_name(score.status)).inc()
+            SCORE_SECONDS.labels(self.verifier.name).observe(score.latency_s)
+            scores.append(score)
+        return scores
+
+    def Describe(
+        self, request: verifier_pb2.VerifierDescribeRequest, context: grpc.ServicerContext
+    ) -> verifier_pb2.VerifierDescribeResponse:
+        """Return the verifier's description (name, version, kind, task types, config)."""
+        return self.verifier.describe().to_proto()
+
+    def Score(
+        self, request: verifier_pb2.ScoreRequest, context: grpc.ServicerContext
+    ) -> verifier_pb2.ScoreResponse:
+        """Score one response; raises InvalidArgumentError for a task the verifier can't use."""
+        return verifier_pb2.ScoreResponse(score=self._score_items([request], context)[0])
+
+    def ScoreBatch(
+        self, request: verifier_pb2.ScoreBatchRequest, context: grpc.ServicerContext
+    ) -> verifier_pb2.ScoreBatchResponse:
+        """Score many responses concurrently; scores come back in request order.
+
+        Raises:
+            ResourceExhaustedError: more than ``max_batch_items`` items.
+            InvalidArgumentError: an item is malformed (the message names its index).
+        """
+        if len(request.items) > self.settings.max_batch_items:
+            raise ResourceExhaustedError(
+                f"ScoreBatch carries {len(request.items)} items, more than max_batch_items="
+                f"{self.settings.max_batch_items}; split the batch"
+            )
+        return verifier_pb2.ScoreBatchResponse(
+            scores=self._score_items(list(request.items), context)
+        )

@@ -1,0 +1,132 @@
+"""Checkable claims in a step, and their verdicts with sympy.
+
+Claims found in a step's text:
+
+- GSM8K calculator annotations ``<<48/2=24>>``: ``48/2 = 24``;
+- equations in the text (annotations removed): maximal runs of numbers, operators
+  (``+ - * / × ÷ ^ ( )``), ``$``, ``%``, thousands separators and single-letter variables,
+  containing ``=``; a chain ``a = b = c`` gives the claims ``a = b`` and ``b = c``. Words
+  end a run, so in "Natalia sold 48/2 = 24 clips" the claim is ``48/2 = 24``; a side that is
+  empty (``hours = 8``) gives no claim. ``20% of 50`` reads as ``20/100*50`` and ``3 x 4``
+  as ``3*4``.
+
+Verdict of ``lhs = rhs`` (:func:`check_claim`), with exact rationals (decimals are read as
+exact fractions):
+
+- both sides numbers: equal exactly -> True; else when the right side is written with ``k``
+  decimals and ``|lhs - rhs| <= 0.5·10^-k`` (the value rounded as written) -> True; else False;
+- with variables: ``lhs - rhs`` simplifies to 0 -> True (an identity); otherwise None (an
+  equation to solve, not a claim that can be refuted);
+- unparsable side -> None (unverifiable).
+
+Expressions are parsed by ``sympy.parse_expr`` only after the text is reduced to the
+characters above, and every single letter is bound to a plain Symbol, so no sympy function
+or Python name can be reached.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import string
+
+import sympy
+from sympy.parsing.sympy_parser import (
+    convert_xor,
+    implicit_multiplication,
+    parse_expr,
+    rationalize,
+    standard_transformations,
+)
+
+__all__ = ["Claim", "check_claim", "find_claims"]
+
+Claim = tuple[str, str]
+"""``(lhs, rhs)`` texts of one equation."""
+
+_ANNOTATION = re.compile(r"<<([^<>]*)>>")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b")
+_TIMES_X = re.compile(r"(?<=[\d)])\s*[x×]\s*(?=[\d($])")
+_RUN = re.compile(r"[0-9A-Za-z.,+\-*/×÷()^$%=\s]+")
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d])")
+_DECIMALS = re.compile(r"\d\.(\d+)")
+_MAX_EXPONENT_CHARS = 4
+_BREAK = "\x00"  # replaces words so that they end a run
+_SYMBOLS = {c: sympy.Symbol(c) for c in string.ascii_letters}
+_TRANSFORMS = (*standard_transformations, implicit_multiplication, convert_xor, rationalize)
+
+
+def _mask_words(text: str) -> str:
+    """Replace words of 2+ letters (and then the "of" of a percent) by a run breaker."""
+    text = _PERCENT_OF.sub(
+        lambda m: f"{m.group(1)}/100*" + " " * (len(m.group(0)) - len(m.group(1)) - 5), text
+    )
+    text = _TIMES_X.sub(lambda m: m.group(0).replace("x", "*").replace("×", "*"), text)
+    return _WORD.sub(lambda m: _BREAK * len(m.group(0)), text)
+
+
+def _claims_in_run(run: str) -> list[Claim]:
+    run = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), run)
+    claims: list[Claim] = []
+    for piece in run.split(","):
+        sides = [" ".join(s.split()).strip(".").strip() for s in piece.split("=")]
+        for lhs, rhs in itertools.pairwise(sides):
+            if lhs and rhs and any(ch.isdigit() for ch in lhs + rhs):
+                claims.append((lhs, rhs))
+    return claims
+
+
+def find_claims(step: str) -> list[Claim]:
+    """Return the checkable claims of one step's text (rules in the module docstring).
+
+    Args:
+        step: the text of one step.
+
+    Returns:
+        ``(lhs, rhs)`` pairs in order: annotations first, then equations of the text.
+    """
+    claims: list[Claim] = []
+    for note in _ANNOTATION.finditer(step):
+        claims.extend(_claims_in_run(note.group(1)))
+    text = _mask_words(_ANNOTATION.sub(lambda m: " " * len(m.group(0)), step))
+    for run in _RUN.finditer(text):
+        if "=" in run.group(0):
+            claims.extend(_claims_in_run(run.group(0)))
+    return list(dict.fromkeys(claims))
+
+
+def _to_sympy(side: str) -> sympy.Expr:
+    text = side.replace("$", "").replace("×", "*").replace("÷", "/").replace("%", "/100")
+    for power in re.finditer(r"(\^|\*\*)\s*\(?\s*([0-9.]+)", text):
+        if len(power.group(2)) > _MAX_EXPONENT_CHARS:
+            raise ValueError("exponent too large to check")
+    expr = parse_expr(text, local_dict=dict(_SYMBOLS), transformations=_TRANSFORMS)
+    if not isinstance(expr, sympy.Expr):
+        raise ValueError(f"{side!r} is not an expression")
+    return expr
+
+
+def check_claim(lhs: str, rhs: str) -> bool | None:
+    """Decide ``lhs = rhs``: True (holds), False (refuted) or None (cannot be checked).
+
+    Rules are in the module docstring. Raises nothing for bad input: an unparsable side gives
+    None.
+    """
+    try:
+        left, right = _to_sympy(lhs), _to_sympy(rhs)
+    except Exception:
+        return None
+    diff = sympy.simplify(left - right) if (left.free_symbols or right.free_symbols) else None
+    if diff is not None:
+        return True if diff == 0 else None
+    difference = left - right
+    if difference == 0:
+        return True
+    if not difference.is_number or not difference.is_real:
+        return None
+    decimals = [len(d) for d in _DECIMALS.findall(rhs)]
+    if decimals:
+        half_unit = sympy.Rational(1, 2 * 10 ** max(decimals))
+        return bool(abs(difference) <= half_unit)
+    return False

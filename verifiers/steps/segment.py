@@ -1,0 +1,98 @@
+"""Segmentation of a worked solution into steps with code-point spans ``[start, end)``.
+
+A response is cut, in this order, at:
+
+1. line breaks;
+2. "Step k" markers inside a line (``Step 2:``, ``step 3.``);
+3. sentence ends (``.``, ``!`` or ``?`` followed by whitespace) — so each sentence holding an
+   equation is its own step;
+4. commas between equations, as in the arithmetic format ``7+8=15,4+3+1=8:85``: when every
+   comma-separated part of a sentence contains ``=``, each part is a step. A final answer after
+   the last ``:`` (``:85``) is not part of any step.
+
+Whitespace is trimmed from each span; empty pieces and GSM8K final-answer lines
+(``#### 72``) are dropped. The spans index the response string (Python indices are code
+points, as the proto's character offsets are).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+__all__ = ["Step", "segment_steps"]
+
+_STEP_MARK = re.compile(r"(?i)\bstep\s*\d+\s*[:.)]?")
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+_FINAL_ANSWER_LINE = re.compile(r"^\s*####")
+_TRAILING_ANSWER = re.compile(r":\s*-?[\d.,/]+\s*$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``text == response[start:end]``."""
+
+    start: int
+    end: int
+    text: str
+
+
+def _cut(start: int, end: int, points: list[int]) -> list[tuple[int, int]]:
+    bounds = [start, *sorted(p for p in points if start < p < end), end]
+    return list(itertools.pairwise(bounds))
+
+
+def _trim(response: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and response[start].isspace():
+        start += 1
+    while end > start and response[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _comma_equations(response: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Split ``7+8=15,4+3+1=8:85`` into its equations (dropping ``:85``)."""
+    text = response[start:end]
+    parts = text.split(",")
+    if len(parts) < 2 or not all("=" in p for p in parts):
+        return [(start, end)]
+    pieces = []
+    offset = start
+    for part in parts:
+        pieces.append((offset, offset + len(part)))
+        offset += len(part) + 1
+    last_start, last_end = pieces[-1]
+    tail = _TRAILING_ANSWER.search(response, last_start, last_end)
+    if tail is not None:
+        pieces[-1] = (last_start, tail.start())
+    return pieces
+
+
+def segment_steps(response: str) -> list[Step]:
+    """Split ``response`` into steps (rules in the module docstring).
+
+    Args:
+        response: the solution text.
+
+    Returns:
+        Steps in order, non-overlapping, each with its ``[start, end)`` code-point span.
+    """
+    steps: list[Step] = []
+    line_start = 0
+    for line in response.split("\n"):
+        line_end = line_start + len(line)
+        if line.strip() and not _FINAL_ANSWER_LINE.match(line):
+            marks = [m.start() + line_start for m in _STEP_MARK.finditer(line)]
+            for a, b in _cut(line_start, line_end, marks):
+                ends = [m.end() for m in _SENTENCE_END.finditer(response, a, b)]
+                for c, d in _cut(a, b, ends):
+                    c, d = _trim(response, c, d)
+                    if c >= d:
+                        continue
+                    for e, f in _comma_equations(response, c, d):
+                        e, f = _trim(response, e, f)
+                        if e < f:
+                            steps.append(Step(e, f, response[e:f]))
+        line_start = line_end + 1
+    return steps
