@@ -155,7 +155,9 @@ def _slice_shares(weights: torch.Tensor, labels: Sequence[str], name: str) -> di
     total = float(weights.sum())
     out: dict[str, float] = {}
     for label in sorted(set(labels)):
-        picked = torch.tensor([lab == label for lab in labels], dtype=torch.bool)
+        picked = torch.tensor(
+            [lab == label for lab in labels], dtype=torch.bool, device=weights.device
+        )
         share = float(weights[picked].sum()) / total if total > 0 else 0.0
         out[f"weight/{name}/{label}"] = share
     return out
@@ -225,8 +227,8 @@ def batch_diagnostics(
     if row_prompt is None or row_slot is None:
         if n != p * g:
             raise ValueError(f"{n} responses but P·G = {p * g}: pass row_prompt and row_slot")
-        row_prompt = torch.arange(p).repeat_interleave(g)
-        row_slot = torch.arange(g).repeat(p)
+        row_prompt = torch.arange(p, device=rewards.device).repeat_interleave(g)
+        row_slot = torch.arange(g, device=rewards.device).repeat(p)
     mask = response_mask.bool()
     r64 = torch.where(ok, rewards, 0).to(torch.float64)
     a64 = advantages.detach().to(torch.float64)

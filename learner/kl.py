@@ -3,18 +3,17 @@
 From J. Schulman, "Approximating KL Divergence" (2020). With log r = log π_θ(y) − log π_ref(y)
 for a token y:
 
-* ``k1`` = log r                      — unbiased for KL(π_θ‖π_ref) when y ~ π_θ; can be < 0.
-* ``k2`` = ½ (log r)²                 — ≥ 0, biased; its gradient is that of the reverse KL to
-  second order.
-* ``k3`` = π_ref/π_θ − 1 − log(π_ref/π_θ) = exp(−log r) − 1 + log r
-                                       — ≥ 0, unbiased for KL(π_θ‖π_ref) when y ~ π_θ (the
-  estimator used by GRPO, Shao et al. 2024).
+* ``k1`` = log r — unbiased for KL(π_θ‖π_ref) when y ~ π_θ; can be < 0. As a loss term its
+  expected gradient is 0 on-policy.
+* ``k2`` = ½ (log r)² — ≥ 0, biased value; as a loss term its expected on-policy gradient is
+  exactly ∇KL(π_θ‖π_ref) (reverse KL).
+* ``k3`` = π_ref/π_θ − 1 − log(π_ref/π_θ) = exp(−log r) − 1 + log r — ≥ 0, unbiased for
+  KL(π_θ‖π_ref) when y ~ π_θ (GRPO's estimator, Shao et al. 2024); as a loss term its expected
+  on-policy gradient is ∇KL(π_ref‖π_θ) (forward KL).
 
-Under sample reuse (tokens drawn from π_old or from a behaviour policy μ ≠ π_θ) none of the
-three is an unbiased estimate of KL(π_θ‖π_ref): the expectation is taken under the sampling
-distribution, not π_θ. k1 then estimates E_μ[log π_θ/π_ref] and k3 estimates
-E_μ[π_ref/π_θ − 1 − log(π_ref/π_θ)]; both are exact only when μ = π_θ (the first
-mini-batch of an on-policy update). See docs/learner-math.md.
+Under sample reuse (tokens drawn from π_old or a behaviour policy μ ≠ π_θ) all expectations
+are over μ: no value is an unbiased KL estimate and no gradient is a KL gradient; only the
+first mini-batch of an on-policy update (μ = π_θ) is exact. docs/learner-math.md has the table.
 """
 
 from __future__ import annotations

@@ -346,25 +346,18 @@ def policy_loss(
     )
     pg = terms.loss
 
-    tis_weight = capped = mismatch = None
+    per_token_means: dict[str, torch.Tensor] = {}  # extra per-token stats, averaged below
     if behavior_logprobs is not None:
         mu = torch.where(mask, behavior_logprobs.detach().to(logprobs.dtype), 0)
-        with torch.no_grad():
-            raw = torch.exp(old - mu)
-            mismatch = torch.expm1(old - mu) - (old - mu)  # k3 of log(μ/π_old)
-        if tis_cap is not None:
-            tis_weight = raw.clamp(max=tis_cap)
-            capped = raw > tis_cap
-            pg = pg * tis_weight
-        else:
-            tis_weight = raw
-            capped = torch.zeros_like(mask)
+        weight, per_token_means = _truncated_importance_weights(old, mu, tis_cap)
+        if weight is not None:
+            pg = pg * weight
 
     per_token = pg
-    kl = None
     if ref_logprobs is not None:
         ref = torch.where(mask, ref_logprobs.detach().to(logprobs.dtype), 0)
-        kl = kl_penalty(lp, ref, kl_estimator)
+        kl = kl_penalty(lp if kl_coef > 0 else lp.detach(), ref, kl_estimator)
+        per_token_means["kl/ref_mean"] = kl.detach()
         if kl_coef > 0:
             per_token = per_token + kl_coef * kl
     per_token = torch.where(mask, per_token, 0)
@@ -378,10 +371,32 @@ def policy_loss(
         num_responses=max(num_responses if num_responses is not None else local_responses, 1.0),
         max_response_length=max_response_length,
     )
-    stats = _loss_stats(loss, pg, terms, ratio, log_ratio, mask, kl, tis_weight, capped, mismatch)
+    stats = _loss_stats(loss, pg, terms, ratio, log_ratio, mask, per_token_means)
     stats["loss/tokens"] = local_tokens
     stats["loss/responses"] = local_responses
     return loss, stats
+
+
+def _truncated_importance_weights(
+    old: torch.Tensor, behavior: torch.Tensor, tis_cap: float | None
+) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    """TIS weight min(π_old/μ, cap) (None without a cap) and its per-token statistics.
+
+    Args:
+        old, behavior: Tensor[N, T] log π_old and log μ (already 0 outside the mask).
+        tis_cap: the cap, or None to only report the mismatch.
+    """
+    with torch.no_grad():
+        log_w = old - behavior  # (N, T) log(π_old/μ)
+        raw = torch.exp(log_w)
+        capped = raw > tis_cap if tis_cap is not None else torch.zeros_like(raw, dtype=torch.bool)
+        weight = raw.clamp(max=tis_cap) if tis_cap is not None else raw
+        stats = {
+            "tis/weight_mean": weight,
+            "tis/capped_frac": capped,
+            "tis/mismatch_kl": torch.expm1(log_w) - log_w,  # k3 estimate of KL(μ‖π_old)
+        }
+    return (weight if tis_cap is not None else None), stats
 
 
 def _loss_stats(
@@ -391,11 +406,9 @@ def _loss_stats(
     ratio: torch.Tensor,
     log_ratio: torch.Tensor,
     mask: torch.Tensor,
-    kl: torch.Tensor | None,
-    tis_weight: torch.Tensor | None,
-    capped: torch.Tensor | None,
-    mismatch: torch.Tensor | None,
+    per_token_means: Mapping[str, torch.Tensor],
 ) -> dict[str, float]:
+    """Detached statistics over the loss tokens, converted with one device sync."""
     with torch.no_grad():
         n = mask.sum().clamp(min=1).to(torch.float64)
         has = bool(mask.any())
@@ -415,12 +428,7 @@ def _loss_stats(
             # k3 estimate of KL(π_old‖π_θ) from tokens sampled by π_old: r − 1 − log r
             "loss/approx_kl": mean(torch.expm1(log_ratio) - log_ratio),
         }
-        if kl is not None:
-            values["kl/ref_mean"] = mean(kl)
-        if tis_weight is not None and capped is not None and mismatch is not None:
-            values["tis/weight_mean"] = mean(tis_weight)
-            values["tis/capped_frac"] = mean(capped)
-            values["tis/mismatch_kl"] = mean(mismatch)
+        values.update({key: mean(x) for key, x in per_token_means.items()})
         keys = list(values)
         numbers = torch.stack([values[k].reshape(()) for k in keys]).tolist()
     return dict(zip(keys, numbers, strict=True))

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -36,13 +36,15 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 @dataclass
 class SftResult:
-    """What an SFT run did. Losses are token-mean cross-entropy (nats per completion token)."""
+    """What an SFT run did. Losses are token-mean cross-entropy (nats per completion token);
+    ``wall_s`` and ``cpu_s`` are seconds of wall-clock and of this process's CPU time."""
 
     steps: int
     epochs: float
     final_loss: float
     completion_tokens: int
     wall_s: float
+    cpu_s: float
     loss_history: list[tuple[int, float]] = field(default_factory=list)
 
 
@@ -85,6 +87,7 @@ def run_sft(
     batch_size: int = 32,
     warmup_steps: int = 20,
     weight_decay: float = 0.0,
+    schedule: Literal["cosine", "constant"] = "cosine",
     seed: int = 0,
     log_every: int = 50,
     on_log: Callable[[int, float], None] | None = None,
@@ -103,6 +106,9 @@ def run_sft(
         batch_size: Examples per optimizer step.
         warmup_steps: Linear warmup steps.
         weight_decay: AdamW weight decay.
+        schedule: After warmup, ``"cosine"`` decays to 10% of ``lr`` over the known number of
+            steps (constant when only a time budget bounds the run); ``"constant"`` keeps
+            ``lr``.
         seed: Seed of shuffling and dropout.
         log_every: Report the mean loss of the last ``log_every`` steps to ``on_log``.
         on_log: Callback ``(step, mean loss)``.
@@ -119,7 +125,7 @@ def run_sft(
         raise InvalidArgumentError("examples is empty")
     if batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tok = load_tokenizer(model_dir)
@@ -130,7 +136,7 @@ def run_sft(
     max_steps = steps if steps is not None else 1 << 62
     if epochs is not None:
         max_steps = min(max_steps, math.ceil(epochs * per_epoch))
-    decay_steps = max_steps if max_steps < 1 << 62 else None
+    decay_steps = max_steps if max_steps < 1 << 62 and schedule == "cosine" else None
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
 
     def lr_at(step: int) -> float:
@@ -182,6 +188,7 @@ def run_sft(
         final_loss=final,
         completion_tokens=tokens,
         wall_s=time.perf_counter() - start,
+        cpu_s=time.process_time() - cpu_start,
         loss_history=history,
     )
 

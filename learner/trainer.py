@@ -193,18 +193,23 @@ class Trainer:
             use_cache=False,
             logits_to_keep=t_mb + 1,
         )
-        logits = out.logits[:, :-1].float()  # (n, T_mb, V): position P_mb-1+t predicts token t
+        logits = out.logits[:, :-1]  # (n, T_mb, V): position P_mb-1+t predicts token t
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
         ids = batch.response_ids[rows, :t_mb]
         return token_logprobs(logits, ids, self.config.temperature), logits, t_mb
 
     @torch.no_grad()
     def _logprobs_no_grad(self, model: torch.nn.Module, batch: TrainingBatch) -> torch.Tensor:
         """[N, T] log-probs of every response token under ``model`` (0 beyond each response)."""
-        out = torch.zeros(batch.response_ids.shape, dtype=torch.float32, device=self.device)
+        out: torch.Tensor | None = None
         rows_all = torch.arange(batch.num_rows, device=self.device)
         for rows in self._micro_slices(rows_all):
             lp, _, t_mb = self._forward_logprobs(model, batch, rows)
+            if out is None:
+                out = lp.new_zeros(batch.response_ids.shape)
             out[rows, :t_mb] = lp
+        assert out is not None  # a batch has at least one row
         return out
 
     # ------------------------------------------------------------------ advantages
@@ -307,7 +312,7 @@ class Trainer:
                     (loss * scale).backward()
                     parts.append(stats)
                     if epoch == 0:
-                        old_full[rows, :t_mb] = old_mb
+                        old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
                         with torch.no_grad():
                             ent = entropy_from_logits(logits.detach(), cfg.temperature)
                             entropy_sum += torch.where(m, ent.double(), 0.0).sum()

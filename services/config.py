@@ -20,6 +20,7 @@ made).
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 import types
@@ -178,28 +179,53 @@ def _type_name(annotation: Any) -> str:
     return text.replace("|", "\\|")
 
 
-def _rows(cls: type[BaseModel], prefix: str, env_prefix: str) -> list[str]:
+def _default_text(field: Any) -> str:
+    if field.is_required():
+        return "required"
+    default = field.get_default(call_default_factory=True)
+    if isinstance(default, enum.Enum):
+        default = default.value
+    if isinstance(default, BaseModel):
+        return "see below"
+    return f"`{default!r}`"
+
+
+def _rows(
+    cls: type[BaseModel], prefix: str, env_prefix: str, shared: tuple[type[BaseModel], ...]
+) -> list[str]:
     rows: list[str] = []
     for name, field in cls.model_fields.items():
         dotted = f"{prefix}{name}"
-        nested = _model_of(field.annotation)
-        if nested is not None:
-            rows.extend(_rows(nested, f"{dotted}.", env_prefix))
-            continue
-        default = field.get_default(call_default_factory=True)
         env = env_prefix + dotted.replace(".", "__").upper()
         desc = (field.description or "").replace("|", "\\|").replace("\n", " ")
+        nested = _model_of(field.annotation)
+        if nested is not None and nested in shared:
+            rows.append(
+                f"| `{dotted}.*` | {nested.__name__} | | `{env}__*` | {desc} "
+                f"(see [{nested.__name__}](#{nested.__name__.lower()})) |"
+            )
+            continue
+        if nested is not None:
+            rows.extend(_rows(nested, f"{dotted}.", env_prefix, shared))
+            continue
         rows.append(
-            f"| `{dotted}` | {_type_name(field.annotation)} | `{default!r}` | `{env}` | {desc} |"
+            f"| `{dotted}` | {_type_name(field.annotation)} | {_default_text(field)} | `{env}` "
+            f"| {desc} |"
         )
     return rows
 
 
-def settings_reference(cls: type[BaseModel], title: str, env_prefix: str = "GRPO_") -> str:
+def settings_reference(
+    cls: type[BaseModel],
+    title: str,
+    env_prefix: str = "GRPO_",
+    shared: tuple[type[BaseModel], ...] = (),
+) -> str:
     """Markdown section documenting every field of ``cls`` (nested blocks flattened).
 
-    Each row gives the dotted YAML path, type, default, environment variable and the field's
-    ``description``.
+    Each row gives the dotted YAML path, type, default (``required`` when there is none),
+    environment variable and the field's ``description``. Blocks whose model is in ``shared``
+    get one row pointing at that model's own section instead of being expanded.
     """
     doc = (cls.__doc__ or "").strip().splitlines()
     lines = [f"## {title}", "", f"Settings model `{cls.__module__}.{cls.__qualname__}`."]
@@ -209,7 +235,7 @@ def settings_reference(cls: type[BaseModel], title: str, env_prefix: str = "GRPO
         "",
         "| key | type | default | environment | description |",
         "| --- | --- | --- | --- | --- |",
-        *_rows(cls, "", env_prefix),
+        *_rows(cls, "", env_prefix, shared),
         "",
     ]
     return "\n".join(lines)
@@ -217,6 +243,7 @@ def settings_reference(cls: type[BaseModel], title: str, env_prefix: str = "GRPO
 
 def _markdown() -> str:
     from grpo.services import registry
+    from grpo.services.server import ServerSettings
 
     parts = [
         "# Configuration reference",
@@ -229,6 +256,10 @@ def _markdown() -> str:
         "nesting levels) < command-line flags (`--port`, `--metrics-port`). YAML keys are the "
         "dotted paths below, written as nested blocks.",
         "",
+        "Every service has the same `server:` block, documented once here (keys below are "
+        "under `server:`).",
+        "",
+        settings_reference(ServerSettings, "ServerSettings", env_prefix="GRPO_SERVER__"),
     ]
     for name in registry.service_names():
         try:
@@ -236,7 +267,9 @@ def _markdown() -> str:
         except Exception as exc:  # a service still being written: list it, do not fail
             parts += [f"## {name}", "", f"_Not available here: {type(exc).__name__}: {exc}_", ""]
             continue
-        parts.append(settings_reference(spec.settings_cls, f"`grpo serve {name}`"))
+        parts.append(
+            settings_reference(spec.settings_cls, f"`grpo serve {name}`", shared=(ServerSettings,))
+        )
     return "\n".join(parts)
 
 

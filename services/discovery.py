@@ -49,6 +49,7 @@ __all__ = [
     "DiscoveredVerifier",
     "DiscoverySettings",
     "KubernetesDiscovery",
+    "discovery_worker",
     "routes_from_services",
     "verifier_from_service",
 ]
@@ -418,3 +419,24 @@ class KubernetesDiscovery:
                 backoff = min(backoff * 2, 30.0)
             finally:
                 self._watch = None
+
+
+def discovery_worker(
+    table: RoutingTable, settings: DiscoverySettings, *, api: Any = None
+) -> KubernetesDiscovery | None:
+    """The discovery worker for a service's ``ServiceParts.workers``, or None when disabled.
+
+    Usage in a service's ``build``::
+
+        worker = discovery_worker(routing_table, settings.discovery)
+        workers = [w for w in (consumer, worker) if w is not None]
+
+    The static routes are the table's content at this call.
+
+    Raises:
+        FailedPreconditionError: enabled, but no Kubernetes configuration is found (raised
+            here, at build time, so a misconfigured pod fails fast instead of routing nothing).
+    """
+    if not settings.enabled:
+        return None
+    return KubernetesDiscovery(table, settings, api=_core_api() if api is None else api)

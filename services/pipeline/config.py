@@ -256,9 +256,7 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
-        if self.verifiers.process is not None and not self.learner.algo.get(
-            "process_weight", 0.0
-        ):
+        if self.verifiers.process is not None and not self.learner.algo.get("process_weight", 0.0):
             raise ValueError(
                 "verifiers.process is set but learner.algo.process_weight is 0: set a "
                 "process_weight > 0, or verifiers.process: null for an outcome-only run"

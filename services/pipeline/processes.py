@@ -74,6 +74,21 @@ def _children_of(pid: int) -> list[int]:
     return out
 
 
+def _members_of(groups: set[int]) -> list[int]:
+    """Live (non-zombie) processes whose process group is in ``groups``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) in groups:
+            out.append(int(entry))
+    return out
+
+
 def orphans(pid: int | None = None) -> list[int]:
     """Live (non-zombie) descendants of ``pid`` (default: this process), depth first."""
     root = os.getpid() if pid is None else pid
@@ -141,6 +156,9 @@ class ProcessSupervisor:
         )
         self._env.update(env or {})
         self.services: dict[str, ServiceProcess] = {}
+        # Descendants that existed before this supervisor (e.g. a test's Redis) are not ours.
+        self._baseline = set(orphans())
+        self._groups: set[int] = set()
 
     def start(self, name: str, config: Path, *, service: str | None = None) -> ServiceProcess:
         """Launch ``grpo serve <service or name> --config <config> --port <free port>``.
@@ -179,6 +197,7 @@ class ProcessSupervisor:
                 env=self._env,
                 start_new_session=True,
             )
+        self._groups.add(popen.pid)
         proc = ServiceProcess(name=name, port=port, config=config, log=log, popen=popen)
         self.services[name] = proc
         return proc
@@ -248,12 +267,17 @@ class ProcessSupervisor:
         return {p.name: p.popen.returncode for p in procs}
 
     def reap_orphans(self, timeout_s: float = 5.0) -> list[int]:
-        """SIGKILL and reap every remaining descendant (adopted orphans included).
+        """SIGKILL and reap what the services left behind.
+
+        Targets every live process in one of the services' process groups, and every
+        descendant of this process (adopted orphans included, see ``become_subreaper``) that
+        did not exist when the supervisor was created.
 
         Returns:
             The pids that were still alive and had to be killed (empty after a clean stop).
         """
-        left = orphans()
+        left = [pid for pid in orphans() if pid not in self._baseline]
+        left += [pid for pid in _members_of(self._groups) if pid not in left]
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -264,7 +288,7 @@ class ProcessSupervisor:
             except ChildProcessError:
                 break
             if pid == 0:
-                if not orphans():
+                if not [p for p in orphans() if p not in self._baseline]:
                     break
                 time.sleep(0.05)
         return left

@@ -372,6 +372,23 @@ class Pipeline:
         raw = self.client.get(self.names.policy_key)
         return common_pb2.PolicyWeights.FromString(raw) if raw else None
 
+    def wait_for_publish(
+        self, step: int, timeout_s: float = 60.0
+    ) -> common_pb2.PolicyWeights | None:
+        """Wait until the learner has published the weights of ``step`` (or give up).
+
+        Returns:
+            The latest PolicyWeights (possibly older than ``step`` after the timeout), or None.
+        """
+        deadline = time.monotonic() + timeout_s
+        policy = self.published_policy()
+        while (policy is None or policy.step < step) and time.monotonic() < deadline:
+            if self.supervisor.dead():
+                break
+            time.sleep(0.2)
+            policy = self.published_policy()
+        return policy
+
     def poll(self) -> Progress:
         """Refresh ``self.progress`` from the learner and the assembler."""
         status = self.learner_status()
@@ -380,7 +397,7 @@ class Pipeline:
         p.step = int(status.step)
         p.policy_version = int(status.policy_version)
         p.last_metrics = dict(status.last_metrics)
-        p.reward = _first_metric(p.last_metrics, "reward/mean", "reward_mean", "group/reward_mean")
+        p.reward = _first_metric(p.last_metrics, "reward/mean", "groups/reward_mean")
         p.stats = stats
         p.elapsed_s = time.time() - self._started_at
         p.tokens_per_s = stats.generated_tokens / max(p.elapsed_s, 1e-9)
@@ -447,13 +464,13 @@ class Pipeline:
         """
         codes = self.supervisor.stop_all(self.config.budget.stop_grace_s)
         self._log("stopped services: " + ", ".join(f"{n}={c}" for n, c in codes.items()))
-        left = self.supervisor.reap_orphans()
         if self.client is not None:
             self.client.close()
+            self.client = None
         if self._redis_server is not None:
             self._redis_server.__exit__(None, None, None)
             self._redis_server = None
-        return left
+        return self.supervisor.reap_orphans()
 
     def run(self, steps: int | None = None) -> dict[str, Any]:
         """The whole job (see the module docstring); returns the summary written to disk."""
@@ -473,7 +490,10 @@ class Pipeline:
             final_step = self.progress.step
             with contextlib.suppress(Exception):
                 self.poll()
-            policy = self.published_policy() if self.client is not None else None
+            policy = None
+            if self.client is not None:
+                with contextlib.suppress(Exception):
+                    policy = self.wait_for_publish(self.progress.step)
             left = self.stop_services()
         final_dir = Path(policy.path) if policy is not None and policy.path else model_dir
         final_accuracy = self.evaluate(final_dir, "final")

@@ -92,7 +92,9 @@ def test_copied_paths_exist_and_are_in_the_build_context() -> None:
 
 
 def test_installed_extras_are_defined_and_match_components() -> None:
-    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    extras = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
     by_stage: dict[str, set[str]] = {}
     for stage, body in stages().items():
         for word, rest in body:

@@ -65,3 +65,31 @@ def test_entropy_from_logits():
     p = torch.softmax(T([2.0, 1.0, 0.0]) / 0.6, 0)
     want = -(p * p.log()).sum().item()
     assert entropy_from_logits(T([[[2.0, 1.0, 0.0]]]), 0.6).item() == pytest.approx(want)
+
+
+def test_expected_loss_gradients_on_policy_match_the_documented_kl():
+    # exact expectation over a 5-way categorical: Σ_y π_θ(y) ∇k(y) (docs/learner-math.md)
+    g = torch.Generator().manual_seed(4)
+    theta = torch.randn(5, generator=g, dtype=torch.float64).requires_grad_(True)
+    ref = torch.log_softmax(torch.randn(5, generator=g, dtype=torch.float64), 0)
+
+    def expected_grad(estimator: str) -> torch.Tensor:
+        logp = torch.log_softmax(theta, 0)
+        k = kl_penalty(logp.unsqueeze(0), ref.unsqueeze(0), estimator)[0]
+        weights = logp.exp().detach()  # y ~ π_θ, not differentiated through the sampling
+        (grad,) = torch.autograd.grad((weights * k).sum(), theta)
+        return grad
+
+    logp = torch.log_softmax(theta, 0)
+    p, q = logp.exp(), ref.exp()
+    (reverse,) = torch.autograd.grad((p * (logp - ref)).sum(), theta, retain_graph=True)
+    (forward,) = torch.autograd.grad((q * (ref - logp)).sum(), theta)
+    torch.testing.assert_close(expected_grad("k1"), torch.zeros(5, dtype=torch.float64))
+    torch.testing.assert_close(expected_grad("k2"), reverse)
+    torch.testing.assert_close(expected_grad("k3"), forward)
+    # values: k1 and k3 are unbiased for KL(π_θ‖π_ref) on-policy, k2 is not
+    lp0, p0 = logp.detach().unsqueeze(0), p.detach()
+    kl = float((p0 * (lp0[0] - ref)).sum())
+    for name, unbiased in (("k1", True), ("k2", False), ("k3", True)):
+        value = float((p0 * kl_penalty(lp0, ref.unsqueeze(0), name)[0]).sum())
+        assert (abs(value - kl) < 1e-12) is unbiased

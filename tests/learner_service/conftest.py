@@ -60,21 +60,29 @@ def _sample_groups(
         a, b = rng.randint(10, 99), rng.randint(10, 999)
         prompt = f"{a}+{b}="
         ids = tok(prompt)["input_ids"]
+        # Sample the G members together with a KV cache (same prompt: no padding needed).
+        seqs = [[] for _ in range(group_size)]
+        mus: list[list[float]] = [[] for _ in range(group_size)]
+        done = [False] * group_size
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids] * group_size), use_cache=True)
+            for _ in range(max_new_tokens):
+                logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+                nxt = torch.multinomial(logp.exp(), 1)  # (G, 1)
+                for i in range(group_size):
+                    if not done[i]:
+                        tok_i = int(nxt[i])
+                        seqs[i].append(tok_i)
+                        mus[i].append(float(logp[i, tok_i]))
+                        done[i] = tok_i == tok.eos_token_id
+                if all(done):
+                    break
+                out = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
         members = []
         for i in range(group_size):
-            seq = list(ids)
-            mu: list[float] = []
-            finish = common_pb2.FINISH_REASON_LENGTH
-            with torch.no_grad():
-                for _ in range(max_new_tokens):
-                    logits = model(input_ids=torch.tensor([seq])).logits[0, -1]
-                    logp = torch.log_softmax(logits.float(), dim=-1)
-                    nxt = int(torch.multinomial(logp.exp(), 1))
-                    seq.append(nxt)
-                    mu.append(float(logp[nxt]))
-                    if nxt == tok.eos_token_id:
-                        finish = common_pb2.FINISH_REASON_STOP
-                        break
+            seq = list(ids) + seqs[i]
+            mu = mus[i]
+            finish = common_pb2.FINISH_REASON_STOP if done[i] else common_pb2.FINISH_REASON_LENGTH
             resp = seq[len(ids) :]
             text = "".join(tok.convert_ids_to_tokens(t) if t != tok.eos_token_id else "" for t in resp)
             offsets, pos = [], 0

@@ -20,10 +20,11 @@ from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceS
 from grpo.services.discovery import (
     DiscoverySettings,
     KubernetesDiscovery,
+    discovery_worker,
     routes_from_services,
     verifier_from_service,
 )
-from grpo.services.errors import InvalidArgumentError
+from grpo.services.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.services.routing import Route, RoutingTable
 
 
@@ -116,6 +117,17 @@ def test_routes_from_services_groups_by_task_and_kind_and_skips_bad() -> None:
     assert routes_from_services([]).routes == {}
 
 
+def test_discovery_worker_is_off_by_default_and_fails_fast_without_a_cluster(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    table = RoutingTable.from_config({"math": "m:1"})
+    assert discovery_worker(table, DiscoverySettings()) is None
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(FailedPreconditionError, match=r"discovery\.enabled=false"):
+        discovery_worker(table, DiscoverySettings(enabled=True))
+
+
 def test_settings_validation() -> None:
     with pytest.raises(ValueError, match="watch_timeout_s"):
         DiscoverySettings(watch_timeout_s=0)
@@ -137,14 +149,16 @@ class FakeKubeApi:
 
     def put(self, event_type: str, svc: V1Service) -> None:
         """Change the state and queue the matching watch event."""
+        meta = svc.metadata
+        assert meta is not None and meta.name
         with self.lock:
             self.version += 1
-            svc.metadata.resource_version = str(self.version)
+            meta.resource_version = str(self.version)
             raw = client.ApiClient().sanitize_for_serialization(svc)
             if event_type == "DELETED":
-                self.services.pop(svc.metadata.name, None)
+                self.services.pop(meta.name, None)
             else:
-                self.services[svc.metadata.name] = raw
+                self.services[meta.name] = raw
         self.events.put({"type": event_type, "object": raw})
 
     def handler(self) -> type[BaseHTTPRequestHandler]:

@@ -217,9 +217,12 @@ def test_sigterm_lets_in_flight_call_finish_then_refuses_new_calls(tmp_path):
             assert stub.Score(_request("warm"), timeout=10).score.extracted_answer == "warm"
             pool = futures.ThreadPoolExecutor(1)
             started = threading.Event()
-            slow = pool.submit(
-                lambda: (started.set(), stub.Score(_request("slow:3"), timeout=30))[1]
-            )
+
+            def slow_call() -> verifier_pb2.ScoreResponse:
+                started.set()
+                return stub.Score(_request("slow:3"), timeout=30)
+
+            slow = pool.submit(slow_call)
             started.wait()
             time.sleep(0.5)  # let the slow call reach the server before the signal
             proc.send_signal(signal.SIGTERM)

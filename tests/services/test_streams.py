@@ -73,7 +73,9 @@ def test_bad_inputs_are_named(streams, names, redis_url):
     with pytest.raises(InvalidArgumentError, match="reserved"):
         streams.produce(names.rollouts, _rollout("g", 0), metadata={"pb": "x"})
     with pytest.raises(InvalidArgumentError, match="2 keys for 3 messages"):
-        streams.produce_many(names.rollouts, [_rollout("g", i) for i in range(3)], dedup_keys=["a", "b"])
+        streams.produce_many(
+            names.rollouts, [_rollout("g", i) for i in range(3)], dedup_keys=["a", "b"]
+        )
     with pytest.raises(InvalidArgumentError, match="decode_responses=False"):
         Streams(redis.Redis.from_url(redis_url, decode_responses=True))
 

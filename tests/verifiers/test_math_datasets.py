@@ -46,8 +46,9 @@ def test_math500_boxed_gold_and_shifted_gold(datasets: None, math_verifier: Math
     assert len(golds) == 500
     own = _score_all(math_verifier, [(g, rf"so \boxed{{{g}}}") for g in golds])
     assert _correct(own) == 500, [g for g, s in zip(golds, own, strict=True) if s.reward != 1]
-    shifted_pairs = [(golds[(i + 1) % 500], rf"\boxed{{{golds[i]}}}") for i in range(500)]
+    # shifted: a fixed half here (the full 500 run is in bench/bench_verifiers_math.py)
+    shifted_pairs = [(golds[(i + 1) % 500], rf"\boxed{{{golds[i]}}}") for i in range(0, 500, 2)]
     shifted = _score_all(math_verifier, shifted_pairs)
-    assert _correct(shifted) / 500 <= 0.02
+    assert _correct(shifted) / len(shifted) <= 0.02
     # a wrong answer is a verdict (status OK, reward 0), not a failure
-    assert Counter(s.status for s in shifted)[common_pb2.SCORE_STATUS_OK] >= 495
+    assert Counter(s.status for s in shifted)[common_pb2.SCORE_STATUS_OK] >= 0.99 * len(shifted)

@@ -70,13 +70,12 @@ def test_concurrent_callers_from_threads(pool: WorkerPool) -> None:
 
 
 def test_deadline_with_no_free_worker_times_out() -> None:
-    with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one:
-        with cf.ThreadPoolExecutor(1) as ex:
-            busy = ex.submit(one.call, funcs.sleep_then, 1.0, 7)
-            time.sleep(0.2)
-            with pytest.raises(CheckTimeoutError):
-                one.call(funcs.add, 1, 2, deadline=time.monotonic() + 0.1)
-            assert busy.result() == 7
+    with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one, cf.ThreadPoolExecutor(1) as ex:
+        busy = ex.submit(one.call, funcs.sleep_then, 1.0, 7)
+        time.sleep(0.2)
+        with pytest.raises(CheckTimeoutError):
+            one.call(funcs.add, 1, 2, deadline=time.monotonic() + 0.1)
+        assert busy.result() == 7
 
 
 def test_closed_pool_refuses_calls() -> None:

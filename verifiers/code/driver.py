@@ -157,11 +157,15 @@ def _run_stdio(job):
             sys.stdout.flush()
         except BaseException:
             raised = raised or OSError("stdout flush failed")
+        try:
+            output = sink.getvalue().decode("utf-8", "replace")
+        except BaseException as exc:  # the program closed its stdout
+            output, raised = "", raised or exc
         sys.stdin, sys.stdout = real_in, real_out
         if raised is not None:
             _emit({"k": "io", "i": i, **_exc_record(raised)})
         else:
-            _emit({"k": "io", "i": i, "v": ["S", sink.getvalue().decode("utf-8", "replace")]})
+            _emit({"k": "io", "i": i, "v": ["S", output]})
 
 
 def main():

@@ -15,7 +15,7 @@ One sandboxed process per sample (Python start-up costs more than bwrap). Each r
    under ``/root``, which the slot uid cannot traverse; nothing else of ``/root`` or the project
    is visible); the driver and codec read-only at ``/opt/grpo``; fresh size-capped tmpfs
    mounts at ``/home/sandbox`` (work dir, HOME), ``/tmp`` and ``/dev/shm``; a fresh ``/proc``
-   of the new PID namespace and a minimal ``/dev``;
+   of the new PID namespace and a minimal ``/dev``; bwrap's own root is remounted read-only;
 4. feeds the job (program, planned calls, limits) on stdin; the driver lowers rlimits
    (address space, CPU seconds, processes, open files, file size, core = 0) before running
    any candidate code;
@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -252,7 +253,8 @@ def build_mirror(prefix: Path, mirror_root: Path) -> Path:
         FailedPreconditionError: no interpreter at ``prefix``.
     """
     binary, stdlib, libpython = _interpreter_paths(prefix)
-    tag = f"{binary.name}-{abs(hash(str(prefix.resolve()))) % 10**10:010d}"
+    digest = hashlib.sha256(f"{prefix.resolve()}|{sys.version}".encode()).hexdigest()[:12]
+    tag = f"{binary.name}-{digest}"
     target = mirror_root / tag
     if (target / ".complete").exists():
         return target
@@ -399,6 +401,7 @@ class Sandbox:
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         for mount in (_WORK_DIR, "/tmp", "/dev/shm"):
             cmd += ["--size", size, "--perms", "1777", "--tmpfs", mount]
+        cmd += ["--remount-ro", "/"]  # bwrap's own root tmpfs: no writes outside the tmpfs mounts
         cmd += ["--setenv", "HOME", _WORK_DIR, "--chdir", _WORK_DIR]
         cmd += ["--", inside_python, "-I", "-S", "-B", driver, str(result_fd)]
         return cmd

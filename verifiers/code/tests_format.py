@@ -15,9 +15,9 @@ the verdict is computed on the trusted side:
 
 1. :func:`record_calls` runs each case here with a recording stand-in for the candidate that
    snapshots its arguments (through the strict codec) and returns a probe (``==`` is true,
-   truthiness tried both ways). A case that cannot be recorded this way (it uses a result
-   arithmetically, calls names the program defines, passes non-data arguments) is marked
-   ``inside``.
+   arithmetic and ordering give probes, truthiness tried both ways). A case that cannot be
+   recorded this way (it iterates a result, uses ``is``, calls names the program defines,
+   passes non-data arguments) is marked ``inside``.
 2. The sandbox calls the candidate on the recorded arguments only and returns plain values;
    the test source and its expected values never enter the sandbox for recorded cases.
 3. :func:`replay_cases` re-runs each recorded case here with a stand-in that checks the
@@ -207,7 +207,13 @@ class _RecordingLimitError(Exception):
 
 
 class _Probe:
-    """Placeholder result during recording: equal to anything, truthiness fixed per pass."""
+    """Placeholder result during recording.
+
+    ``==`` is true and ``!=`` false; truthiness is fixed per pass; arithmetic, ordering,
+    ``abs``/``round`` and indexing give another probe, so checks such as
+    ``abs(f(x) - 0.5) < 1e-6`` still record. Anything else (iteration, ``is``, conversion to
+    a real number) fails the recording of that case, which then runs inside.
+    """
 
     __slots__ = ("_recorder",)
 
@@ -226,7 +232,16 @@ class _Probe:
         self._recorder.tick()
         return self._recorder.truth
 
+    def _derived(self, *_: object) -> _Probe:
+        self._recorder.tick()
+        return _Probe(self._recorder)
+
     __hash__ = object.__hash__
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _derived
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _derived
+    __mod__ = __rmod__ = __pow__ = __rpow__ = _derived
+    __neg__ = __pos__ = __abs__ = __round__ = __getitem__ = _derived
+    __lt__ = __le__ = __gt__ = __ge__ = _derived
 
 
 class _Recorder:

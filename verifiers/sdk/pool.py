@@ -41,6 +41,9 @@ __all__ = [
 ]
 
 
+_READY_TIMEOUT_S = 120.0  # a worker must have imported its preload modules by then
+
+
 class PoolSettings(BaseModel):
     """Configuration of a :class:`WorkerPool`."""
 
@@ -91,6 +94,7 @@ def _worker_main(conn: Connection, memory_bytes: int, preload: Sequence[str]) ->
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     for module in preload:
         importlib.import_module(module)
+    conn.send(("ready", None))
     while True:
         try:
             message = conn.recv()
@@ -124,6 +128,16 @@ class _Worker:
         self.process.start()
         child.close()
 
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait for the worker's "ready" message (sent once its preload imports are done)."""
+        try:
+            if self.conn.poll(timeout_s) and self.conn.recv() == ("ready", None):
+                return
+        except (EOFError, OSError):
+            pass
+        self.kill()
+        raise InternalError(f"worker process did not start within {timeout_s:.0f} s")
+
     def kill(self) -> None:
         with contextlib.suppress(Exception):
             self.process.kill()
@@ -135,7 +149,9 @@ class WorkerPool:
     """A fixed set of worker processes that run picklable module-level functions.
 
     Thread-safe: any number of threads may call :meth:`call` at once; each call takes an idle
-    worker (waiting for one if all are busy), so at most ``settings.workers`` calls run.
+    worker (waiting for one if all are busy), so at most ``settings.workers`` calls run. The
+    constructor returns once every worker has imported ``preload`` (sympy: ~1-2 s), so a
+    service built on the pool is ready when it reports SERVING.
 
     Args:
         settings: pool size, time limit, memory cap, start method.
@@ -155,14 +171,25 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self.replaced = 0
-        for _ in range(self.settings.workers):
-            self._add_worker()
+        workers = [self._start_worker() for _ in range(self.settings.workers)]
+        try:
+            for worker in workers:
+                self._enlist(worker)
+        except InternalError:
+            self.close()
+            raise
 
-    def _add_worker(self) -> None:
-        worker = _Worker(self._ctx, self._memory_bytes, self._preload)
+    def _start_worker(self) -> _Worker:
+        return _Worker(self._ctx, self._memory_bytes, self._preload)
+
+    def _enlist(self, worker: _Worker) -> None:
+        worker.wait_ready(_READY_TIMEOUT_S)
         with self._lock:
             self._all.add(worker)
         self._idle.put(worker)
+
+    def _add_worker(self) -> None:
+        self._enlist(self._start_worker())
 
     def _replace(self, worker: _Worker) -> None:
         worker.kill()
@@ -222,9 +249,10 @@ class WorkerPool:
                 raise CheckTimeoutError(f"call exceeded the {limit:.3g} s limit; worker killed")
             kind, payload = worker.conn.recv()
         except (EOFError, OSError) as exc:
-            code = worker.process.exitcode if worker is not None else None
+            code = None
             if worker is not None:
                 self._replace(worker)
+                code = worker.process.exitcode
                 worker = None  # type: ignore[assignment]
             raise WorkerCrashError(f"worker died during the call (exit code {code})") from exc
         finally:

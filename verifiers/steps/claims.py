@@ -4,17 +4,19 @@ Claims found in a step's text:
 
 - GSM8K calculator annotations ``<<48/2=24>>``: ``48/2 = 24``;
 - equations in the text (annotations removed): maximal runs of numbers, operators
-  (``+ - * / × ÷ ^ ( )``), ``$``, ``%``, thousands separators and single-letter variables,
-  containing ``=``; a chain ``a = b = c`` gives the claims ``a = b`` and ``b = c``. Words
-  end a run, so in "Natalia sold 48/2 = 24 clips" the claim is ``48/2 = 24``; a side that is
-  empty (``hours = 8``) gives no claim. ``20% of 50`` reads as ``20/100*50`` and ``3 x 4``
-  as ``3*4``.
+  (``+ - * / × ÷ ^ ( )``), ``$``, ``%``, thousands separators and single-letter variables
+  that contain ``=`` (``a``/``I`` before a word are words, not variables). A chain
+  ``a = b = c`` gives the claims ``a = b`` and ``b = c``. Words end a run, so in "Natalia
+  sold 48/2 = 24 clips" the claim is ``48/2 = 24``; a side that is empty (``hours = 8``) or
+  cut by a word after an operator (``25 + shoe size 5 = 30``) gives no claim. ``20% of 50``
+  reads as ``20/100*50`` and ``3 x 4`` as ``3*4``.
 
 Verdict of ``lhs = rhs`` (:func:`check_claim`), with exact rationals (decimals are read as
 exact fractions):
 
-- both sides numbers: equal exactly -> True; else when the right side is written with ``k``
-  decimals and ``|lhs - rhs| <= 0.5·10^-k`` (the value rounded as written) -> True; else False;
+- both sides numbers: equal exactly -> True (a right side ``4%`` after a left side without
+  ``%`` may also read as 4); else when the right side is written with ``k`` decimals and
+  ``|lhs - rhs| <= 0.5·10^-k`` (the value rounded as written) -> True; else False;
 - with variables: ``lhs - rhs`` simplifies to 0 -> True (an identity); otherwise None (an
   equation to solve, not a claim that can be refuted);
 - unparsable side -> None (unverifiable).
@@ -46,14 +48,25 @@ Claim = tuple[str, str]
 
 _ANNOTATION = re.compile(r"<<([^<>]*)>>")
 _WORD = re.compile(r"[A-Za-z]{2,}")
+_ARTICLE = re.compile(r"\b[aAI]\b(?=\s+[A-Za-z]{2,})")  # "a minute", "I think": words
 _PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b")
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[x×]\s*(?=[\d($])")
-_RUN = re.compile(r"[0-9A-Za-z.,+\-*/×÷()^$%=\s]+")
+_RUN = re.compile(r"[0-9A-Za-z.,+\-–−*/×÷()^$%=\s]+")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])")
+_PARTIAL = re.compile(r"^(?:[+*/^×÷]|[-–−]\s)")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d])")
 _DECIMALS = re.compile(r"\d\.(\d+)")
 _MAX_EXPONENT_CHARS = 4
 _BREAK = "\x00"  # replaces words so that they end a run
 _SYMBOLS = {c: sympy.Symbol(c) for c in string.ascii_letters}
+# The only names parsed text can reach: number constructors and the bound single letters.
+_GLOBALS = {
+    "Integer": sympy.Integer,
+    "Float": sympy.Float,
+    "Rational": sympy.Rational,
+    "Symbol": sympy.Symbol,
+    "__builtins__": {},
+}
 _TRANSFORMS = (*standard_transformations, implicit_multiplication, convert_xor, rationalize)
 
 
@@ -63,18 +76,30 @@ def _mask_words(text: str) -> str:
         lambda m: f"{m.group(1)}/100*" + " " * (len(m.group(0)) - len(m.group(1)) - 5), text
     )
     text = _TIMES_X.sub(lambda m: m.group(0).replace("x", "*").replace("×", "*"), text)
+    text = _ARTICLE.sub(_BREAK, text)
     return _WORD.sub(lambda m: _BREAK * len(m.group(0)), text)
 
 
 def _claims_in_run(run: str) -> list[Claim]:
+    run = run.replace("–", "-").replace("−", "-")
     run = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), run)
+    run = _SPACE_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), run)
     claims: list[Claim] = []
     for piece in run.split(","):
-        sides = [" ".join(s.split()).strip(".").strip() for s in piece.split("=")]
+        sides = [" ".join(s.split()).rstrip(".").strip() for s in piece.split("=")]
         for lhs, rhs in itertools.pairwise(sides):
-            if lhs and rhs and any(ch.isdigit() for ch in lhs + rhs):
+            complete = not (_PARTIAL.match(lhs) or _PARTIAL.match(rhs))
+            if lhs and rhs and complete and any(ch.isdigit() for ch in lhs + rhs):
                 claims.append((lhs, rhs))
     return claims
+
+
+def _continues_from_left(text: str, start: int) -> bool:
+    """True when an operator precedes the run, past masked words (``25 + shoe size 5 = 30``)."""
+    i = start - 1
+    while i >= 0 and (text[i].isspace() or text[i] == _BREAK):
+        i -= 1
+    return i >= 0 and text[i] in "+-–−*/×÷(^" and text[i + 1 : start].count(_BREAK) > 0
 
 
 def find_claims(step: str) -> list[Claim]:
@@ -92,7 +117,10 @@ def find_claims(step: str) -> list[Claim]:
     text = _mask_words(_ANNOTATION.sub(lambda m: " " * len(m.group(0)), step))
     for run in _RUN.finditer(text):
         if "=" in run.group(0):
-            claims.extend(_claims_in_run(run.group(0)))
+            found = _claims_in_run(run.group(0))
+            if found and _continues_from_left(text, run.start()):
+                found = found[1:]  # its left side is the tail of an expression cut by a word
+            claims.extend(found)
     return list(dict.fromkeys(claims))
 
 
@@ -101,25 +129,17 @@ def _to_sympy(side: str) -> sympy.Expr:
     for power in re.finditer(r"(\^|\*\*)\s*\(?\s*([0-9.]+)", text):
         if len(power.group(2)) > _MAX_EXPONENT_CHARS:
             raise ValueError("exponent too large to check")
-    expr = parse_expr(text, local_dict=dict(_SYMBOLS), transformations=_TRANSFORMS)
+    expr = parse_expr(
+        text, local_dict=dict(_SYMBOLS), global_dict=dict(_GLOBALS), transformations=_TRANSFORMS
+    )
     if not isinstance(expr, sympy.Expr):
         raise ValueError(f"{side!r} is not an expression")
     return expr
 
 
-def check_claim(lhs: str, rhs: str) -> bool | None:
-    """Decide ``lhs = rhs``: True (holds), False (refuted) or None (cannot be checked).
-
-    Rules are in the module docstring. Raises nothing for bad input: an unparsable side gives
-    None.
-    """
-    try:
-        left, right = _to_sympy(lhs), _to_sympy(rhs)
-    except Exception:
-        return None
-    diff = sympy.simplify(left - right) if (left.free_symbols or right.free_symbols) else None
-    if diff is not None:
-        return True if diff == 0 else None
+def _holds(left: sympy.Expr, right: sympy.Expr, rhs: str) -> bool | None:
+    if left.free_symbols or right.free_symbols:
+        return True if sympy.simplify(left - right) == 0 else None
     difference = left - right
     if difference == 0:
         return True
@@ -130,3 +150,20 @@ def check_claim(lhs: str, rhs: str) -> bool | None:
         half_unit = sympy.Rational(1, 2 * 10 ** max(decimals))
         return bool(abs(difference) <= half_unit)
     return False
+
+
+def check_claim(lhs: str, rhs: str) -> bool | None:
+    """Decide ``lhs = rhs``: True (holds), False (refuted) or None (cannot be checked).
+
+    Rules are in the module docstring. A right side ending in ``%`` while the left side has
+    none (``18/450*100 = 4%``) may also be read as the bare number. Raises nothing for bad
+    input: an unparsable side gives None.
+    """
+    try:
+        left, right = _to_sympy(lhs), _to_sympy(rhs)
+        verdict = _holds(left, right, rhs)
+        if verdict is not True and rhs.endswith("%") and "%" not in lhs:
+            verdict = _holds(left, _to_sympy(rhs[:-1]), rhs[:-1]) or verdict
+    except Exception:
+        return None
+    return verdict

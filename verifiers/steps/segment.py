@@ -8,7 +8,8 @@ A response is cut, in this order, at:
    equation is its own step;
 4. commas between equations, as in the arithmetic format ``7+8=15,4+3+1=8:85``: when every
    comma-separated part of a sentence contains ``=``, each part is a step. A final answer after
-   the last ``:`` (``:85``) is not part of any step.
+   the last ``:`` (``:85``) is not part of any step. A part that starts with a thousands
+   group (``x=1,000 and y=2``) prevents the split.
 
 Whitespace is trimmed from each span; empty pieces and GSM8K final-answer lines
 (``#### 72``) are dropped. The spans index the response string (Python indices are code
@@ -26,6 +27,7 @@ __all__ = ["Step", "segment_steps"]
 _STEP_MARK = re.compile(r"(?i)\bstep\s*\d+\s*[:.)]?")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 _FINAL_ANSWER_LINE = re.compile(r"^\s*####")
+_GROUP = re.compile(r"\d{3}(?![\d+\-*/=])")  # "1,000 and": a thousands group, not an equation
 _TRAILING_ANSWER = re.compile(r":\s*-?[\d.,/]+\s*$")
 
 
@@ -55,7 +57,7 @@ def _comma_equations(response: str, start: int, end: int) -> list[tuple[int, int
     """Split ``7+8=15,4+3+1=8:85`` into its equations (dropping ``:85``)."""
     text = response[start:end]
     parts = text.split(",")
-    if len(parts) < 2 or not all("=" in p for p in parts):
+    if len(parts) < 2 or not all("=" in p for p in parts) or any(map(_GROUP.match, parts[1:])):
         return [(start, end)]
     pieces = []
     offset = start

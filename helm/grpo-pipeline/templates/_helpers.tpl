@@ -8,16 +8,16 @@ Shared names, labels and the workload list every per-kind template ranges over.
 {{- end -}}
 
 {{/* Resource-name prefix: fullnameOverride, else <release>-<chart> (or <release> if it
-     already contains the chart name). Kept short so "<prefix>-verifier-<name>" fits 63. */}}
+     already contains the chart name). Kept short so "<prefix>-verifier-<name>" fits 63 (38 + "-verifier-" + 15). */}}
 {{- define "grpo.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 38 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := include "grpo.name" . -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 38 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 38 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -169,6 +169,8 @@ Templates read it with: include "grpo.workloads" . | fromYaml
       name: {{ include "grpo.redis.secretName" .root }}
       key: {{ .root.Values.redis.external.existingSecretKey }}
 {{- end }}
+- name: GRPO_REDIS_URL
+  value: $(REDIS_URL)
 {{- end }}
 {{- with .w.env }}
 {{ toYaml . }}

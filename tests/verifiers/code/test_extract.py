@@ -21,8 +21,16 @@ FENCE = "```"
         (f"{FENCE}python\ndef f():\n    return 1", "def f():\n    return 1"),  # cut off
         ("", ""),
     ],
-    ids=["last-python", "py-tag", "untagged", "python-beats-untagged", "other-lang", "plain",
-         "unterminated", "empty"],
+    ids=[
+        "last-python",
+        "py-tag",
+        "untagged",
+        "python-beats-untagged",
+        "other-lang",
+        "plain",
+        "unterminated",
+        "empty",
+    ],
 )
 def test_extract_program(response: str, program: str) -> None:
     assert extract_program(response) == program

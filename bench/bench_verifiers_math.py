@@ -1,0 +1,207 @@
+"""Math verifier benchmark and dataset figures, measured side by side in one run.
+
+1. Speed on MATH-500-style pairs: every MATH-500 reference solution (its own ``\\boxed{}``)
+   against its own gold and against the next problem's gold (1,000 pairs). Measured:
+   answers/s and per-answer latency p50/p99 of
+
+   - ``direct``: math-verify's ``verify(parse(gold), parse(solution))`` called in this
+     process's main thread (its own signal-based timeouts; no isolation), one at a time;
+   - ``pool x1``: ``MathVerifier.verify`` with one worker process, one caller thread (the
+     cost of isolation: pipe round trip, pickling, extraction/normalization);
+   - ``pool x2``: two workers, four caller threads (throughput on this 2-core machine);
+
+   printed with the ratio to ``direct``, plus how often each path gives reward 1 on the
+   own-gold pairs and on the shifted pairs.
+2. Dataset figures (docs/verifiers.md): GSM8K test reference solutions vs their own final
+   answers; MATH-500 ``\\boxed{gold}`` vs gold and answer i vs gold i+1 (all 500); the step
+   verifier on every GSM8K test reference solution (share of annotated steps valid) and on
+   copies with one annotated result altered (precision and recall of the INVALID flag).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from grpo.services.datasets import data_dir
+from grpo.v1 import common_pb2
+from grpo.verifiers.math import MathConfig, MathVerifier
+from grpo.verifiers.sdk import PoolSettings
+from grpo.verifiers.steps import StepsConfig, StepsVerifier
+
+__all__ = ["main"]
+
+Pair = tuple[str, str]  # (gold, response)
+_ANNOTATED = re.compile(r"<<([^<>=]*)=([^<>]*)>>(\$?)(-?[\d.]+)")
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _timed(
+    fn: Callable[[Pair], float], pairs: list[Pair], threads: int
+) -> tuple[list[float], float, list[float]]:
+    """Run ``fn`` on every pair; return rewards, wall seconds, per-call latencies (s)."""
+    latencies: list[float] = []
+
+    def one(pair: Pair) -> float:
+        t0 = time.perf_counter()
+        reward = fn(pair)
+        latencies.append(time.perf_counter() - t0)
+        return reward
+
+    start = time.perf_counter()
+    if threads == 1:
+        rewards = [one(p) for p in pairs]
+    else:
+        with cf.ThreadPoolExecutor(threads) as ex:
+            rewards = list(ex.map(one, pairs))
+    return rewards, time.perf_counter() - start, latencies
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))]
+
+
+def _speed(math500: list[dict[str, object]]) -> None:
+    from math_verify import parse, verify
+
+    golds = [str(r["answer"]) for r in math500]
+    solutions = [str(r["solution"]) for r in math500]
+    n = len(golds)
+    own = [(golds[i], solutions[i]) for i in range(n)]
+    shifted = [(golds[(i + 1) % n], solutions[i]) for i in range(n)]
+    pairs = own + shifted
+
+    def direct(pair: Pair) -> float:
+        return float(verify(parse(f"${pair[0]}$"), parse(pair[1])))
+
+    results = {}
+    results["direct"] = _timed(direct, pairs, 1)
+    for label, workers, threads in [("pool x1", 1, 1), ("pool x2", 2, 4)]:
+        config = MathConfig(pool=PoolSettings(workers=workers, timeout_s=10))
+        with MathVerifier(config) as verifier:
+
+            def ours(pair: Pair, v: MathVerifier = verifier) -> float:
+                score = v.verify(common_pb2.Task(gold_answer=pair[0]), pair[1])
+                return score.reward if score.status == common_pb2.SCORE_STATUS_OK else -1.0
+
+            results[label] = _timed(ours, pairs, threads)
+    base_rate = len(pairs) / results["direct"][1]
+    print(f"MATH-500-style pairs: {len(pairs)} (own gold {n}, shifted gold {n})")
+    print(
+        f"{'path':<9} {'answers/s':>10} {'ratio':>7} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'own=1':>6} {'shift=1':>8} {'failed':>7}"
+    )
+    for label, (rewards, wall, lat) in results.items():
+        rate = len(pairs) / wall
+        own_ok = sum(r == 1.0 for r in rewards[:n])
+        shift_ok = sum(r == 1.0 for r in rewards[n:])
+        failed = sum(r < 0 for r in rewards)
+        print(
+            f"{label:<9} {rate:>10.1f} {rate / base_rate:>6.2f}x {_pct(lat, 0.5) * 1e3:>8.2f} "
+            f"{_pct(lat, 0.99) * 1e3:>8.2f} {own_ok:>6} {shift_ok:>8} {failed:>7}"
+        )
+
+
+def _math_datasets(gsm8k: list[dict[str, object]], math500: list[dict[str, object]]) -> None:
+    golds = [str(r["answer"]) for r in math500]
+    gsm_pairs = [
+        (str(r["answer"]).rpartition("####")[2].strip().replace(",", ""), str(r["answer"]))
+        for r in gsm8k
+    ]
+    with MathVerifier(MathConfig(pool=PoolSettings(workers=2, timeout_s=10))) as v:
+
+        def share(pairs: list[Pair]) -> tuple[int, int]:
+            with cf.ThreadPoolExecutor(4) as ex:
+                scores = list(
+                    ex.map(lambda p: v.verify(common_pb2.Task(gold_answer=p[0]), p[1]), pairs)
+                )
+            return sum(
+                s.status == common_pb2.SCORE_STATUS_OK and s.reward == 1 for s in scores
+            ), len(pairs)
+
+        right, total = share(gsm_pairs)
+        print(
+            f"GSM8K test reference solutions vs own answer: {right}/{total} = {right / total:.2%}"
+        )
+        right, total = share([(g, rf"\boxed{{{g}}}") for g in golds])
+        print(f"MATH-500 \\boxed{{gold}} vs gold: {right}/{total} = {right / total:.2%}")
+        right, total = share([(golds[(i + 1) % 500], rf"\boxed{{{golds[i]}}}") for i in range(500)])
+        print(f"MATH-500 answer i vs gold i+1: {right}/{total} = {right / total:.2%}")
+
+
+def _alter(solution: str, rng: random.Random) -> tuple[str, int] | None:
+    matches = [m for m in _ANNOTATED.finditer(solution) if m.group(2) == m.group(4)]
+    if not matches:
+        return None
+    m = rng.choice(matches)
+    wrong = str(int(float(m.group(2))) + rng.choice([1, 2, 10]))
+    text = (
+        f"{solution[: m.start()]}<<{m.group(1)}={wrong}>>{m.group(3)}{wrong}{solution[m.end() :]}"
+    )
+    return text, m.start()
+
+
+def _steps(gsm8k: list[dict[str, object]]) -> None:
+    solutions = [str(r["answer"]) for r in gsm8k]
+    with StepsVerifier(StepsConfig(pool=PoolSettings(workers=2, timeout_s=10))) as v:
+
+        def run(texts: list[str]) -> list[common_pb2.Score]:
+            with cf.ThreadPoolExecutor(4) as ex:
+                return list(ex.map(lambda t: v.verify(common_pb2.Task(), t), texts))
+
+        start = time.perf_counter()
+        scores = run(solutions)
+        wall = time.perf_counter() - start
+        annotated = [
+            st.status
+            for text, sc in zip(solutions, scores, strict=True)
+            for st in sc.steps
+            if "<<" in text[st.char_start : st.char_end]
+        ]
+        valid = sum(s == common_pb2.STEP_STATUS_VALID for s in annotated)
+        steps = sum(len(s.steps) for s in scores)
+        print(
+            f"steps: GSM8K test reference solutions: {len(solutions)} solutions, {steps} steps, "
+            f"{len(solutions) / wall:.1f} solutions/s"
+        )
+        print(
+            f"steps: annotated steps valid: {valid}/{len(annotated)} = {valid / len(annotated):.2%}"
+        )
+        rng = random.Random(0)
+        altered = [a for a in (_alter(s, rng) for s in solutions) if a is not None]
+        scores = run([a[0] for a in altered])
+        hits = flagged = 0
+        for (_, at), sc in zip(altered, scores, strict=True):
+            invalid = [st for st in sc.steps if st.status == common_pb2.STEP_STATUS_INVALID]
+            flagged += len(invalid)
+            hits += any(st.char_start <= at < st.char_end for st in invalid)
+        print(
+            f"steps: altered copies: {len(altered)}; recall {hits}/{len(altered)} = "
+            f"{hits / len(altered):.2%}; precision {hits}/{flagged} = {hits / flagged:.2%}"
+        )
+
+
+def main() -> None:
+    """Print the speed table and the dataset figures (see the module docstring)."""
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    root = data_dir()
+    math500 = _rows(root / "math500" / "test.jsonl")
+    gsm8k = _rows(root / "gsm8k" / "test.jsonl")
+    _speed(math500)
+    _math_datasets(gsm8k, math500)
+    _steps(gsm8k)
+
+
+if __name__ == "__main__":
+    main()

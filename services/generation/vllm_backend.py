@@ -1,0 +1,209 @@
+"""vLLM generation backend (GPU only): an in-process ``vllm.LLM`` with per-token behavior log-probs.
+
+Written against vLLM's documented offline API (V1 engine, vLLM >= 0.10.2); it cannot run on the
+CPU machines this project is developed on, so only the tests marked ``vllm`` exercise it (they
+skip without vllm and a GPU). See docs/generation.md for what was and was not verified.
+
+- Sampling: one request per prompt with ``SamplingParams(n=G, logprobs=0, ...)``; ``logprobs=0``
+  returns the log-prob of each sampled token only. The engine is built with
+  ``logprobs_mode="processed_logprobs"`` so those log-probs are taken after temperature and
+  top-k/top-p, i.e. under the distribution actually sampled from (vLLM's default,
+  ``raw_logprobs``, reports the untempered model distribution instead).
+- Prompts are tokenized here with the model folder's tokenizer and passed as token ids, so the
+  prompt ids on rollouts are exactly what the engine saw.
+- Weights: ``load_weights`` reads the published safetensors on each worker through
+  ``LLM.collective_rpc`` and calls the model's own ``load_weights`` (which handles fused
+  QKV/gate-up layouts), then resets the prefix cache, whose KV entries belong to the old
+  weights. No engine restart.
+- Deadlines: ``LLM.generate`` is blocking; the deadline is checked before the call and after
+  it (an overrun raises DEADLINE_EXCEEDED but the GPU work is not cut short).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo.learner.tiny_model import load_tokenizer
+from grpo.services.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from grpo.services.generation.backend import (
+    BackendConfig,
+    CompletionResult,
+    GenerationBackend,
+    PromptResult,
+    SamplingConfig,
+    check_deadline,
+    prefix_char_offsets,
+)
+from grpo.v1 import common_pb2
+
+__all__ = ["VllmBackend"]
+
+_FINISH = {
+    "stop": common_pb2.FINISH_REASON_STOP,
+    "length": common_pb2.FINISH_REASON_LENGTH,
+    "abort": common_pb2.FINISH_REASON_ABORT,
+}
+
+
+def _iter_safetensors(files: list[str]) -> Iterator[tuple[str, Any]]:
+    from safetensors.torch import safe_open
+
+    for name in files:
+        with safe_open(name, framework="pt", device="cpu") as fh:
+            for key in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
+                yield key, fh.get_tensor(key)
+
+
+def _load_on_worker(worker: Any, files: list[str]) -> int:
+    """Runs inside each vLLM worker (via collective_rpc): load weights into its model shard."""
+    model = worker.model_runner.model
+    loaded = model.load_weights(weights=_iter_safetensors(files))
+    return len(loaded) if loaded is not None else 0
+
+
+class VllmBackend(GenerationBackend):
+    """Sampling with an in-process ``vllm.LLM``; see the module docstring."""
+
+    name = "vllm"
+
+    def __init__(self, config: BackendConfig) -> None:
+        """Start the engine on ``config.model_path``.
+
+        Raises:
+            FailedPreconditionError: vllm is not installed or no CUDA device is present.
+            NotFoundError: the model folder is missing.
+        """
+        try:
+            import torch
+            import vllm
+        except ImportError as exc:
+            raise FailedPreconditionError(
+                "the vllm backend needs the 'vllm' extra (pip install 'grpo-pipeline[vllm]')"
+            ) from exc
+        if not torch.cuda.is_available():
+            raise FailedPreconditionError("the vllm backend needs a CUDA GPU; use 'transformers'")
+        folder = Path(config.model_path)
+        if not (folder / "config.json").is_file():
+            raise NotFoundError(f"model folder {folder} has no config.json")
+        self._vllm = vllm
+        self._tok = load_tokenizer(folder)
+        kwargs: dict[str, Any] = {
+            "model": str(folder),
+            "tokenizer": str(folder),
+            "dtype": "auto" if config.dtype == "auto" else config.dtype,
+            "gpu_memory_utilization": config.gpu_memory_utilization,
+            "logprobs_mode": "processed_logprobs",
+            "seed": 0,
+        }
+        if config.max_model_len:
+            kwargs["max_model_len"] = config.max_model_len
+        self._llm = vllm.LLM(**kwargs)
+        self._max_ctx = int(self._llm.llm_engine.model_config.max_model_len)
+        self._version = config.policy_version
+        self._lock = threading.Lock()
+
+    @property
+    def policy_version(self) -> int:
+        """Version of the weights in use."""
+        return self._version
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The engine's ``max_model_len``."""
+        return self._max_ctx
+
+    @property
+    def device(self) -> str:
+        """Always 'cuda' (the engine places its workers)."""
+        return "cuda"
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        sampling: SamplingConfig,
+        *,
+        deadline: float | None = None,
+    ) -> list[PromptResult]:
+        """Sample ``n`` completions per prompt; see ``GenerationBackend.generate``."""
+        self.validate_request(prompts, n)
+        encoded = [list(self._tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+        for i, ids in enumerate(encoded):
+            if len(ids) + sampling.max_new_tokens > self._max_ctx:
+                raise InvalidArgumentError(
+                    f"prompts[{i}] has {len(ids)} tokens; with max_new_tokens="
+                    f"{sampling.max_new_tokens} it exceeds the model context of "
+                    f"{self._max_ctx} tokens"
+                )
+        params = self._vllm.SamplingParams(
+            n=n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k if sampling.top_k > 0 else -1,
+            max_tokens=sampling.max_new_tokens,
+            stop=list(sampling.stop) or None,
+            include_stop_str_in_output=True,
+            seed=sampling.seed or None,
+            logprobs=0,
+            skip_special_tokens=True,
+        )
+        check_deadline(deadline)
+        with self._lock:
+            version = self._version
+            outputs = self._llm.generate(
+                [{"prompt_token_ids": ids} for ids in encoded], params, use_tqdm=False
+            )
+        check_deadline(deadline)
+        decoder = self._tok.backend_tokenizer
+        results = []
+        for ids, out in zip(encoded, outputs, strict=True):
+            completions = []
+            for comp in out.outputs:
+                tokens = list(comp.token_ids)
+                logprobs = [
+                    float(step[t].logprob) for t, step in zip(tokens, comp.logprobs, strict=True)
+                ]
+                text = decoder.decode(tokens, True)
+                prefixes = decoder.decode_batch([tokens[:i] for i in range(len(tokens))], True)
+                completions.append(
+                    CompletionResult(
+                        text=text,
+                        token_ids=tokens,
+                        behavior_logprobs=logprobs,
+                        token_char_offsets=prefix_char_offsets(prefixes, text),
+                        finish_reason=_FINISH.get(
+                            comp.finish_reason or "", common_pb2.FINISH_REASON_UNSPECIFIED
+                        ),
+                        policy_version=version,
+                        sampling=sampling,
+                    )
+                )
+            results.append(PromptResult(prompt_token_ids=ids, completions=completions))
+        return results
+
+    def load_weights(self, version: int, path: str) -> float:
+        """Load ``path``'s safetensors into every worker in place, then reset the prefix cache.
+
+        See ``GenerationBackend.load_weights`` for the errors raised.
+        """
+        start = time.perf_counter()
+        if version < self._version:
+            raise InvalidArgumentError(
+                f"policy_version {version} is older than the loaded version {self._version}"
+            )
+        files = sorted(str(f) for f in Path(path).glob("*.safetensors"))
+        if not files:
+            raise NotFoundError(f"no *.safetensors files in {path}")
+        with self._lock:
+            self._llm.collective_rpc(_load_on_worker, args=(files,))
+            self._llm.reset_prefix_cache()
+            self._version = version
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        """Drop the engine (frees GPU memory once collected)."""
+        self._llm = None

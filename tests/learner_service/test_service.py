@@ -1,0 +1,106 @@
+"""The learner service over real Redis and gRPC: consume B groups per step, publish weights,
+checkpoint then acknowledge, GetStatus/SaveCheckpoint, JSONL run logs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from grpo.learner.checkpoint import latest_checkpoint
+from grpo.services.learner.service import build
+from grpo.services.learner.settings import LearnerServiceSettings
+from grpo.services.server import ServerSettings, create_server
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import common_pb2, learner_pb2, learner_pb2_grpc
+
+
+def _settings(model_dir: Path, run_dir: Path, redis_url: str, namespace: str, **kw):
+    base = {
+        "model_path": str(model_dir),
+        "run_dir": str(run_dir),
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "batch_groups": 2,
+        "publish_every": 1,
+        "checkpoint_every": 2,
+        "block_ms": 100,
+        "server": {"port": 0, "metrics_port": -1},
+        "trainer": {"lr": 1e-4, "warmup_steps": 1},
+        "algo": {"tis_cap": 2.0},
+    }
+    base.update(kw)
+    return LearnerServiceSettings.model_validate(base)
+
+
+def _wait(predicate, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
+
+
+def test_loop_trains_publishes_checkpoints_and_acks(
+    tiny_model_dir: Path, make_groups, tmp_path: Path, redis_url: str, redis_client, redis_namespace
+) -> None:
+    names = StreamNames(redis_namespace)
+    streams = Streams(redis_client)
+    groups = make_groups(num_groups=7, group_size=4, seed=5, prefix="svc")
+    for g in groups:
+        streams.produce(names.groups, g, dedup_key=g.group_id)
+    streams.produce(names.groups, groups[0])  # a duplicate entry of an already-sent group
+    settings = _settings(tiny_model_dir, tmp_path, redis_url, redis_namespace, max_steps=3)
+    parts = build(settings)
+    loop = parts.workers[0]
+    server = create_server(parts.bindings, ServerSettings(port=0, metrics_port=-1))
+    server.start()
+    loop.start()
+    try:
+        _wait(lambda: loop.status().step == 3 and loop.status().last_checkpoint.endswith("3"))
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = learner_pb2_grpc.LearnerStub(channel)
+            status = stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
+            saved = stub.SaveCheckpoint(learner_pb2.SaveCheckpointRequest(), timeout=30)
+    finally:
+        loop.stop(30)
+        server.stop(0)
+    assert (status.step, status.policy_version, status.consumed_groups) == (3, 3, 6)
+    assert status.last_metrics["step"] == 3.0 and "loss/clip_frac_low" in status.last_metrics
+    assert saved.step == 3 and saved.path == str(tmp_path / "checkpoints" / "step-00000003")
+
+    # Weights: version 3 published in Redis, a loadable save_pretrained folder.
+    weights = common_pb2.PolicyWeights.FromString(redis_client.get(names.policy_key))
+    assert (weights.policy_version, weights.step) == (3, 3)
+    folder = Path(weights.path)
+    assert folder == (tmp_path / "weights" / "v3").resolve()
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
+
+    # Run logs: one metrics line per step, one group line per trained group, none twice.
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert [m["policy_version"] for m in metrics] == [1, 2, 3]
+    tokens = sum(len(m.rollout.completion.token_ids) for g in groups[:6] for m in g.members)
+    assert metrics[-1]["generated_tokens"] == tokens
+    for key in ("wall_clock_s", "groups/mixed_frac", "entropy/mean", "optim/lr", "adv/zero_variance_groups"):
+        assert key in metrics[-1], key
+    logged = [json.loads(x)["group_id"] for x in (tmp_path / "groups.jsonl").read_text().splitlines()]
+    assert sorted(logged) == sorted(g.group_id for g in groups[:6])
+
+    # Checkpoints record consumed ids and the pinned definitions; nothing is left pending
+    # except the 7th group, which was read but never trained.
+    meta = json.loads((latest_checkpoint(tmp_path / "checkpoints") / "meta.json").read_text())
+    assert meta["consumed_group_ids"] == logged
+    assert meta["resolved_config"]["algo_definition"]["advantage"]["std"] == "population"
+    pending = redis_client.xpending(names.groups, "learner")["pending"]
+    assert pending <= 1
+
+
+def test_settings_errors_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="model_path"):
+        LearnerServiceSettings.model_validate({"run_dir": str(tmp_path)})
+    with pytest.raises(ValueError, match="fsdp"):
+        LearnerServiceSettings.model_validate({"model_path": "m", "fsdp": True})

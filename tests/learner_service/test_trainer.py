@@ -1,0 +1,96 @@
+"""Trainer steps on the tiny model: parameters move, losses stay finite with a NaN reward,
+micro-batching does not change the update, π_old matches the sampler's μ."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from grpo.learner.config import LearnerAlgoConfig
+from grpo.learner.tiny_model import load_tokenizer
+from grpo.learner.trainer import Trainer, TrainerConfig
+from grpo.v1 import common_pb2
+
+
+def _trainer(model_dir: Path, *, algo=None, dtype=torch.float32, ref=False, **cfg) -> Trainer:
+    tok = load_tokenizer(model_dir)
+    algo = algo or LearnerAlgoConfig(clip_high=0.28, tis_cap=2.0)
+    ref_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype) if ref else None
+    return Trainer(
+        AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype),
+        algo,
+        TrainerConfig(**{"lr": 1e-3, "warmup_steps": 0, **cfg}),
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        ref_model=ref_model,
+    )
+
+
+def _params(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+def test_step_moves_parameters_with_a_nan_reward(tiny_model_dir: Path, make_groups) -> None:
+    groups = make_groups(num_groups=3, group_size=4, seed=1)
+    groups[0].members[2].outcome.reward = float("nan")  # a broken verifier value
+    groups[1].members[1].missing = True
+    trainer = _trainer(tiny_model_dir, ref=True, algo=LearnerAlgoConfig(kl_coef=0.05, tis_cap=2.0))
+    before = _params(trainer)
+    metrics = trainer.step(groups)
+    after = _params(trainer)
+    assert all(math.isfinite(v) for v in metrics.values()), metrics
+    assert metrics["groups/missing"] == 2.0
+    assert metrics["loss/responses"] == 10.0  # the 2 members without a reward are not trained
+    assert metrics["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-6)  # π_θ = π_old at start
+    assert metrics["kl/ref_mean"] == pytest.approx(0.0, abs=1e-6)  # π_ref = initial policy
+    # μ was sampled by the same weights: the teacher-forced π_old matches it to float error.
+    assert metrics["behavior/abs_logprob_diff_max"] < 1e-5
+    assert 0 < metrics["optim/grad_norm"] and metrics["optim/lr"] == pytest.approx(1e-3)
+    moved = max(float((after[k] - before[k]).abs().max()) for k in before)
+    assert moved > 1e-4
+    for k in after:
+        assert torch.isfinite(after[k]).all(), k
+    assert trainer.step_count == 1
+
+
+def test_micro_batch_split_does_not_change_the_update(tiny_model_dir: Path, make_groups) -> None:
+    groups = make_groups(num_groups=3, group_size=4, seed=1)
+    results = []
+    for micro in (12, 5, 1):
+        trainer = _trainer(tiny_model_dir, dtype=torch.float64, micro_batch_size=micro)
+        metrics = trainer.step([common_pb2.Group.FromString(g.SerializeToString()) for g in groups])
+        results.append((_params(trainer), metrics["loss/total"]))
+    ref_params, ref_loss = results[0]
+    for params, loss in results[1:]:
+        assert loss == pytest.approx(ref_loss, rel=1e-9)
+        for k in ref_params:
+            torch.testing.assert_close(params[k], ref_params[k], rtol=0, atol=1e-9, msg=k)
+
+
+def test_several_epochs_and_minibatches_clip(tiny_model_dir: Path, make_groups) -> None:
+    groups = make_groups(num_groups=3, group_size=4, seed=1)
+    trainer = _trainer(
+        tiny_model_dir, lr=2e-2, ppo_epochs=2, minibatches=2, warmup_steps=2, max_grad_norm=0.5
+    )
+    metrics = trainer.step(groups)
+    # The second epoch sees a moved policy: ratios leave 1 and the band clips some tokens.
+    assert metrics["loss/ratio_max"] > 1.0 or metrics["loss/ratio_min"] < 1.0
+    assert metrics["loss/clip_frac_low"] + metrics["loss/clip_frac_high"] > 0
+    assert metrics["optim/grad_norm"] > 0
+    assert trainer.scheduler.last_epoch == 4  # 2 epochs x 2 minibatches optimizer steps
+    assert metrics["optim/lr"] == pytest.approx(2e-2)
+
+
+def test_process_credit_changes_the_update(tiny_model_dir: Path, make_groups) -> None:
+    groups = make_groups(num_groups=2, group_size=4, seed=2)
+    outcome_only = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(process_weight=0.0))
+    with_process = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(process_weight=1.0))
+    m0 = outcome_only.step(groups)
+    m1 = with_process.step(groups)
+    assert m1["adv/token_abs_mean"] != pytest.approx(m0["adv/token_abs_mean"])
+    p0, p1 = _params(outcome_only), _params(with_process)
+    assert max(float((p0[k] - p1[k]).abs().max()) for k in p0) > 1e-5

@@ -1,0 +1,366 @@
+"""Hostile candidates: each is contained (reward 0, or a correct answer with no effect outside),
+the canary secret of the service environment never appears in any output, and the verifier
+scores a good solution right after."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from grpo.v1 import common_pb2
+from grpo.verifiers.code import CodeVerifier
+from grpo.verifiers.code.sandbox import processes_of_uid
+
+from .conftest import CANARY, code_task
+
+CHECK = "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"
+GOOD = "def f(x):\n    return 2 * x\n"
+SECRET_CHECK = (
+    "def check(candidate):\n"
+    "    assert candidate('abc') == 'expected-9d2e1f'\n"
+    "    assert candidate('xyz') == 'expected-0a7c4b'\n"
+)
+
+
+def _score(verifier: CodeVerifier, program: str, check: str = CHECK) -> common_pb2.Score:
+    return verifier.verify(code_task(check), f"```python\n{textwrap.dedent(program)}\n```")
+
+
+def _assert_clean(verifier: CodeVerifier, score: common_pb2.Score) -> None:
+    assert CANARY not in str(score)
+    for uid in verifier.sandbox.slot_uids:
+        assert processes_of_uid(uid) == [], f"processes left for uid {uid}"
+    healthy = _score(verifier, GOOD)
+    assert (healthy.status, healthy.reward) == (common_pb2.SCORE_STATUS_OK, 1.0)
+
+
+HOSTILE_ZERO = {
+    "infinite-loop-at-load": ("while True:\n    pass\n", common_pb2.SCORE_STATUS_TIMEOUT),
+    "cpu-burn-in-call": (
+        "def f(x):\n    n = 0\n    while True:\n        n += x * x\n",
+        common_pb2.SCORE_STATUS_TIMEOUT,
+    ),
+    "memory-bomb-at-load": ("blob = [0] * (10**10)\n", common_pb2.SCORE_STATUS_RUNTIME_ERROR),
+    "memory-bomb-in-call": (
+        "def f(x):\n    return 'y' * (10**10)\n",
+        common_pb2.SCORE_STATUS_OK,
+    ),
+    "fork-bomb": (
+        """
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+        """,
+        common_pb2.SCORE_STATUS_TIMEOUT,
+    ),
+    "thread-bomb": (
+        """
+        import threading, time
+        threads = []
+        try:
+            while True:
+                t = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+                t.start()
+                threads.append(t)
+        except RuntimeError:
+            pass
+        def f(x):
+            return len(threads)
+        """,
+        common_pb2.SCORE_STATUS_OK,
+    ),
+    "stdout-flood-1gb": (
+        "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n",
+        common_pb2.SCORE_STATUS_RUNTIME_ERROR,
+    ),
+    "sys-exit-at-load": ("import sys\nsys.exit(0)\n", common_pb2.SCORE_STATUS_RUNTIME_ERROR),
+    "os-exit-at-load": ("import os\nos._exit(0)\n", common_pb2.SCORE_STATUS_RUNTIME_ERROR),
+    "atexit-hook": (
+        """
+        import atexit, sys
+        atexit.register(lambda: print("2 passed, 0 failed"))
+        def f(x):
+            sys.exit(0)
+        """,
+        common_pb2.SCORE_STATUS_OK,
+    ),
+    "os-exit-in-call": ("import os\ndef f(x):\n    os._exit(0)\n", common_pb2.SCORE_STATUS_OK),
+    "fake-stdout": (
+        """
+        import sys
+        class Fake:
+            def write(self, s):
+                sys.__stdout__.write("PASSED\\n")
+            def flush(self):
+                pass
+        sys.stdout = Fake()
+        print("all tests passed")
+        def f(x):
+            print("ok")
+            return None
+        """,
+        common_pb2.SCORE_STATUS_OK,
+    ),
+    "always-equal-object": (
+        """
+        class Anything:
+            def __eq__(self, other):
+                return True
+            __hash__ = object.__hash__
+        def f(x):
+            return Anything()
+        """,
+        common_pb2.SCORE_STATUS_OK,
+    ),
+    "int-subclass-equal": (
+        """
+        class Int(int):
+            def __eq__(self, other):
+                return True
+            __hash__ = int.__hash__
+        def f(x):
+            return Int(0)
+        """,
+        common_pb2.SCORE_STATUS_OK,
+    ),
+    "forged-result-records": (
+        """
+        import json, os, sys
+        fd = int(sys.argv[1])
+        for i in range(2):  # the expected values are unknown here: guess
+            os.write(fd, (json.dumps({"k": "call", "i": i, "v": ["S", "PASSED"]}) + "\\n").encode())
+        os.write(fd, b'{"k": "case", "i": 0, "outcome": "passed"}\\n{"k": "done"}\\n')
+        def f(x):
+            return -1
+        """,
+        common_pb2.SCORE_STATUS_OK,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_ZERO))
+def test_hostile_candidate_scores_zero(verifier: CodeVerifier, name: str) -> None:
+    program, status = HOSTILE_ZERO[name]
+    start = time.monotonic()
+    score = _score(verifier, program)
+    elapsed = time.monotonic() - start
+    assert score.reward == 0.0, score
+    assert score.status == status, score
+    assert all(t.status != common_pb2.TEST_STATUS_PASSED for t in score.tests)
+    assert elapsed < verifier.cfg.sandbox.wall_time_s + 1.0
+    _assert_clean(verifier, score)
+
+
+def test_memory_bomb_in_call_reports_memory_status(verifier: CodeVerifier) -> None:
+    score = _score(verifier, HOSTILE_ZERO["memory-bomb-in-call"][0])
+    assert {t.status for t in score.tests} == {common_pb2.TEST_STATUS_MEMORY}
+
+
+def test_expected_values_are_not_in_the_sandbox(verifier: CodeVerifier) -> None:
+    """Frame walking and a gc scan find no expected value: the test code never enters."""
+    program = """
+    import gc, sys
+    def f(x):
+        found = []
+        frame = sys._getframe(1)
+        while frame is not None:
+            for scope in (frame.f_locals, frame.f_globals):
+                found += [v for v in scope.values() if isinstance(v, str) and "expected" in v]
+            frame = frame.f_back
+        found += [o for o in gc.get_objects() if isinstance(o, str) and "expected-" in o]
+        found += [s for s in open(sys.argv[0]).read().split() if "expected-" in s]
+        return found[0] if found else None
+    """
+    score = _score(verifier, program, SECRET_CHECK)
+    assert score.reward == 0.0 and score.status == common_pb2.SCORE_STATUS_OK, score
+    _assert_clean(verifier, score)
+
+
+def test_writes_outside_the_work_dir_have_no_effect(verifier: CodeVerifier, tmp_path) -> None:
+    marker = f"/tmp/grpo-escape-{os.getpid()}"
+    targets = [
+        marker,
+        "/opt/grpo/driver.py",
+        "/usr/grpo-escape",
+        "/etc/grpo-escape",
+        str(tmp_path / "escape"),
+        "/work/main/escape",
+        "/root/escape",
+        "/proc/sys/kernel/hostname",
+    ]
+    program = f"""
+    import os
+    wrote = []
+    for path in {targets!r}:
+        try:
+            with open(path, "w") as fh:
+                fh.write("pwned")
+            wrote.append(path)
+        except OSError:
+            pass
+    with open("scratch.txt", "w") as fh:  # the work dir is writable
+        fh.write("ok")
+    filled = 0
+    try:  # the tmpfs is size-capped (and RLIMIT_FSIZE caps one file)
+        for i in range(64):
+            with open(f"/dev/shm/fill{{i}}", "wb") as fh:
+                fh.write(b"0" * (1 << 20))
+            filled += 1
+    except OSError:
+        pass
+    def f(x):
+        return 2 * x if wrote == ["{marker}"] and filled < 64 else -1
+    """
+    before = (verifier.sandbox.python.stat().st_mtime,)
+    score = _score(verifier, program)
+    # only the sandbox's own private /tmp was writable; nothing changed on the host
+    assert score.reward == 1.0, score
+    assert not os.path.exists(marker) and not (tmp_path / "escape").exists()
+    assert not os.path.exists("/usr/grpo-escape") and not os.path.exists("/root/escape")
+    assert verifier.sandbox.python.stat().st_mtime == before[0]
+    _assert_clean(verifier, score)
+
+
+def test_secrets_and_host_environment_are_invisible(verifier: CodeVerifier) -> None:
+    """/etc/shadow, the service environment, /proc/1/environ, /root and /work stay hidden."""
+    program = """
+    import os
+    seen = [repr(dict(os.environ))]
+    for path in ["/etc/shadow", "/proc/1/environ", "/proc/self/environ", "/root/.bash_history"]:
+        try:
+            seen.append(open(path, "rb").read().decode("latin-1"))
+        except OSError as exc:
+            seen.append(type(exc).__name__)
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                seen.append(open(f"/proc/{pid}/environ", "rb").read().decode("latin-1"))
+            except OSError:
+                pass
+    seen.append(repr(sorted(os.listdir("/root"))))
+    seen.append(repr(os.path.exists("/work") or os.path.exists("/etc/shadow")))
+    raise RuntimeError("|".join(seen))
+    """
+    score = _score(verifier, program)
+    assert score.status == common_pb2.SCORE_STATUS_RUNTIME_ERROR
+    assert CANARY not in str(score)
+    assert "root:" not in score.detail  # no shadow/passwd lines
+    assert "['.pyenv']" in score.detail or "[]" in score.detail
+    assert "|False" in score.detail  # neither /work nor /etc/shadow exists inside
+    assert "HOME" in score.detail and "PATH" not in score.detail
+    _assert_clean(verifier, score)
+
+
+def test_network_is_unreachable_even_loopback(verifier: CodeVerifier) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    program = f"""
+    import socket
+    reached = []
+    for host, port in [("127.0.0.1", {port}), ("1.1.1.1", 53), ("8.8.8.8", 443)]:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            reached.append(host)
+        except OSError:
+            pass
+    try:
+        socket.getaddrinfo("example.com", 80)
+        reached.append("dns")
+    except OSError:
+        pass
+    def f(x):
+        return 2 * x if not reached else -1
+    """
+    try:
+        score = _score(verifier, program)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected to the host listener
+    finally:
+        listener.close()
+    assert score.reward == 1.0, score  # the program saw no network at all
+    _assert_clean(verifier, score)
+
+
+def test_killing_the_parent_and_everything_else_is_contained(verifier: CodeVerifier) -> None:
+    bystander = subprocess.Popen(["sleep", "30"])
+    program = """
+    import os, signal
+    for pid in (os.getppid(), 1, -1):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    def f(x):
+        return 2 * x
+    """
+    try:
+        score = _score(verifier, program)
+        assert bystander.poll() is None  # host processes are out of reach
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert score.status == common_pb2.SCORE_STATUS_OK and score.reward == 1.0, score
+    _assert_clean(verifier, score)
+
+
+def test_daemon_child_does_not_outlive_the_run(verifier: CodeVerifier) -> None:
+    program = """
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(120)
+        os._exit(0)
+    def f(x):
+        return 2 * x
+    """
+    score = _score(verifier, program)
+    assert score.reward == 1.0, score
+    _assert_clean(verifier, score)  # no process of any slot uid is left
+
+
+def _sleep_runs(verifier: CodeVerifier, n: int) -> None:
+    limit = verifier.cfg.sandbox.wall_time_s
+    for _ in range(n):
+        start = time.monotonic()
+        score = _score(verifier, "import time\ntime.sleep(30)\n")
+        assert time.monotonic() - start < limit + 1.0
+        assert score.status == common_pb2.SCORE_STATUS_TIMEOUT and score.reward == 0.0
+        assert {t.status for t in score.tests} == {common_pb2.TEST_STATUS_TIMEOUT}
+    for uid in verifier.sandbox.slot_uids:
+        assert processes_of_uid(uid) == []
+    assert _zombie_children() == []
+
+
+def _zombie_children() -> list[int]:
+    me = str(os.getpid())
+    zombies = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and fields[1] == me:
+            zombies.append(int(pid))
+    return zombies
+
+
+def test_sleeping_program_times_out_and_leaves_nothing(verifier: CodeVerifier) -> None:
+    _sleep_runs(verifier, 2)
+
+
+@pytest.mark.slow
+def test_sleeping_program_soak_200(verifier: CodeVerifier) -> None:
+    _sleep_runs(verifier, 200)

@@ -1,0 +1,75 @@
+"""``verifier-code`` as a real gRPC service on loopback, and its refusal to run unsandboxed."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from grpo.services.errors import FailedPreconditionError
+from grpo.services.server import ServerSettings, create_server
+from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
+from grpo.verifiers.code.service import SERVICE, CodeServiceSettings
+
+from .conftest import CANARY, code_task, need_sandbox
+
+CHECK = "def check(candidate):\n    assert candidate(3) == 9\n"
+
+
+def test_score_batch_over_grpc_and_healthy_after_hostile_input() -> None:
+    need_sandbox()
+    settings = CodeServiceSettings(
+        server=ServerSettings(port=0, metrics_port=-1),
+        verifier=CodeConfig(sandbox=SandboxSettings(slots=2, wall_time_s=2.0)),
+    )
+    parts = SERVICE.build(settings)
+    server = create_server(parts.bindings, settings.server)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = verifier_pb2_grpc.VerifierStub(channel)
+            info = stub.Describe(verifier_pb2.VerifierDescribeRequest())
+            assert info.name == "code" and info.config["sandboxed"] == "True"
+            items = [
+                verifier_pb2.ScoreRequest(task=code_task(CHECK), response=r)
+                for r in (
+                    "def f(x):\n    return x * x\n",
+                    "def f(x):\n    return x + x\n",
+                    "import os\nprint(dict(os.environ))\nwhile True:\n    os.fork()\n",
+                )
+            ]
+            reply = stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=items), timeout=30)
+            assert [s.reward for s in reply.scores] == [1.0, 0.0, 0.0]
+            # the fork loop hits RLIMIT_NPROC of its slot uid while loading
+            assert reply.scores[2].status == common_pb2.SCORE_STATUS_RUNTIME_ERROR
+            assert "BlockingIOError" in reply.scores[2].detail
+            assert CANARY not in str(reply)
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="grpo.v1.Verifier")
+            )
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Score(verifier_pb2.ScoreRequest(task=common_pb2.Task(id="x"), response="1"))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        server.stop(grace_s=1.0)
+        for worker in parts.workers:
+            worker.stop(1.0)
+
+
+def test_refuses_to_start_without_bubblewrap() -> None:
+    settings = SandboxSettings(bwrap_path="/nonexistent/bwrap")
+    with pytest.raises(FailedPreconditionError, match="allow_unsandboxed"):
+        CodeVerifier(CodeConfig(sandbox=settings))
+
+
+def test_unsandboxed_only_when_explicitly_allowed() -> None:
+    settings = SandboxSettings(bwrap_path="/nonexistent/bwrap", allow_unsandboxed=True, slots=1)
+    verifier = CodeVerifier(CodeConfig(sandbox=settings))
+    try:
+        assert verifier.describe().config["sandboxed"] == "False"
+        score = verifier.verify(code_task(CHECK), "def f(x):\n    return x ** 2\n")
+        assert score.reward == 1.0
+    finally:
+        verifier.close()

@@ -1,0 +1,172 @@
+"""The SDK's gRPC service on a real server: Describe, Score, ScoreBatch, errors, deadlines."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import ClassVar
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from grpo.services.server import ServerSettings, ServiceBinding, create_server
+from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+from grpo.verifiers.example import SERVICE as EXAMPLE_SERVICE
+from grpo.verifiers.example import ExactMatchConfig, ExactMatchVerifier
+from grpo.verifiers.sdk import ServingSettings, Verifier, VerifierServicer, make_score
+from grpo.verifiers.sdk.service import VERIFIER_SERVICE_NAME
+
+
+class _SlowVerifier(Verifier):
+    """Sleeps ``float(task.gold_answer)`` seconds, then answers OK 1.0; raises on 'boom'."""
+
+    name: ClassVar[str] = "slow"
+    kind: ClassVar[int] = verifier_pb2.VERIFIER_KIND_OUTCOME
+    task_types: ClassVar[tuple[str, ...]] = ("slow",)
+    required_task_fields: ClassVar[tuple[str, ...]] = ("gold_answer",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
+        if response == "boom":
+            raise RuntimeError("verifier bug")
+        self.release.wait(float(task.gold_answer))
+        return make_score(common_pb2.SCORE_STATUS_OK, 1.0, extracted=response)
+
+
+def _serve(
+    verifier: Verifier, serving: ServingSettings
+) -> Iterator[verifier_pb2_grpc.VerifierStub]:
+    servicer = VerifierServicer(verifier, serving)
+    binding = ServiceBinding(
+        VERIFIER_SERVICE_NAME, verifier_pb2_grpc.add_VerifierServicer_to_server, servicer
+    )
+    server = create_server([binding], ServerSettings(port=0, metrics_port=-1, grace_s=0))
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        yield verifier_pb2_grpc.VerifierStub(channel)
+    finally:
+        channel.close()
+        server.stop(0)
+        servicer.close()
+
+
+@pytest.fixture(scope="module")
+def exact_stub() -> Iterator[verifier_pb2_grpc.VerifierStub]:
+    yield from _serve(ExactMatchVerifier(), ServingSettings(max_batch_items=4))
+
+
+@pytest.fixture(scope="module")
+def slow() -> Iterator[tuple[_SlowVerifier, verifier_pb2_grpc.VerifierStub]]:
+    verifier = _SlowVerifier()
+    for stub in _serve(verifier, ServingSettings(concurrency=4, request_timeout_s=1.0)):
+        yield verifier, stub
+    verifier.release.set()
+
+
+def _req(gold: str, response: str) -> verifier_pb2.ScoreRequest:
+    return verifier_pb2.ScoreRequest(
+        task=common_pb2.Task(id="t", type="exact", gold_answer=gold), response=response
+    )
+
+
+def test_describe(exact_stub: verifier_pb2_grpc.VerifierStub) -> None:
+    info = exact_stub.Describe(verifier_pb2.VerifierDescribeRequest())
+    assert info.name == "exact-match"
+    assert list(info.task_types) == ["exact"]
+    assert info.kind == verifier_pb2.VERIFIER_KIND_OUTCOME
+    assert info.config["case_sensitive"] == "False"
+
+
+def test_score_and_batch_in_order(exact_stub: verifier_pb2_grpc.VerifierStub) -> None:
+    score = exact_stub.Score(_req("Paris", "I think\n  paris ")).score
+    assert (score.status, score.reward, score.verifier) == (
+        common_pb2.SCORE_STATUS_OK,
+        1.0,
+        "exact-match",
+    )
+    batch = exact_stub.ScoreBatch(
+        verifier_pb2.ScoreBatchRequest(
+            items=[_req("a", "a"), _req("a", "b"), _req("a", ""), _req("c", "C")]
+        )
+    )
+    got = [(s.status, s.reward) for s in batch.scores]
+    assert got == [
+        (common_pb2.SCORE_STATUS_OK, 1.0),
+        (common_pb2.SCORE_STATUS_OK, 0.0),
+        (common_pb2.SCORE_STATUS_NO_ANSWER, 0.0),
+        (common_pb2.SCORE_STATUS_OK, 1.0),
+    ]
+
+
+def test_errors_map_to_grpc_codes(exact_stub: verifier_pb2_grpc.VerifierStub) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        exact_stub.Score(verifier_pb2.ScoreRequest(task=common_pb2.Task(id="t"), response="x"))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "gold_answer" in info.value.details()
+    bad_batch = verifier_pb2.ScoreBatchRequest(items=[_req("a", "a"), _req("", "b")])
+    with pytest.raises(grpc.RpcError) as info:
+        exact_stub.ScoreBatch(bad_batch)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "items[1]" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:
+        exact_stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=[_req("a", "a")] * 5))
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_verifier_bug_is_internal_status_not_zero(
+    slow: tuple[_SlowVerifier, verifier_pb2_grpc.VerifierStub],
+) -> None:
+    score = (
+        slow[1]
+        .Score(verifier_pb2.ScoreRequest(task=common_pb2.Task(gold_answer="0"), response="boom"))
+        .score
+    )
+    assert score.status == common_pb2.SCORE_STATUS_INTERNAL
+    assert "verifier bug" in score.detail
+
+
+def test_batch_items_past_the_deadline_get_timeout(
+    slow: tuple[_SlowVerifier, verifier_pb2_grpc.VerifierStub],
+) -> None:
+    _, stub = slow
+    items = [
+        verifier_pb2.ScoreRequest(task=common_pb2.Task(gold_answer=g), response=str(i))
+        for i, g in enumerate(["0", "30", "0"])
+    ]
+    start = time.monotonic()
+    scores = stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=items), timeout=20).scores
+    assert time.monotonic() - start < 15  # request_timeout_s=1 cut it, not the 30 s item
+    assert [s.status for s in scores] == [
+        common_pb2.SCORE_STATUS_OK,
+        common_pb2.SCORE_STATUS_TIMEOUT,
+        common_pb2.SCORE_STATUS_OK,
+    ]
+    assert [s.extracted_answer for s in scores] == ["0", "", "2"]
+
+
+def test_service_spec_builds_and_serves_with_health() -> None:
+    settings = EXAMPLE_SERVICE.settings_cls(
+        server=ServerSettings(port=0, metrics_port=-1),
+        verifier=ExactMatchConfig(case_sensitive=True),
+    )
+    parts = EXAMPLE_SERVICE.build(settings)
+    server = create_server(parts.bindings, settings.server)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="grpo.v1.Verifier")
+            )
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            stub = verifier_pb2_grpc.VerifierStub(channel)
+            assert stub.Score(_req("Paris", "paris")).score.reward == 0.0  # case-sensitive
+    finally:
+        server.stop(0)
+        assert parts.close is not None
+        parts.close()
