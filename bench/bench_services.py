@@ -25,7 +25,7 @@ from grpo.services.streams import Streams
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
 
-def _rate(n: int, fn: Callable[[], None]) -> float:
+def _rate(n: int, fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return n / (time.perf_counter() - start)

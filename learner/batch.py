@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
@@ -116,10 +116,11 @@ class TrainingBatch:
     def to(self, device: torch.device | str) -> TrainingBatch:
         """Return a copy with every tensor on ``device`` (Python fields shared)."""
         moved = {
-            name: value.to(device) if isinstance(value, torch.Tensor) else value
-            for name, value in self.__dict__.items()
+            f.name: getattr(self, f.name).to(device)
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), torch.Tensor)
         }
-        return TrainingBatch(**moved)
+        return replace(self, **moved)
 
 
 def outcome_reward(member: common_pb2.ScoredRollout) -> float | None:

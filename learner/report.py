@@ -27,9 +27,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from grpo.services.errors import InvalidArgumentError, NotFoundError  # noqa: E402
+from grpo.services.errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["REPORT_FILES", "load_metrics", "render_report"]
 

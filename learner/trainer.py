@@ -47,41 +47,47 @@ class TrainerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lr: float = Field(5e-5, gt=0, description="Peak AdamW learning rate.")
+    lr: float = Field(default=5e-5, gt=0, description="Peak AdamW learning rate.")
     warmup_steps: int = Field(
-        5, ge=0, description="Optimizer steps of linear warmup from lr/warmup to lr."
+        default=5, ge=0, description="Optimizer steps of linear warmup from lr/warmup to lr."
     )
     schedule: Literal["constant", "linear", "cosine"] = Field(
-        "constant", description="LR after warmup: constant, or linear/cosine decay."
+        default="constant", description="LR after warmup: constant, or linear/cosine decay."
     )
     total_steps: int = Field(
-        0, ge=0, description="Optimizer steps the decay spans (linear/cosine); 0 = no decay."
+        default=0,
+        ge=0,
+        description="Optimizer steps the decay spans (linear/cosine); 0 = no decay.",
     )
     min_lr_ratio: float = Field(
-        0.1, ge=0, le=1, description="Final LR as a fraction of lr for linear/cosine."
+        default=0.1, ge=0, le=1, description="Final LR as a fraction of lr for linear/cosine."
     )
-    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
-    adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
-    adam_beta2: float = Field(0.999, ge=0, lt=1, description="AdamW beta2.")
-    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW decoupled weight decay.")
+    adam_beta1: float = Field(default=0.9, ge=0, lt=1, description="AdamW beta1.")
+    adam_beta2: float = Field(default=0.999, ge=0, lt=1, description="AdamW beta2.")
+    adam_eps: float = Field(default=1e-8, gt=0, description="AdamW epsilon.")
     max_grad_norm: float = Field(
-        1.0, ge=0, description="Clip the global gradient L2 norm to this; 0 disables."
+        default=1.0, ge=0, description="Clip the global gradient L2 norm to this; 0 disables."
     )
-    ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
+    ppo_epochs: int = Field(default=1, ge=1, description="Passes over each batch.")
     minibatches: int = Field(
-        1, ge=1, description="Optimizer steps per epoch; the batch's rows are split evenly."
+        default=1, ge=1, description="Optimizer steps per epoch; the batch's rows are split evenly."
     )
     micro_batch_size: int = Field(
-        32, ge=1, description="Rows per forward/backward (gradient accumulation unit)."
+        default=32, ge=1, description="Rows per forward/backward (gradient accumulation unit)."
     )
     temperature: float = Field(
-        1.0, gt=0, description="Sampler temperature; log-probs are taken at logits/temperature."
+        default=1.0,
+        gt=0,
+        description="Sampler temperature; log-probs are taken at logits/temperature.",
     )
     max_response_length: int = Field(
-        0, ge=0, description="L_max of the fixed_budget reduction (sampler max_new_tokens)."
+        default=0, ge=0, description="L_max of the fixed_budget reduction (sampler max_new_tokens)."
     )
-    device: str = Field("auto", description="'auto' (CUDA when present, else CPU), or a device.")
-    seed: int = Field(0, description="Seed of torch's RNG at trainer construction.")
+    device: str = Field(
+        default="auto", description="'auto' (CUDA when present, else CPU), or a device."
+    )
+    seed: int = Field(default=0, description="Seed of torch's RNG at trainer construction.")
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
@@ -103,10 +109,8 @@ def _lr_multiplier(config: TrainerConfig, step: int) -> float:
     if config.schedule == "constant":
         return warm
     frac = min(1.0, step / config.total_steps)
-    if config.schedule == "linear":
-        decay = 1.0 - frac
-    else:
-        decay = 0.5 * (1.0 + math.cos(math.pi * frac))
+    linear = config.schedule == "linear"
+    decay = 1.0 - frac if linear else 0.5 * (1.0 + math.cos(math.pi * frac))
     return warm * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * decay)
 
 
@@ -130,7 +134,7 @@ class Trainer:
         config: TrainerConfig,
         *,
         pad_token_id: int,
-        eos_token_id: int | None,
+        eos_token_id: int,
         ref_model: torch.nn.Module | None = None,
         parallel: Any | None = None,
     ) -> None:
@@ -223,7 +227,9 @@ class Trainer:
         from grpo.learner.process import combine_advantages, process_token_advantages
 
         algo = self.algo
-        outcome = group_advantages(batch.rewards, valid=batch.reward_valid, **algo.advantage_kwargs())
+        outcome = group_advantages(
+            batch.rewards, valid=batch.reward_valid, **algo.advantage_kwargs()
+        )
         n, t = batch.response_ids.shape
         row_adv = outcome[batch.row_prompt, batch.row_slot]  # (N,)
         if algo.process_weight > 0 and batch.has_process_rewards:

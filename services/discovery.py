@@ -369,7 +369,7 @@ class KubernetesDiscovery:
         if force or routes != self._applied:
             self._applied = routes
             version = self.table.replace(routes)
-            log.info("discovery: routing table v%d: %s", version, {k: v for k, v in routes.items()})
+            log.info("discovery: routing table v%d: %s", version, routes)
 
     def _handle_event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")

@@ -16,6 +16,8 @@ from typing import Any
 
 __all__ = ["JsonFormatter", "configure_logging"]
 
+_HANDLER_NAME = "grpo-stderr"
+
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -46,7 +48,8 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str | int = "INFO", json: bool = True) -> None:
     """Route all logging to stderr, as JSON lines (``json=True``) or plain text.
 
-    Replaces existing root handlers, so calling it twice does not duplicate lines.
+    Replaces the handler a previous call installed (calling it twice does not duplicate lines)
+    and leaves handlers installed by others (e.g. pytest's capture) in place.
 
     Raises:
         ValueError: ``level`` is not a known logging level name.
@@ -56,8 +59,10 @@ def configure_logging(level: str | int = "INFO", json: bool = True) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if old.get_name() == _HANDLER_NAME:
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)

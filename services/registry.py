@@ -145,21 +145,24 @@ def _write_port_file(path: Path, port: int, metrics_port: int) -> None:
     tmp.replace(path)
 
 
-def serve(spec: ServiceSpec, settings: Any, *, port_file: Path | None = None) -> None:
+def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = None) -> None:
     """Run ``spec`` with ``settings`` until SIGTERM or SIGINT, then drain and return.
 
     Must be called from the main thread (it installs signal handlers).
 
     Args:
-        spec: the service to run.
+        spec: the service to run, or its CLI name / ``module:ATTRIBUTE`` (see ``load_spec``).
         settings: an instance of ``spec.settings_cls``.
         port_file: when given, ``{"port", "metrics_port", "pid"}`` JSON is written there
             atomically once the server is SERVING (how callers learn an ephemeral port).
 
     Raises:
         InvalidArgumentError: ``settings`` is not a ``spec.settings_cls``.
+        NotFoundError: ``spec`` is an unknown name.
         Whatever ``spec.build`` or binding raises; workers already started are stopped first.
     """
+    if isinstance(spec, str):
+        spec = load_spec(spec)
     if not isinstance(settings, spec.settings_cls):
         raise InvalidArgumentError(
             f"settings for {spec.name!r} must be {spec.settings_cls.__name__}, "

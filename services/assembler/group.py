@@ -83,7 +83,7 @@ def assemble_group(
     *,
     group_id: str,
     group_size: int,
-    status: common_pb2.GroupStatus.ValueType,
+    status: common_pb2.GroupStatus,
     opened_unix_s: float,
     closed_unix_s: float,
     straggler_wait_s: float,

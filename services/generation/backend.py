@@ -51,12 +51,16 @@ class SamplingConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    temperature: float = Field(1.0, ge=0.0, description="Softmax temperature; 0 = greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus mass in (0, 1]; 1 = off.")
-    top_k: int = Field(0, ge=0, description="Keep the k most likely tokens; 0 = off.")
-    max_new_tokens: int = Field(64, ge=1, description="Maximum generated tokens per completion.")
-    stop: tuple[str, ...] = Field((), description="Stop after any of these strings (kept).")
-    seed: int = Field(0, ge=0, description="Random seed; 0 = unseeded (nondeterministic).")
+    temperature: float = Field(default=1.0, ge=0.0, description="Softmax temperature; 0 = greedy.")
+    top_p: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Nucleus mass in (0, 1]; 1 = off."
+    )
+    top_k: int = Field(default=0, ge=0, description="Keep the k most likely tokens; 0 = off.")
+    max_new_tokens: int = Field(
+        default=64, ge=1, description="Maximum generated tokens per completion."
+    )
+    stop: tuple[str, ...] = Field(default=(), description="Stop after any of these strings (kept).")
+    seed: int = Field(default=0, ge=0, description="Random seed; 0 = unseeded (nondeterministic).")
 
     @model_validator(mode="after")
     def _check_stop(self) -> SamplingConfig:
@@ -105,7 +109,7 @@ class CompletionResult:
     token_ids: list[int]
     behavior_logprobs: list[float]
     token_char_offsets: list[int]
-    finish_reason: common_pb2.FinishReason.ValueType
+    finish_reason: "common_pb2.FinishReason.ValueType"
     policy_version: int
     sampling: SamplingConfig
 
@@ -136,25 +140,32 @@ class BackendConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["transformers", "vllm"] = Field(
-        "transformers", description="Engine: 'transformers' (CPU/CUDA) or 'vllm' (GPU only)."
+        default="transformers",
+        description="Engine: 'transformers' (CPU/CUDA) or 'vllm' (GPU only).",
     )
     model_path: str = Field(..., description="save_pretrained folder of the policy and tokenizer.")
-    device: str = Field("auto", description="'auto' (cuda if present, else cpu), 'cpu', 'cuda:0'.")
+    device: str = Field(
+        default="auto", description="'auto' (cuda if present, else cpu), 'cpu', 'cuda:0'."
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights dtype; 'auto' = float32 on CPU, bfloat16 on CUDA."
+        default="auto", description="Weights dtype; 'auto' = float32 on CPU, bfloat16 on CUDA."
     )
     torch_threads: int = Field(
-        1, ge=1, description="torch intra-op threads of this process (1: see DESIGN.md)."
+        default=1, ge=1, description="torch intra-op threads of this process (1: see DESIGN.md)."
     )
     max_batch_rows: int = Field(
-        64, ge=1, description="transformers: most sequences (prompts x n) sampled in one batch."
+        default=64,
+        ge=1,
+        description="transformers: most sequences (prompts x n) sampled in one batch.",
     )
-    policy_version: int = Field(0, ge=0, description="Version reported for the initial weights.")
+    policy_version: int = Field(
+        default=0, ge=0, description="Version reported for the initial weights."
+    )
     gpu_memory_utilization: float = Field(
-        0.5, gt=0.0, le=1.0, description="vllm: share of GPU memory the engine may take."
+        default=0.5, gt=0.0, le=1.0, description="vllm: share of GPU memory the engine may take."
     )
     max_model_len: int = Field(
-        0, ge=0, description="vllm: context length override; 0 = the model config's."
+        default=0, ge=0, description="vllm: context length override; 0 = the model config's."
     )
 
 

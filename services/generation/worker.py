@@ -58,36 +58,38 @@ class RolloutWorkerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    namespace: str = Field("grpo", description="Stream namespace of the run (StreamNames).")
+    namespace: str = Field(default="grpo", description="Stream namespace of the run (StreamNames).")
     consumer_group: str = Field(
-        "rollout-workers", description="Consumer group of the workers on the prompts stream."
+        default="rollout-workers",
+        description="Consumer group of the workers on the prompts stream.",
     )
     consumer: str = Field(
         default_factory=_default_consumer,
         description="This worker's consumer name (unique per process; default host-pid).",
     )
     downstream_group: str = Field(
-        "assembler", description="Consumer group on the rollouts stream whose lag is bounded."
+        default="assembler",
+        description="Consumer group on the rollouts stream whose lag is bounded.",
     )
     max_rollout_lag: int = Field(
-        512, ge=1, description="Hold back while the rollouts stream's lag is at least this."
+        default=512, ge=1, description="Hold back while the rollouts stream's lag is at least this."
     )
     sampling: SamplingConfig = Field(
         default_factory=SamplingConfig,
         description="Sampling parameters; a non-zero seed is mixed with the group id.",
     )
     reclaim_idle_ms: int = Field(
-        60_000,
+        default=60_000,
         ge=1,
         description="Take over prompt entries pending this long (their worker died); keep it "
         "well above the time one group takes to generate.",
     )
-    block_ms: int = Field(500, ge=1, description="How long one stream read waits (ms).")
+    block_ms: int = Field(default=500, ge=1, description="How long one stream read waits (ms).")
     idle_sleep_s: float = Field(
-        0.05, gt=0, description="Pause while held back by backpressure (seconds)."
+        default=0.05, gt=0, description="Pause while held back by backpressure (seconds)."
     )
     error_backoff_s: float = Field(
-        1.0, gt=0, description="Pause after an unexpected error before retrying (seconds)."
+        default=1.0, gt=0, description="Pause after an unexpected error before retrying (seconds)."
     )
 
 

@@ -29,7 +29,8 @@ class RolloutWorkerSettings(BaseModel):
         default_factory=ServerSettings, description="gRPC server settings."
     )
     redis_url: str = Field(
-        "redis://127.0.0.1:6379/0", description="Redis holding the prompts and rollouts streams."
+        default="redis://127.0.0.1:6379/0",
+        description="Redis holding the prompts and rollouts streams.",
     )
     backend: BackendConfig = Field(..., description="Sampling engine and initial policy.")
     worker: RolloutWorkerConfig = Field(

@@ -47,7 +47,7 @@ from grpo.learner.checkpoint import (
 )
 from grpo.learner.trainer import Trainer
 from grpo.services.errors import FailedPreconditionError, InvalidArgumentError
-from grpo.services.learner.publish import published_version, publish_weights
+from grpo.services.learner.publish import publish_weights, published_version
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.streams import StreamEntry, StreamNames, Streams
@@ -173,7 +173,9 @@ class LearnerLoop:
         path = latest_checkpoint(self.ckpt_root)
         if path is not None:
             t = self.trainer
-            state = load_checkpoint(path, model=t.model, optimizer=t.optimizer, scheduler=t.scheduler)
+            state = load_checkpoint(
+                path, model=t.model, optimizer=t.optimizer, scheduler=t.scheduler
+            )
             t.step_count = state.step
             self.consumed = list(state.consumed_group_ids)
             self._consumed_set = set(self.consumed)
@@ -277,7 +279,7 @@ class LearnerLoop:
                     wait_s = time.perf_counter() - waited_from
                     self._train(batch, wait_s)
                     waited_from = time.perf_counter()
-        except BaseException as exc:  # noqa: BLE001 - recorded for status, then re-raised
+        except BaseException as exc:
             self.error = exc
             log.exception("learner loop failed")
             raise
@@ -407,7 +409,7 @@ class LearnerLoop:
                 return
             try:
                 holder.append((self._checkpoint(), self.trainer.step_count))
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting RPC
+            except BaseException as exc:
                 holder.append(exc)
             done.set()
 

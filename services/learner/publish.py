@@ -21,7 +21,7 @@ import redis
 
 from grpo.v1 import common_pb2
 
-__all__ = ["published_version", "publish_weights", "weights_dir"]
+__all__ = ["publish_weights", "published_version", "weights_dir"]
 
 
 def weights_dir(run_dir: Path, version: int) -> Path:

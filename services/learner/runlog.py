@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class RunLog:
             tmp.write_text("".join(line + "\n" for line in kept))
             os.replace(tmp, path)
 
-    def write_step(self, metrics: Mapping[str, Any], groups: list[Mapping[str, Any]]) -> None:
+    def write_step(self, metrics: Mapping[str, Any], groups: Sequence[Mapping[str, Any]]) -> None:
         """Append one step's metrics line and its group lines (flushed, not fsynced)."""
         with open(self.groups_path, "a") as fh:
             for rec in groups:

@@ -40,7 +40,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServicer):
     def __init__(self, loop: LearnerLoop) -> None:
         self.loop = loop
 
-    def GetStatus(  # noqa: N802 - generated method name
+    def GetStatus(
         self, request: learner_pb2.GetStatusRequest, context: grpc.ServicerContext
     ) -> learner_pb2.GetStatusResponse:
         st = self.loop.status()
@@ -52,7 +52,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServicer):
             last_checkpoint=st.last_checkpoint,
         )
 
-    def SaveCheckpoint(  # noqa: N802 - generated method name
+    def SaveCheckpoint(
         self, request: learner_pb2.SaveCheckpointRequest, context: grpc.ServicerContext
     ) -> learner_pb2.SaveCheckpointResponse:
         path, step = self.loop.request_checkpoint(remaining_s(context))
@@ -80,7 +80,9 @@ def build_trainer(settings: LearnerServiceSettings, parallel: Any | None = None)
     if parallel is not None and parallel.fsdp:
         from grpo.learner.distributed import wrap_fsdp
 
-        layer_cls = tuple({type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")})
+        layer_cls = tuple(
+            {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
+        )
         model = wrap_fsdp(model, layer_classes=layer_cls)
     device = settings.trainer.device
     if parallel is not None and parallel.backend == "nccl":
@@ -121,7 +123,10 @@ def follower_main(rank: int, world_size: int, settings_json: str, init_method: s
     torch.distributed.broadcast_object_list(payload, src=0)
     if payload[0]:
         state = load_checkpoint(
-            payload[0], model=trainer.model, optimizer=trainer.optimizer, scheduler=trainer.scheduler
+            payload[0],
+            model=trainer.model,
+            optimizer=trainer.optimizer,
+            scheduler=trainer.scheduler,
         )
         trainer.step_count = state.step
     while True:

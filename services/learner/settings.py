@@ -26,45 +26,50 @@ class LearnerServiceSettings(BaseModel):
         ..., description="save_pretrained folder (model + tokenizer) of the initial policy."
     )
     run_dir: Path = Field(
-        Path("runs/learner"),
+        default=Path("runs/learner"),
         description="Run directory: checkpoints/, weights/v<N>/, metrics.jsonl, groups.jsonl.",
     )
     redis_url: str | None = Field(
-        None, description="Redis URL; None = $REDIS_URL (required one way or the other)."
+        default=None, description="Redis URL; None = $REDIS_URL (required one way or the other)."
     )
-    namespace: str = Field("grpo", description="Stream namespace (StreamNames).")
-    consumer_group: str = Field("learner", description="Consumer group on the groups stream.")
-    consumer: str = Field("learner-0", description="Consumer name inside the group.")
-    batch_groups: int = Field(8, ge=1, description="Groups per learner step (B).")
-    publish_every: int = Field(1, ge=1, description="Publish weights every K steps.")
+    namespace: str = Field(default="grpo", description="Stream namespace (StreamNames).")
+    consumer_group: str = Field(
+        default="learner", description="Consumer group on the groups stream."
+    )
+    consumer: str = Field(default="learner-0", description="Consumer name inside the group.")
+    batch_groups: int = Field(default=8, ge=1, description="Groups per learner step (B).")
+    publish_every: int = Field(default=1, ge=1, description="Publish weights every K steps.")
     checkpoint_every: int = Field(
-        5,
+        default=5,
         ge=1,
         description="Checkpoint every M steps; groups are acknowledged only when a checkpoint "
         "recording them is durable.",
     )
-    keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept (most recent).")
-    keep_weights: int = Field(3, ge=1, description="Published weight folders kept.")
-    max_steps: int = Field(0, ge=0, description="Stop consuming after this step; 0 = never.")
-    block_ms: int = Field(
-        500, ge=1, description="Longest wait for new groups per read (milliseconds)."
+    keep_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept (most recent).")
+    keep_weights: int = Field(default=3, ge=1, description="Published weight folders kept.")
+    max_steps: int = Field(
+        default=0, ge=0, description="Stop consuming after this step; 0 = never."
     )
-    torch_threads: int = Field(1, ge=1, description="torch intra-op threads per process.")
+    block_ms: int = Field(
+        default=500, ge=1, description="Longest wait for new groups per read (milliseconds)."
+    )
+    torch_threads: int = Field(default=1, ge=1, description="torch intra-op threads per process.")
     dtype: Literal["float32", "bfloat16", "float64"] = Field(
-        "float32", description="Parameter dtype of π_θ (and π_ref)."
+        default="float32", description="Parameter dtype of π_θ (and π_ref)."
     )
     world_size: int = Field(
-        1, ge=1, description="Data-parallel processes (rank 0 = this process; gloo on CPU)."
+        default=1, ge=1, description="Data-parallel processes (rank 0 = this process; gloo on CPU)."
     )
     dist_init: str = Field(
-        "",
+        default="",
         description="torch.distributed rendezvous URL; '' = a file under run_dir.",
     )
     fsdp: bool = Field(
-        False, description="Shard the model with FSDP2 (GPUs; not exercised on CPU)."
+        default=False, description="Shard the model with FSDP2 (GPUs; not exercised on CPU)."
     )
     trainer: TrainerConfig = Field(
-        default_factory=TrainerConfig, description="Optimizer, schedule, micro-batches, device."
+        default_factory=lambda: TrainerConfig(),
+        description="Optimizer, schedule, micro-batches, device.",
     )
     algo: LearnerAlgoConfig = Field(
         default_factory=LearnerAlgoConfig,

@@ -45,9 +45,9 @@ class ArithConfig(BaseModel):
 
     model_config = _FROZEN
 
-    min_digits: int = Field(2, ge=1, description="Fewest digits of an operand.")
-    max_digits: int = Field(3, ge=1, description="Most digits of an operand.")
-    ops: list[Literal["+", "-", "*"]] = Field(["+"], description="Operations drawn from.")
+    min_digits: int = Field(default=2, ge=1, description="Fewest digits of an operand.")
+    max_digits: int = Field(default=3, ge=1, description="Most digits of an operand.")
+    ops: list[Literal["+", "-", "*"]] = Field(default=["+"], description="Operations drawn from.")
 
     @model_validator(mode="after")
     def _check(self) -> ArithConfig:
@@ -62,18 +62,19 @@ class DataConfig(BaseModel):
     model_config = _FROZEN
 
     source: Literal["arith", "gsm8k", "math500", "humaneval"] = Field(
-        "arith", description="Task source: synthetic arithmetic, or a dataset in the data dir."
+        default="arith",
+        description="Task source: synthetic arithmetic, or a dataset in the data dir.",
     )
     train_size: int = Field(
-        0, ge=0, description="Training prompts (0 = every available one; arith needs > 0)."
+        default=0, ge=0, description="Training prompts (0 = every available one; arith needs > 0)."
     )
     heldout_size: int = Field(
-        200, ge=0, description="Held-out tasks for greedy accuracy, disjoint from training."
+        default=200, ge=0, description="Held-out tasks for greedy accuracy, disjoint from training."
     )
-    seed: int = Field(0, description="Seed of task generation and prompt order.")
+    seed: int = Field(default=0, description="Seed of task generation and prompt order.")
     arith: ArithConfig = Field(default_factory=ArithConfig, description="Arithmetic tasks.")
     prompt_repeats: int = Field(
-        100, ge=1, description="Passes over the training prompts before the feeder stops."
+        default=100, ge=1, description="Passes over the training prompts before the feeder stops."
     )
 
     @model_validator(mode="after")
@@ -88,12 +89,12 @@ class TinyModelConfig(BaseModel):
 
     model_config = _FROZEN
 
-    hidden: int = Field(128, ge=8, description="Hidden size.")
-    layers: int = Field(4, ge=1, description="Decoder layers.")
-    heads: int = Field(4, ge=1, description="Attention heads.")
-    kv_heads: int = Field(2, ge=1, description="Key/value heads.")
-    intermediate: int = Field(512, ge=8, description="MLP inner size.")
-    max_positions: int = Field(512, ge=16, description="Context length (tokens).")
+    hidden: int = Field(default=128, ge=8, description="Hidden size.")
+    layers: int = Field(default=4, ge=1, description="Decoder layers.")
+    heads: int = Field(default=4, ge=1, description="Attention heads.")
+    kv_heads: int = Field(default=2, ge=1, description="Key/value heads.")
+    intermediate: int = Field(default=512, ge=8, description="MLP inner size.")
+    max_positions: int = Field(default=512, ge=16, description="Context length (tokens).")
 
 
 class SftConfig(BaseModel):
@@ -101,16 +102,20 @@ class SftConfig(BaseModel):
 
     model_config = _FROZEN
 
-    enabled: bool = Field(True, description="Run SFT before GRPO.")
+    enabled: bool = Field(default=True, description="Run SFT before GRPO.")
     examples: int = Field(
-        4000, ge=1, description="Worked examples (arith: drawn disjoint from held-out)."
+        default=4000, ge=1, description="Worked examples (arith: drawn disjoint from held-out)."
     )
-    steps: int = Field(0, ge=0, description="Optimizer steps (0 = bounded by time/epochs).")
-    epochs: float = Field(0.0, ge=0, description="Passes over the examples (0 = unbounded).")
-    time_budget_s: float = Field(0.0, ge=0, description="Wall-clock bound in seconds (0 = none).")
-    lr: float = Field(3e-3, gt=0, description="Peak AdamW learning rate.")
-    batch_size: int = Field(32, ge=1, description="Examples per step.")
-    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    steps: int = Field(default=0, ge=0, description="Optimizer steps (0 = bounded by time/epochs).")
+    epochs: float = Field(
+        default=0.0, ge=0, description="Passes over the examples (0 = unbounded)."
+    )
+    time_budget_s: float = Field(
+        default=0.0, ge=0, description="Wall-clock bound in seconds (0 = none)."
+    )
+    lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
+    batch_size: int = Field(default=32, ge=1, description="Examples per step.")
+    warmup_steps: int = Field(default=20, ge=0, description="Linear warmup steps.")
 
     @model_validator(mode="after")
     def _check(self) -> SftConfig:
@@ -125,7 +130,7 @@ class ModelConfig(BaseModel):
     model_config = _FROZEN
 
     path: str | None = Field(
-        None, description="save_pretrained folder of the policy; None = init a tiny model."
+        default=None, description="save_pretrained folder of the policy; None = init a tiny model."
     )
     tiny: TinyModelConfig = Field(
         default_factory=TinyModelConfig, description="Tiny model shape (path unset)."
@@ -140,17 +145,19 @@ class GenerationRunConfig(BaseModel):
 
     model_config = _FROZEN
 
-    group_size: int = Field(8, ge=2, description="Rollouts per prompt (G).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus mass; 1 disables it.")
-    max_new_tokens: int = Field(48, ge=1, description="Generated tokens per rollout, at most.")
+    group_size: int = Field(default=8, ge=2, description="Rollouts per prompt (G).")
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass; 1 disables it.")
+    max_new_tokens: int = Field(
+        default=48, ge=1, description="Generated tokens per rollout, at most."
+    )
     stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the text).")
     prompts_ahead: int = Field(
-        4,
+        default=4,
         ge=1,
         description="Backpressure: most prompt jobs waiting for or in generation at once.",
     )
-    workers: int = Field(1, ge=1, description="Rollout worker processes.")
+    workers: int = Field(default=1, ge=1, description="Rollout worker processes.")
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Merged verbatim into the rollout worker's YAML."
     )
@@ -162,10 +169,11 @@ class VerifiersConfig(BaseModel):
     model_config = _FROZEN
 
     outcome: str = Field(
-        "verifier-math", description="Service name of the outcome verifier (grpo serve NAME)."
+        default="verifier-math",
+        description="Service name of the outcome verifier (grpo serve NAME).",
     )
     process: str | None = Field(
-        None, description="Service name of the process verifier; None = outcome only."
+        default=None, description="Service name of the process verifier; None = outcome only."
     )
     extra: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Service name -> mapping merged into its YAML."
@@ -177,9 +185,9 @@ class LearnerRunConfig(BaseModel):
 
     model_config = _FROZEN
 
-    batch_groups: int = Field(8, ge=1, description="Groups per learner step (B).")
-    publish_every: int = Field(1, ge=1, description="Publish weights every K steps.")
-    checkpoint_every: int = Field(5, ge=1, description="Checkpoint every M steps.")
+    batch_groups: int = Field(default=8, ge=1, description="Groups per learner step (B).")
+    publish_every: int = Field(default=1, ge=1, description="Publish weights every K steps.")
+    checkpoint_every: int = Field(default=5, ge=1, description="Checkpoint every M steps.")
     trainer: dict[str, Any] = Field(
         default_factory=dict,
         description="grpo.learner.trainer.TrainerConfig fields (lr, warmup_steps, ...).",
@@ -199,13 +207,13 @@ class EvalConfig(BaseModel):
     model_config = _FROZEN
 
     every_steps: int = Field(
-        0,
+        default=0,
         ge=0,
         description="Evaluate the latest published policy every N steps (0 = only "
         "before and after).",
     )
-    max_new_tokens: int = Field(48, ge=1, description="Greedy generation budget per task.")
-    batch_size: int = Field(100, ge=1, description="Prompts per generate call.")
+    max_new_tokens: int = Field(default=48, ge=1, description="Greedy generation budget per task.")
+    batch_size: int = Field(default=100, ge=1, description="Prompts per generate call.")
 
 
 class BudgetConfig(BaseModel):
@@ -213,15 +221,15 @@ class BudgetConfig(BaseModel):
 
     model_config = _FROZEN
 
-    steps: int = Field(20, ge=1, description="Learner steps.")
+    steps: int = Field(default=20, ge=1, description="Learner steps.")
     wall_clock_s: float = Field(
-        900.0, gt=0, description="Wall-clock bound of the GRPO phase (seconds)."
+        default=900.0, gt=0, description="Wall-clock bound of the GRPO phase (seconds)."
     )
     startup_timeout_s: float = Field(
-        120.0, gt=0, description="How long services may take to become healthy (seconds)."
+        default=120.0, gt=0, description="How long services may take to become healthy (seconds)."
     )
     stop_grace_s: float = Field(
-        10.0, ge=0, description="SIGTERM grace before SIGKILL at shutdown (seconds)."
+        default=10.0, ge=0, description="SIGTERM grace before SIGKILL at shutdown (seconds)."
     )
 
 
@@ -230,13 +238,13 @@ class RunConfig(BaseModel):
 
     model_config = _FROZEN
 
-    name: str = Field("run", min_length=1, description="Run name (run dir suffix).")
-    seed: int = Field(0, description="Seed of every component.")
+    name: str = Field(default="run", min_length=1, description="Run name (run dir suffix).")
+    seed: int = Field(default=0, description="Seed of every component.")
     namespace: str = Field(
-        "", description="Redis key namespace; '' = derived from the run dir name."
+        default="", description="Redis key namespace; '' = derived from the run dir name."
     )
     redis_url: str | None = Field(
-        None, description="External Redis; None = $REDIS_URL, else an embedded server."
+        default=None, description="External Redis; None = $REDIS_URL, else an embedded server."
     )
     data: DataConfig = Field(default_factory=DataConfig, description="Tasks.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="Policy and SFT.")

@@ -37,7 +37,7 @@ def rollout(
 
 def score(reward: float, status: int = common_pb2.SCORE_STATUS_OK) -> common_pb2.Score:
     """An outcome score."""
-    return common_pb2.Score(status=status, reward=reward, verifier="test")
+    return common_pb2.Score(status=status, reward=reward, verifier="test")  # type: ignore[arg-type]
 
 
 def member(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import redis
@@ -81,12 +82,12 @@ def env(redis_client: redis.Redis, redis_namespace: str):  # type: ignore[no-unt
 
 
 def _groups(streams: Streams, names: StreamNames) -> list[common_pb2.Group]:
-    raw = streams.client.xrange(names.groups)
+    raw: Any = streams.client.xrange(names.groups)
     return [common_pb2.Group.FromString(fields[b"pb"]) for _id, fields in raw]
 
 
 def _jobs(streams: Streams, names: StreamNames) -> list[common_pb2.PromptJob]:
-    raw = streams.client.xrange(names.prompts)
+    raw: Any = streams.client.xrange(names.prompts)
     return [common_pb2.PromptJob.FromString(fields[b"pb"]) for _id, fields in raw]
 
 

@@ -22,6 +22,7 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,11 +142,10 @@ def test_kill_and_resume_loses_and_repeats_no_group(pipeline: Pipeline) -> None:
     assert meta["consumed_group_ids"] == lineage_ids
 
     # No group lost: everything the learner acknowledged is in its lineage.
-    pending = {
-        e["message_id"].decode()
-        for e in client.xpending_range(names.groups, LEARNER_GROUP, "-", "+", 10_000)
-    }
-    info = {i["name"].decode(): i for i in client.xinfo_groups(names.groups)}[LEARNER_GROUP]
+    pending_raw: Any = client.xpending_range(names.groups, LEARNER_GROUP, "-", "+", 10_000)
+    pending = {e["message_id"].decode() for e in pending_raw}
+    infos: Any = client.xinfo_groups(names.groups)
+    info = {i["name"].decode(): i for i in infos}[LEARNER_GROUP]
     last = info["last-delivered-id"].decode()
     acked = [
         g.group_id

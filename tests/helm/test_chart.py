@@ -50,7 +50,8 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "extra-verifier": {"verifiers": {"judge": JUDGE}},
     "gpu-off": {
         "gpu": {"enabled": False},
-        "verifiers": {"code": {"autoscaling": {"enabled": False}}},
+        # a disabled verifier leaves no Deployment, Service or route behind
+        "verifiers": {"code": {"autoscaling": {"enabled": False}}, "steps": {"enabled": False}},
     },
     "tls-on": {
         "tls": {"enabled": True, "cert": PEM, "key": PEM, "ca": PEM, "requireClientCert": True}
@@ -77,10 +78,18 @@ def render(name: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
     values = copy.deepcopy(VALUE_SETS[name])
     merged = chart().merge_values(values)
     files = chart().render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
-    objects = tuple(
-        doc for text in files.values() for doc in yaml.safe_load_all(text) if doc is not None
+    return merged, manifests(files)
+
+
+def manifests(files: dict[str, str]) -> tuple[dict[str, Any], ...]:
+    """The Kubernetes objects of rendered template files (NOTES.txt is not one)."""
+    return tuple(
+        doc
+        for path, text in files.items()
+        if path.endswith(".yaml")
+        for doc in yaml.safe_load_all(text)
+        if doc is not None
     )
-    return merged, objects
 
 
 def of_kind(objects: tuple[dict[str, Any], ...], kind: str) -> dict[str, dict[str, Any]]:
@@ -150,6 +159,14 @@ def test_every_manifest_validates_strictly(name: str) -> None:
     )
 
 
+def test_install_notes_list_workloads_and_routes() -> None:
+    files = chart().render(values=None, name=RELEASE, namespace=NAMESPACE)
+    notes = files["grpo-pipeline/templates/NOTES.txt"]
+    assert "- generation (grpo serve rollout-worker)" in notes
+    assert f"- code: outcome [{PREFIX}-verifier-code.{NAMESPACE}.svc:50051]" in notes
+    assert f"bundled StatefulSet {PREFIX}-redis" in notes
+
+
 def test_default_release_has_every_kind() -> None:
     _, objects = render("default")
     counts: dict[str, int] = {}
@@ -204,7 +221,12 @@ def test_deployments_have_probes_resources_and_hardened_security(name: str) -> N
             # kubelet gRPC probes cannot speak TLS: an exec health check over TLS instead.
             argv = probes["readinessProbe"]["exec"]["command"]
             assert argv[:2] == ["python", "-c"] and "grpc_health" in argv[2]
-            assert argv[3:] == ["127.0.0.1:50051", service, f"{dep_name}.{NAMESPACE}.svc"]
+            assert argv[3:] == [
+                "127.0.0.1:50051",
+                service,
+                f"{dep_name}.{NAMESPACE}.svc",
+                "/etc/grpo/tls",
+            ]
         else:
             assert probes["readinessProbe"]["tcpSocket"] == {"port": 50051}
 
@@ -331,7 +353,7 @@ def test_docs_examples_are_valid_values(tmp_path: Path) -> None:
     install_example = blocks[0]
     merged = chart().merge_values(copy.deepcopy(install_example))
     files = chart().render(values=install_example, name=RELEASE, namespace=NAMESPACE)
-    objects = tuple(d for t in files.values() for d in yaml.safe_load_all(t) if d is not None)
+    objects = manifests(files)
     check_config_files(merged, objects, tmp_path)
     generation = config_files(objects)["generation.yaml"]
     assert generation["worker"]["namespace"] == "grpo"  # chart wiring kept beside user config
@@ -428,6 +450,13 @@ def test_extra_verifier_is_one_values_entry() -> None:
 def test_gpu_switch_and_weights_volume() -> None:
     _, on = render("default")
     _, off = render("gpu-off")
+    assert f"{PREFIX}-verifier-steps" not in of_kind(off, "Service")
+    assert RoutingTable.from_config(config_files(off)["routing.yaml"]).lookup("math").process == ()
+    code = of_kind(off, "Deployment")[f"{PREFIX}-verifier-code"]
+    assert code["spec"]["replicas"] == 2 and f"{PREFIX}-verifier-code" not in of_kind(
+        off, "HorizontalPodAutoscaler"
+    )
+    assert config_files(off)["generation.yaml"]["backend"]["device"] == "cpu"
     for objects, gpus in ((on, 1), (off, None)):
         deps = of_kind(objects, "Deployment")
         for dep_name, dep in deps.items():
@@ -545,6 +574,7 @@ def test_tls_discovery_and_monitoring_options() -> None:
         ({"verifiers": {"Bad_Name": JUDGE}}, "'/verifiers': additional properties 'Bad_Name'"),
         ({"tls": {"enabled": True}}, "'/tls/cert'"),
         ({"redis": {"external": {"url": "http://redis:6379"}}}, "'/redis/external/url'"),
+        ({"redis": {"auth": {"password": "p@ss"}}}, "'/redis/auth/password'"),
         (
             {"defaults": {"securityContext": {"readOnlyRootFilesystem": False}}},
             "'/defaults/securityContext",

@@ -119,3 +119,12 @@ def test_group_records():
     assert recs[1].mean == pytest.approx(1 / 3)
     assert recs[1].std == pytest.approx(math.sqrt(2 / 9))
     assert recs[0].zero_variance and not recs[1].zero_variance
+
+
+def test_constant_float32_group_counts_one_zero_variance_group():
+    rewards = T([[0.3] * 6, [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]], dtype=torch.float32)
+    adv = group_advantages(rewards)
+    d = batch_diagnostics(rewards, adv, torch.ones(12, 4, dtype=torch.bool))
+    assert d["adv/zero_variance_groups"] == 1.0
+    assert d["adv/zero_frac"] == 0.5
+    assert d["groups/all_wrong_frac"] == 0.5  # 0.3 < correct_threshold 1.0

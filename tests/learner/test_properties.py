@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo.learner.advantages import group_advantages
+from grpo.learner.advantages import group_advantages, group_stats, grouped_advantages
 from grpo.learner.losses import REDUCTIONS, loss_denominators, policy_loss
 
 
@@ -62,3 +62,39 @@ def test_micro_batches_reproduce_full_batch(batch, ratio_level):
                 loss, grad = _accumulate(batch, chunks, **kw)
                 torch.testing.assert_close(loss, full_loss, rtol=0, atol=1e-6)
                 torch.testing.assert_close(grad, full_grad, rtol=0, atol=1e-6)
+
+
+@st.composite
+def reward_tables(draw: st.DrawFn) -> torch.Tensor:
+    prompts, group = draw(st.integers(1, 5)), draw(st.integers(2, 6))
+    values = st.one_of(st.sampled_from([0.0, 1.0, float("nan")]), st.floats(-3, 3, width=32))
+    cells = draw(st.lists(values, min_size=prompts * group, max_size=prompts * group))
+    return torch.tensor(cells, dtype=torch.float32).reshape(prompts, group)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rewards=reward_tables(), seed=st.integers(0, 1000))
+def test_flat_grouped_form_equals_table_form_in_any_order(rewards, seed):
+    p, g = rewards.shape
+    perm = torch.randperm(p * g, generator=torch.Generator().manual_seed(seed))
+    index = torch.arange(p).repeat_interleave(g)
+    for estimator in ("grpo", "rloo", "dr_grpo"):
+        table = group_advantages(rewards, estimator).reshape(-1)
+        flat = grouped_advantages(rewards.reshape(-1)[perm], index[perm], p, estimator)
+        assert torch.equal(flat, table[perm])
+
+
+@settings(max_examples=60, deadline=None)
+@given(rewards=reward_tables())
+def test_grpo_advantages_are_standardized_per_group(rewards):
+    adv = group_advantages(rewards).to(torch.float64)
+    stats = group_stats(rewards)
+    ok = torch.isfinite(rewards)
+    assert torch.equal(adv[~ok], torch.zeros_like(adv[~ok]))
+    for row in range(rewards.shape[0]):
+        a = adv[row][ok[row]]
+        if bool(stats.zero_variance[row] | stats.too_few_valid[row]):
+            assert torch.equal(a, torch.zeros_like(a))
+        else:
+            assert abs(float(a.mean())) < 1e-5
+            assert abs(float(a.pow(2).mean().sqrt()) - 1.0) < 1e-5  # population std 1

@@ -84,7 +84,9 @@ def _sample_groups(
             mu = mus[i]
             finish = common_pb2.FINISH_REASON_STOP if done[i] else common_pb2.FINISH_REASON_LENGTH
             resp = seq[len(ids) :]
-            text = "".join(tok.convert_ids_to_tokens(t) if t != tok.eos_token_id else "" for t in resp)
+            text = "".join(
+                tok.convert_ids_to_tokens(t) if t != tok.eos_token_id else "" for t in resp
+            )
             offsets, pos = [], 0
             for t in resp:
                 offsets.append(pos)

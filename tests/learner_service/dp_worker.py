@@ -40,8 +40,9 @@ def train_one_step(
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def run_rank(rank: int, world_size: int, init_file: str, model_dir: str, blobs: list[bytes],
-             out_dir: str) -> None:
+def run_rank(
+    rank: int, world_size: int, init_file: str, model_dir: str, blobs: list[bytes], out_dir: str
+) -> None:
     """Spawn target: join the gloo world, train on this rank's whole groups, save params."""
     from grpo.learner.distributed import init_data_parallel, shard_groups
 

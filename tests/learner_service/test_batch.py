@@ -14,8 +14,18 @@ from grpo.v1 import common_pb2
 PAD, EOS = 0, 1
 
 
-def _member(index, prompt, resp, *, reward=1.0, status=common_pb2.SCORE_STATUS_OK,
-            finish=common_pb2.FINISH_REASON_STOP, missing=False, steps=(), text=None):
+def _member(
+    index,
+    prompt,
+    resp,
+    *,
+    reward=1.0,
+    status=common_pb2.SCORE_STATUS_OK,
+    finish=common_pb2.FINISH_REASON_STOP,
+    missing=False,
+    steps=(),
+    text=None,
+):
     text = text if text is not None else "x" * sum(1 for t in resp if t != EOS)
     offsets, pos = [], 0
     for t in resp:

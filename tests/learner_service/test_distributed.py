@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))  # spawned children import dp_worker by name
-import dp_worker  # noqa: E402
+import dp_worker
 
-from grpo.learner.distributed import spawn  # noqa: E402
+from grpo.learner.distributed import spawn
 
 
 def test_two_gloo_ranks_match_one_process(tiny_model_dir: Path, make_groups, tmp_path) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from grpo.cli_report import app
 from grpo.learner.report import REPORT_FILES, render_report
 from grpo.services.errors import InvalidArgumentError, NotFoundError
 
@@ -56,20 +56,17 @@ def test_report_renders_every_png(tmp_path: Path) -> None:
 def test_report_cli_writes_to_out_dir(tmp_path: Path) -> None:
     _write_metrics(tmp_path, steps=3)
     out = tmp_path / "plots"
-    proc = subprocess.run(
-        [sys.executable, "-m", "grpo.cli_report", str(tmp_path), "--out-dir", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    result = CliRunner().invoke(app, [str(tmp_path), "--out-dir", str(out)])
+    assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.glob("*.png")) == sorted(REPORT_FILES)
-    assert proc.stdout.split() == [str(out / name) for name in REPORT_FILES]
+    assert result.output.split() == [str(out / name) for name in REPORT_FILES]
+    missing = CliRunner().invoke(app, [str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "metrics.jsonl" in missing.output
 
 
 def test_report_errors_name_the_problem(tmp_path: Path) -> None:
-    with pytest.raises(NotFoundError, match="metrics.jsonl"):
+    with pytest.raises(NotFoundError, match=r"metrics\.jsonl"):
         render_report(tmp_path)
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\nnot json\n')
-    with pytest.raises(InvalidArgumentError, match="metrics.jsonl:2"):
+    with pytest.raises(InvalidArgumentError, match=r"metrics\.jsonl:2 is not JSON"):
         render_report(tmp_path)

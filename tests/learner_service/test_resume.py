@@ -20,9 +20,20 @@ from grpo.v1 import common_pb2
 def _start(config: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "grpo.cli", "serve", "learner", "--config", str(config),
-         "--port", "0", "--metrics-port", "-1"],
-        stdout=open(log, "ab"),  # noqa: SIM115 - closed with the process
+        [
+            sys.executable,
+            "-m",
+            "grpo.cli",
+            "serve",
+            "learner",
+            "--config",
+            str(config),
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+        ],
+        stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
         env=env,
     )
@@ -86,8 +97,10 @@ def test_sigkill_then_restart_loses_and_repeats_nothing(
     proc = _start(config, log)
     try:
         _wait(
-            lambda: (c := latest_checkpoint(run_dir / "checkpoints")) is not None
-            and c.name == "step-00000005",
+            lambda: (
+                (c := latest_checkpoint(run_dir / "checkpoints")) is not None
+                and c.name == "step-00000005"
+            ),
             proc,
             log,
         )
@@ -98,7 +111,9 @@ def test_sigkill_then_restart_loses_and_repeats_nothing(
     produced = sorted(g.group_id for g in groups)
     meta = json.loads((run_dir / "checkpoints" / "step-00000005" / "meta.json").read_text())
     assert sorted(meta["consumed_group_ids"]) == produced  # none lost, none twice
-    logged = [json.loads(x)["group_id"] for x in (run_dir / "groups.jsonl").read_text().splitlines()]
+    logged = [
+        json.loads(x)["group_id"] for x in (run_dir / "groups.jsonl").read_text().splitlines()
+    ]
     assert logged == meta["consumed_group_ids"]
     steps = _steps(run_dir)
     assert [m["step"] for m in steps] == [1, 2, 3, 4, 5]

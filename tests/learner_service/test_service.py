@@ -77,7 +77,9 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     assert (weights.policy_version, weights.step) == (3, 3)
     folder = Path(weights.path)
     assert folder == (tmp_path / "weights" / "v3").resolve()
-    assert {"model.safetensors", "config.json", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= {
+        p.name for p in folder.iterdir()
+    }
 
     # Run logs: one metrics line per step, one group line per trained group, none twice.
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -85,9 +87,17 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     assert [m["policy_version"] for m in metrics] == [1, 2, 3]
     tokens = sum(len(m.rollout.completion.token_ids) for g in groups[:6] for m in g.members)
     assert metrics[-1]["generated_tokens"] == tokens
-    for key in ("wall_clock_s", "groups/mixed_frac", "entropy/mean", "optim/lr", "adv/zero_variance_groups"):
+    for key in (
+        "wall_clock_s",
+        "groups/mixed_frac",
+        "entropy/mean",
+        "optim/lr",
+        "adv/zero_variance_groups",
+    ):
         assert key in metrics[-1], key
-    logged = [json.loads(x)["group_id"] for x in (tmp_path / "groups.jsonl").read_text().splitlines()]
+    logged = [
+        json.loads(x)["group_id"] for x in (tmp_path / "groups.jsonl").read_text().splitlines()
+    ]
     assert sorted(logged) == sorted(g.group_id for g in groups[:6])
 
     # Checkpoints record consumed ids and the pinned definitions; nothing is left pending

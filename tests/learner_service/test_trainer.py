@@ -49,7 +49,7 @@ def test_step_moves_parameters_with_a_nan_reward(tiny_model_dir: Path, make_grou
     assert metrics["kl/ref_mean"] == pytest.approx(0.0, abs=1e-6)  # π_ref = initial policy
     # μ was sampled by the same weights: the teacher-forced π_old matches it to float error.
     assert metrics["behavior/abs_logprob_diff_max"] < 1e-5
-    assert 0 < metrics["optim/grad_norm"] and metrics["optim/lr"] == pytest.approx(1e-3)
+    assert metrics["optim/grad_norm"] > 0 and metrics["optim/lr"] == pytest.approx(1e-3)
     moved = max(float((after[k] - before[k]).abs().max()) for k in before)
     assert moved > 1e-4
     for k in after:

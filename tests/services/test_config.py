@@ -5,20 +5,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
+from typer.testing import CliRunner
 
+from grpo.cli import app
 from grpo.services.config import load_settings, settings_reference
 from grpo.services.errors import InvalidArgumentError, NotFoundError
 from grpo.services.logging import JsonFormatter
 from grpo.services.registry import SERVICES, ServiceSpec, load_spec
 from grpo.services.server import ServerSettings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 class Limits(BaseModel):
@@ -114,9 +111,8 @@ def test_json_log_lines_carry_extra_fields():
 
 
 def test_cli_help_and_unknown_service():
-    run = [sys.executable, "-m", "grpo.cli"]
-    out = subprocess.run([*run, "--help"], capture_output=True, text=True, cwd=REPO, check=True)
-    assert "serve" in out.stdout
-    out = subprocess.run([*run, "serve", "nope"], capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 2
-    assert "unknown service 'nope'" in out.stderr
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0 and "serve" in result.output
+    result = CliRunner().invoke(app, ["serve", "nope", "--log-text"])
+    assert result.exit_code == 2
+    assert "unknown service 'nope'" in result.output

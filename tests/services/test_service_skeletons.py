@@ -62,7 +62,7 @@ def _selected(request: pytest.FixtureRequest) -> list[str]:
     names = {
         item.callspec.params["name"]
         for item in request.session.items
-        if item.module is request.module and hasattr(item, "callspec")
+        if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
     }
     return [n for n in AVAILABLE if n in names]
 
@@ -73,6 +73,7 @@ def services(
 ) -> Iterator[dict[str, Running]]:
     selected = _selected(request)
     root = tmp_path_factory.mktemp("services")
+    os.environ["PYTEST_SERVICES_ROOT"] = str(root)
     tiny_model = root / "tiny"
     if TORCH_SERVICES & set(selected):
         from grpo.learner.tiny_model import init_tiny_model
@@ -127,14 +128,10 @@ def services(
 
 def _get(services: dict[str, Running], name: str) -> Running:
     if name not in services:
-        pytest.fail(f"{name} did not start; its log:\n" + _log_of(name, services))
+        log = Path(os.environ.get("PYTEST_SERVICES_ROOT", "")) / f"{name}.log"
+        text = log.read_text()[-3000:] if log.is_file() else "(no log)"
+        pytest.fail(f"{name} did not start; its log:\n{text}")
     return services[name]
-
-
-def _log_of(name: str, services: dict[str, Running]) -> str:
-    logs = [r.log for r in services.values()]
-    path = logs[0].parent / f"{name}.log" if logs else None
-    return path.read_text()[-3000:] if path and path.exists() else "(no log)"
 
 
 @pytest.mark.parametrize("name", PARAMS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
+from pathlib import Path
 
 import _pool_funcs as funcs
 import pytest
@@ -83,3 +84,23 @@ def test_closed_pool_refuses_calls() -> None:
     p.close()
     with pytest.raises(UnavailableError):
         p.call(funcs.add, 1, 2)
+
+
+def test_worker_that_died_while_idle_is_replaced_before_the_call() -> None:
+    import os
+    import signal
+
+    with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one:
+        victim = one.pids[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        status = Path(f"/proc/{victim}/status")
+        while time.monotonic() < deadline:
+            try:
+                if "zombie" in status.read_text():
+                    break
+            except FileNotFoundError:
+                break
+            time.sleep(0.05)
+        assert one.call(funcs.add, 2, 2) == 4
+        assert one.pids != [victim] and one.replaced == 1

@@ -210,7 +210,7 @@ class _Probe:
     """Placeholder result during recording.
 
     ``==`` is true and ``!=`` false; truthiness is fixed per pass; arithmetic, ordering,
-    ``abs``/``round`` and indexing give another probe, so checks such as
+    and ``abs``/``round`` give another probe, so checks such as
     ``abs(f(x) - 0.5) < 1e-6`` still record. Anything else (iteration, ``is``, conversion to
     a real number) fails the recording of that case, which then runs inside.
     """
@@ -240,7 +240,7 @@ class _Probe:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _derived
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _derived
     __mod__ = __rmod__ = __pow__ = __rpow__ = _derived
-    __neg__ = __pos__ = __abs__ = __round__ = __getitem__ = _derived
+    __neg__ = __pos__ = __abs__ = __round__ = _derived
     __lt__ = __le__ = __gt__ = __ge__ = _derived
 
 

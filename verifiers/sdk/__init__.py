@@ -18,6 +18,7 @@ from grpo.verifiers.sdk.pool import (
     WorkerCrashError,
     WorkerPool,
 )
+from grpo.verifiers.sdk.service import verifier_service_spec
 from grpo.verifiers.sdk.servicer import ServingSettings, VerifierServicer
 
 __all__ = [
@@ -35,11 +36,3 @@ __all__ = [
     "verifier_service_spec",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # The service helper needs grpo.services.server/registry; import it only when asked for.
-    if name == "verifier_service_spec":
-        from grpo.verifiers.sdk.service import verifier_service_spec
-
-        return verifier_service_spec
-    raise AttributeError(name)

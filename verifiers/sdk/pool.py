@@ -240,6 +240,9 @@ class WorkerPool:
             raise CheckTimeoutError("no free worker before the request deadline") from None
         if deadline is not None:
             limit = min(limit, max(0.0, deadline - time.monotonic()))
+        if worker.conn.poll(0):  # an idle worker only sends EOF: it died (e.g. OOM killer)
+            self._replace(worker)
+            worker = self._idle.get()
         try:
             worker.conn.send((fn, args))
             ready = worker.conn.poll(limit)

@@ -199,6 +199,7 @@ exec:
     - {{ printf "127.0.0.1:%d" $port | quote }}
     - {{ .service | quote }}
     - {{ printf "%s.%s.svc" (include "grpo.componentName" (dict "root" .root "component" .component)) .root.Release.Namespace | quote }}
+    - /etc/grpo/tls
 {{- else }}
 tcpSocket:
   port: {{ $port }}
@@ -212,7 +213,9 @@ failureThreshold: {{ $p.failureThreshold }}
 {{- end }}
 {{- end -}}
 
-{{/* A grpc.health.v1 Check over TLS (argv: target, service, server name); exit 0 = SERVING. */}}
+{{/* A grpc.health.v1 Check over TLS; argv: target, service, TLS server name, directory with
+     ca.crt, tls.crt and tls.key (the pod's own pair doubles as client certificate for mutual
+     TLS). Exit 0 = SERVING. */}}
 {{- define "grpo.tlsHealthScript" -}}
-import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; d = '/etc/grpo/tls/'; r = lambda n: open(d + n, 'rb').read(); c = grpc.ssl_channel_credentials(r('ca.crt'), r('tls.key'), r('tls.crt')); ch = grpc.secure_channel(sys.argv[1], c, options=[('grpc.ssl_target_name_override', sys.argv[3])]); s = g.HealthStub(ch).Check(h.HealthCheckRequest(service=sys.argv[2]), timeout=4).status; sys.exit(0 if s == h.HealthCheckResponse.SERVING else 1)
+import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; r = lambda n: open(sys.argv[4] + '/' + n, 'rb').read(); c = grpc.ssl_channel_credentials(r('ca.crt'), r('tls.key'), r('tls.crt')); ch = grpc.secure_channel(sys.argv[1], c, options=[('grpc.ssl_target_name_override', sys.argv[3])]); s = g.HealthStub(ch).Check(h.HealthCheckRequest(service=sys.argv[2]), timeout=4).status; sys.exit(0 if s == h.HealthCheckResponse.SERVING else 1)
 {{- end -}}

@@ -75,11 +75,14 @@ def test_stdio_program_exiting_cleanly_still_passes(verifier: CodeVerifier) -> N
 def test_dependent_cases_run_inside_and_are_flagged(verifier: CodeVerifier) -> None:
     check = (
         "def check(candidate):\n"
-        "    assert abs(candidate(2) - 0.5) < 1e-9\n"
+        "    assert candidate(candidate(2)) == 2\n"
         "    assert candidate(4) == 0.25\n"
     )
     assert record_calls(suite_from_tests(code_task(check).code_tests)).inside == [0]
     score = verifier.verify(code_task(check), "def f(x):\n    return 1 / x\n")
+    # the float-tolerance form records fine: arithmetic on the probe gives a probe
+    tolerant = "def check(candidate):\n    assert abs(candidate(2) - 0.5) < 1e-9\n"
+    assert record_calls(suite_from_tests(code_task(tolerant).code_tests)).inside == []
     assert score.reward == 1.0 and "weaker" in score.tests[0].detail
     assert "weaker" not in score.tests[1].detail
 

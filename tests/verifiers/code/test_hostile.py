@@ -9,11 +9,12 @@ import socket
 import subprocess
 import textwrap
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from grpo.v1 import common_pb2
-from grpo.verifiers.code import CodeVerifier
+from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
 from grpo.verifiers.code.sandbox import processes_of_uid
 
 from .conftest import CANARY, code_task
@@ -357,10 +358,23 @@ def _zombie_children() -> list[int]:
     return zombies
 
 
+@pytest.fixture(scope="module")
+def short_clock() -> Iterator[CodeVerifier]:
+    """A verifier with a 0.5 s wall clock for the repeated sleep runs."""
+    settings = SandboxSettings(slots=2, wall_time_s=0.5, memory_mb=256)
+    v = CodeVerifier(CodeConfig(sandbox=settings))
+    yield v
+    v.close()
+
+
 def test_sleeping_program_times_out_and_leaves_nothing(verifier: CodeVerifier) -> None:
-    _sleep_runs(verifier, 2)
+    _sleep_runs(verifier, 1)  # the module's 3 s clock
+
+
+def test_sleeping_program_10_runs(short_clock: CodeVerifier) -> None:
+    _sleep_runs(short_clock, 10)
 
 
 @pytest.mark.slow
-def test_sleeping_program_soak_200(verifier: CodeVerifier) -> None:
-    _sleep_runs(verifier, 200)
+def test_sleeping_program_soak_200(short_clock: CodeVerifier) -> None:
+    _sleep_runs(short_clock, 200)

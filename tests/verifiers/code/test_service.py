@@ -36,14 +36,12 @@ def test_score_batch_over_grpc_and_healthy_after_hostile_input() -> None:
                 for r in (
                     "def f(x):\n    return x * x\n",
                     "def f(x):\n    return x + x\n",
-                    "import os\nprint(dict(os.environ))\nwhile True:\n    os.fork()\n",
+                    "import os\nprint(dict(os.environ))\nos.kill(os.getppid(), 9)\nos._exit(0)\n",
                 )
             ]
             reply = stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=items), timeout=30)
             assert [s.reward for s in reply.scores] == [1.0, 0.0, 0.0]
-            # the fork loop hits RLIMIT_NPROC of its slot uid while loading
             assert reply.scores[2].status == common_pb2.SCORE_STATUS_RUNTIME_ERROR
-            assert "BlockingIOError" in reply.scores[2].detail
             assert CANARY not in str(reply)
             health = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service="grpo.v1.Verifier")
