@@ -76,17 +76,7 @@ def run(
     def table(p: Progress) -> Table:
         s = p.stats
         t = Table(title=f"grpo run {cfg.name}  ({out})", show_header=True)
-        for col in (
-            "step",
-            "policy",
-            "reward",
-            "held-out acc",
-            "tokens/s",
-            "groups kept",
-            "rejected (all✓/all✗/few)",
-            "pending",
-            "elapsed s",
-        ):
+        for col in ("step", "ver", "reward", "acc", "tok/s", "kept", "rej ✓/✗/few", "open", "s"):
             t.add_column(col, justify="right")
         t.add_row(
             f"{p.step}/{cfg.budget.steps if steps is None else steps}",

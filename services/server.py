@@ -353,8 +353,9 @@ class GrpoServer:
             OSError: the metrics port cannot be bound.
         """
         if self._settings.metrics_port >= 0:
+            http_host = self._settings.host.strip("[]")  # "[::]" is gRPC syntax for "::"
             self._metrics_port, self._stop_metrics = start_metrics_server(
-                self._settings.host, self._settings.metrics_port
+                http_host, self._settings.metrics_port
             )
         self._server.start()
         self.set_serving(True)

@@ -109,7 +109,7 @@ class CompletionResult:
     token_ids: list[int]
     behavior_logprobs: list[float]
     token_char_offsets: list[int]
-    finish_reason: "common_pb2.FinishReason.ValueType"
+    finish_reason: common_pb2.FinishReason
     policy_version: int
     sampling: SamplingConfig
 

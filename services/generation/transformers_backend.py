@@ -90,7 +90,7 @@ class _Row:
         self.tokens: list[int] = []
         self.logprobs: list[float] = []
         self.text = ""
-        self.finish: "common_pb2.FinishReason.ValueType" = common_pb2.FINISH_REASON_UNSPECIFIED
+        self.finish: common_pb2.FinishReason = common_pb2.FINISH_REASON_UNSPECIFIED
 
 
 class TransformersBackend(GenerationBackend):

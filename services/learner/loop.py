@@ -127,6 +127,8 @@ class LearnerLoop:
         trainer: the trainer (model on its device).
         tokenizer: saved with every published weights folder.
         parallel: ``grpo.learner.distributed.DataParallel`` of rank 0 when world_size > 1.
+        exit_on_error: end the process with status 1 when the loop fails (the service sets it,
+            so a supervisor sees the failure; the protocol makes such an exit lossless).
     """
 
     def __init__(
@@ -137,8 +139,10 @@ class LearnerLoop:
         trainer: Trainer,
         tokenizer: Any,
         parallel: Any | None = None,
+        exit_on_error: bool = False,
     ) -> None:
         self.settings = settings
+        self.exit_on_error = exit_on_error
         self.names = StreamNames(settings.namespace)
         self.client = client
         self.streams = Streams(client)
@@ -325,6 +329,7 @@ class LearnerLoop:
 
             self.parallel.broadcast_groups(groups)
             shard = shard_groups(groups, self.parallel.rank, self.parallel.world_size)
+        staleness = _staleness(groups, self.policy_version)
         metrics = self.trainer.step(shard)
         step = self.trainer.step_count
         tokens = sum(len(m.rollout.completion.token_ids) for g in groups for m in g.members)
@@ -345,7 +350,7 @@ class LearnerLoop:
             "groups_consumed": len(self.consumed),
             "time/wait_groups_s": wait_s,
             "learner/idle_frac": self.wait_s_total / max(wall, 1e-9),
-            "policy/staleness_mean": _staleness(groups, self.policy_version),
+            "policy/staleness_mean": staleness,
         }
         record.update(metrics)
         self.runlog.write_step(record, group_records_for(groups, step, self.settings.algo))
@@ -415,7 +420,7 @@ class LearnerLoop:
 
 
 def _staleness(groups: Sequence[common_pb2.Group], version: int) -> float:
-    """Mean (current policy version − sampling version) over the batch's rollouts."""
+    """Mean (version of π_old − sampling version) over the batch's rollouts (0 = on-policy)."""
     versions = [m.rollout.completion.policy_version for g in groups for m in g.members]
     return sum(version - v for v in versions) / len(versions) if versions else 0.0
 

@@ -170,7 +170,12 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
         ckpt = latest_checkpoint(Path(settings.run_dir) / "checkpoints")
         torch.distributed.broadcast_object_list([str(ckpt) if ckpt else None], src=0)
     loop = LearnerLoop(
-        settings, client=connect(url), trainer=trainer, tokenizer=tokenizer, parallel=parallel
+        settings,
+        client=connect(url),
+        trainer=trainer,
+        tokenizer=tokenizer,
+        parallel=parallel,
+        exit_on_error=True,
     )
     binding = ServiceBinding(
         name="grpo.v1.Learner",

@@ -116,6 +116,9 @@ class SftConfig(BaseModel):
     lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
     batch_size: int = Field(default=32, ge=1, description="Examples per step.")
     warmup_steps: int = Field(default=20, ge=0, description="Linear warmup steps.")
+    schedule: Literal["cosine", "constant"] = Field(
+        default="cosine", description="LR after warmup: cosine decay to 10%, or constant."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SftConfig:

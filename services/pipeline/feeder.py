@@ -4,7 +4,8 @@ Each pass ("epoch") over the tasks uses a fresh seeded shuffle; the group id of 
 ``<task id>/e<epoch>``, also its dedup key, so re-feeding after a restart writes nothing twice.
 The feeder only adds jobs while (a) the prompts stream's lag for the rollout workers' consumer
 group is below ``prompts_ahead`` and (b) the groups stream's lag for the learner's consumer
-group is below ``groups_ahead``: generation never runs far ahead of training, which bounds
+group, counting only groups not yet delivered (the learner acknowledges at checkpoints), is
+below ``groups_ahead``: generation never runs far ahead of training, which bounds
 how stale (off-policy) a group can be when the learner consumes it.
 """
 
@@ -96,7 +97,11 @@ class PromptFeeder:
         written = 0
         while written < limit:
             prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
-            groups_lag = self._streams.lag(self._names.groups, self._learner_group)
+            # Groups the learner has read but not yet acknowledged (it acks at checkpoints) are
+            # consumed already: only undelivered groups count.
+            groups_lag = self._streams.lag(
+                self._names.groups, self._learner_group
+            ) - self._streams.pending(self._names.groups, self._learner_group)
             if prompts_lag >= self._prompts_ahead or groups_lag >= self._groups_ahead:
                 break
             item = self._next_task()

@@ -189,6 +189,7 @@ class Pipeline:
                 lr=sft.lr,
                 batch_size=sft.batch_size,
                 warmup_steps=sft.warmup_steps,
+                schedule=sft.schedule,
                 seed=self.config.seed,
             )
             self._log(

@@ -354,6 +354,8 @@ def test_docs_examples_are_valid_values(tmp_path: Path) -> None:
     merged = chart().merge_values(copy.deepcopy(install_example))
     files = chart().render(values=install_example, name=RELEASE, namespace=NAMESPACE)
     objects = manifests(files)
+    errors = [openapi_errors(json.dumps(o, sort_keys=True), KUBE_LATEST) for o in objects]
+    assert [e for e in errors if e is not None] == []
     check_config_files(merged, objects, tmp_path)
     generation = config_files(objects)["generation.yaml"]
     assert generation["worker"]["namespace"] == "grpo"  # chart wiring kept beside user config

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from grpo.services.registry import SERVICES
+
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"
@@ -125,5 +127,6 @@ def test_final_images_run_grpo_as_non_root() -> None:
         assert body["USER"] == "10001:10001", target
         assert body["ENTRYPOINT"] == '["grpo"]', target
         cmd = yaml.safe_load(body["CMD"])
+        assert cmd[1] in SERVICES and block["serve"] in SERVICES, (target, cmd)
         if block["image"]["repository"] != "verifier-math":  # verifier-steps shares the image
             assert cmd[:2] == ["serve", block["serve"]], (target, cmd)

@@ -77,7 +77,7 @@ def _sample_groups(
                         done[i] = tok_i == tok.eos_token_id
                 if all(done):
                     break
-                out = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+                out = model(input_ids=nxt, cache=out.past_key_values, use_cache=True)
         members = []
         for i in range(group_size):
             seq = list(ids) + seqs[i]

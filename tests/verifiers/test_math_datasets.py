@@ -42,8 +42,11 @@ def test_gsm8k_reference_solutions_score_one(datasets: None, math_verifier: Math
 def test_math500_boxed_gold_and_shifted_gold(datasets: None, math_verifier: MathVerifier) -> None:
     from grpo.services.datasets import load_math500
 
-    golds = [t.gold_answer for t in load_math500()]
+    tasks = load_math500()
+    golds = [t.gold_answer for t in tasks]
     assert len(golds) == 500
+    solutions = _score_all(math_verifier, [(t.gold_answer, t.metadata["solution"]) for t in tasks])
+    assert _correct(solutions) == 500  # each reference solution's own \boxed{} vs its gold
     own = _score_all(math_verifier, [(g, rf"so \boxed{{{g}}}") for g in golds])
     assert _correct(own) == 500, [g for g, s in zip(golds, own, strict=True) if s.reward != 1]
     # shifted: a fixed half here (the full 500 run is in bench/bench_verifiers_math.py)

@@ -104,3 +104,12 @@ def test_worker_that_died_while_idle_is_replaced_before_the_call() -> None:
             time.sleep(0.05)
         assert one.call(funcs.add, 2, 2) == 4
         assert one.pids != [victim] and one.replaced == 1
+
+
+def test_request_deadline_applies_to_calls_without_one() -> None:
+    from grpo.verifiers.sdk import request_deadline
+
+    with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one:
+        with request_deadline(time.monotonic() + 0.5), pytest.raises(CheckTimeoutError):
+            one.call(funcs.sleep_then, 30, 1)
+        assert one.call(funcs.sleep_then, 0.01, 5) == 5  # outside the block: no deadline

@@ -177,3 +177,13 @@ def test_gsm8k_altered_step_is_flagged(data_dir: Path, steps_verifier: StepsVeri
     recall = hits / len(altered)
     precision = hits / flagged
     assert recall >= 0.97 and precision >= 0.95, (recall, precision)
+
+
+def test_hostile_step_input_returns_in_time() -> None:
+    config = StepsConfig(pool=PoolSettings(workers=1, timeout_s=1.5))
+    with StepsVerifier(config) as verifier:
+        tower = verifier.verify(common_pb2.Task(), "so 9^9999^9999 = 1")
+        assert tower.status == common_pb2.SCORE_STATUS_TIMEOUT
+        assert verifier.verify(common_pb2.Task(), "1+1=3").steps[0].status == INVALID
+        flood = verifier.verify(common_pb2.Task(), "1+1=2\n" * 50_000)
+        assert flood.status == common_pb2.SCORE_STATUS_PARSE_ERROR

@@ -63,6 +63,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -215,10 +216,21 @@ def _parent_pid(pid: int) -> int:
     return int(stat.rsplit(b")", 1)[1].split()[1])
 
 
-def _set_child_subreaper() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise InternalError(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
+_subreaper_lock = threading.Lock()
+_subreaper_users = 0
+
+
+def _set_child_subreaper(on: bool) -> None:
+    """Reference-counted ``prctl(PR_SET_CHILD_SUBREAPER)``: on while any Sandbox is open."""
+    global _subreaper_users
+    with _subreaper_lock:
+        before = _subreaper_users
+        _subreaper_users = max(0, before + (1 if on else -1))
+        if (before == 0) == (_subreaper_users == 0):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+            raise InternalError(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
 
 
 def _interpreter_paths(prefix: Path) -> tuple[Path, Path, Path | None]:
@@ -311,8 +323,9 @@ class Sandbox:
         self.python, _, _ = _interpreter_paths(prefix)
         self.prefix = prefix
         self.mirror = build_mirror(prefix, Path(self.settings.mirror_dir)) if found else None
-        _set_child_subreaper()
         self._lock_fds: list[int] = []
+        self._closed = False
+        _set_child_subreaper(True)
         self._slots: queue.Queue[int] = queue.Queue()
         for uid in self._acquire_uids():
             self._slots.put(uid)
@@ -353,11 +366,14 @@ class Sandbox:
         )
 
     def close(self) -> None:
-        """Release the slot uids (their lock files)."""
+        """Release the slot uids (their lock files) and, with the last Sandbox, the subreaper."""
         for fd in self._lock_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._lock_fds = []
+        if not self._closed:
+            self._closed = True
+            _set_child_subreaper(False)
 
     @contextlib.contextmanager
     def _slot(self) -> Iterator[int]:

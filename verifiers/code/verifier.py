@@ -152,8 +152,11 @@ class CodeVerifier(Verifier):
             return None
         if run.timed_out:
             return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail="sandbox start timed out")
-        tail = run.stderr[-500:].decode("utf-8", "replace")
-        return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"sandbox failed: {tail}")
+        tail = run.stderr[-500:].decode("utf-8", "replace").strip()
+        return make_score(
+            common_pb2.SCORE_STATUS_INTERNAL,
+            detail=f"sandbox failed to start (exit status {run.exit_code}): {tail}",
+        )
 
     def _load_failure(self, suite: TestSuite, run: RunResult) -> common_pb2.Score | None:
         kinds = {r["k"] for r in run.records}

@@ -6,9 +6,12 @@ Rules, first match wins:
    matched, escaped ``\\{``/``\\}`` ignored; several boxes give the last one, never their
    concatenation). ``\\boxed 5`` (no braces) gives the next token.
 2. ``gsm8k``: the text after the last ``#### `` up to the end of its line (GSM8K format).
-3. ``answer_is``: the text after the last "the answer is" / "final answer is" / "final
-   answer:" (case-insensitive) up to the end of the sentence or line.
-4. ``last_number``: the last number in the text (integer, ``1,234`` thousands groups,
+3. ``answer_is``: the text after the last "answer is" / "answer:" (case-insensitive; so
+   also "The final answer is") up to the end of the sentence or line, without markdown
+   ``**`` or ``$`` around it.
+4. ``last_math``: the content of the last ``$...$``, ``$$...$$``, ``\\(...\\)`` or
+   ``\\[...\\]`` when no digit follows it ("the probability is $\\frac{1}{2}$.").
+5. ``last_number``: the last number in the text (integer, ``1,234`` thousands groups,
    decimal, or ``a/b``). This covers the pipeline's arithmetic format ``7+8=15,4+3+1=8:85``,
    whose answer is the number after the last ``:`` (85).
 
@@ -25,7 +28,9 @@ __all__ = ["Extraction", "UnclosedBoxError", "extract_answer"]
 
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _GSM8K = re.compile(r"####[ \t]*([^\n]*)")
-_ANSWER_IS = re.compile(r"(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*:?\s*([^\n]*)", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"answer\s*(?:is\b|:)\s*:?", re.IGNORECASE)
+_REST_OF_LINE = re.compile(r"[^\n]*")
+_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)")
 
@@ -36,7 +41,8 @@ class Extraction:
 
     Attributes:
         text: the answer text as written (stripped).
-        rule: which rule found it: ``boxed``, ``gsm8k``, ``answer_is`` or ``last_number``.
+        rule: which rule found it: ``boxed``, ``gsm8k``, ``answer_is``, ``last_math`` or
+            ``last_number``.
         start: code-point offset of the answer in the response.
     """
 
@@ -110,11 +116,19 @@ def extract_answer(response: str) -> Extraction | None:
     for said in _ANSWER_IS.finditer(response):  # noqa: B007
         pass
     if said is not None:
-        answer = said.group(1)
+        rest = _REST_OF_LINE.match(response, said.end())
+        answer = rest.group(0) if rest else ""
         end = _SENTENCE_END.search(answer)
-        answer = (answer[: end.start()] if end else answer).strip().strip("$").strip()
+        answer = (answer[: end.start()] if end else answer).strip().strip("*$").strip()
         if answer:
-            return Extraction(answer, "answer_is", said.start(1))
+            return Extraction(answer, "answer_is", response.index(answer, said.end()))
+    math = None
+    for math in _INLINE_MATH.finditer(response):  # noqa: B007
+        pass
+    if math is not None and not any(ch.isdigit() for ch in response[math.end() :]):
+        index = next(i for i in range(1, 5) if math.group(i) is not None)
+        if math.group(index).strip():
+            return Extraction(math.group(index).strip(), "last_math", math.start(index))
     number = None
     for number in _NUMBER.finditer(response):  # noqa: B007
         pass

@@ -17,6 +17,7 @@ from grpo.verifiers.sdk.pool import (
     RemoteCheckError,
     WorkerCrashError,
     WorkerPool,
+    request_deadline,
 )
 from grpo.verifiers.sdk.service import verifier_service_spec
 from grpo.verifiers.sdk.servicer import ServingSettings, VerifierServicer
@@ -33,6 +34,6 @@ __all__ = [
     "WorkerCrashError",
     "WorkerPool",
     "make_score",
+    "request_deadline",
     "verifier_service_spec",
 ]
-

@@ -23,7 +23,8 @@ import queue
 import resource
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
@@ -38,7 +39,25 @@ __all__ = [
     "RemoteCheckError",
     "WorkerCrashError",
     "WorkerPool",
+    "request_deadline",
 ]
+
+
+_REQUEST_DEADLINE: ContextVar[float | None] = ContextVar("grpo_request_deadline", default=None)
+
+
+@contextlib.contextmanager
+def request_deadline(deadline: float | None) -> Iterator[None]:
+    """Within this block, :meth:`WorkerPool.call` without ``deadline`` uses ``deadline``.
+
+    The servicer sets it (a ``time.monotonic()`` instant) around each item, so a check that
+    is still queued for a worker when its request's deadline passes is not run at all.
+    """
+    token = _REQUEST_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _REQUEST_DEADLINE.reset(token)
 
 
 _READY_TIMEOUT_S = 120.0  # a worker must have imported its preload modules by then
@@ -220,7 +239,8 @@ class WorkerPool:
             *args: picklable arguments.
             timeout_s: wall-clock limit of the call in seconds; default ``settings.timeout_s``.
             deadline: optional ``time.monotonic()`` instant by which a worker must be free
-                and the call done (the tighter of the two limits applies).
+                and the call done (the tighter of the two limits applies); default: the
+                one set by :func:`request_deadline`, if any.
 
         Raises:
             CheckTimeoutError: the limit passed (the worker was killed and replaced), or no
@@ -233,6 +253,8 @@ class WorkerPool:
         if self._closed:
             raise UnavailableError("worker pool is closed")
         limit = self.settings.timeout_s if timeout_s is None else timeout_s
+        if deadline is None:
+            deadline = _REQUEST_DEADLINE.get()
         try:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker = self._idle.get(timeout=wait)

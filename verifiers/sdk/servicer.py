@@ -25,6 +25,7 @@ from grpo.services.errors import InvalidArgumentError, ResourceExhaustedError
 from grpo.services.server import remaining_s
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier, make_score
+from grpo.verifiers.sdk.pool import request_deadline
 
 __all__ = ["SCORES", "SCORE_SECONDS", "ServingSettings", "VerifierServicer"]
 
@@ -101,9 +102,13 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
                 prefix = f"items[{i}]: " if len(items) > 1 else ""
                 raise InvalidArgumentError(f"{prefix}{exc}") from None
         deadline = self._deadline(context)
-        futures = [
-            self._executor.submit(self.verifier.verify, it.task, it.response) for it in items
-        ]
+        started = time.perf_counter()
+
+        def run(item: verifier_pb2.ScoreRequest) -> common_pb2.Score:
+            with request_deadline(deadline):
+                return self.verifier.verify(item.task, item.response)
+
+        futures = [self._executor.submit(run, it) for it in items]
         cf.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         scores = []
         for future in futures:
@@ -119,6 +124,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
                 score = make_score(
                     common_pb2.SCORE_STATUS_TIMEOUT, detail="request deadline passed"
                 )
+                score.latency_s = time.perf_counter() - started
             score.verifier = self.verifier.name
             SCORES.labels(self.verifier.name, _status_name(score.status)).inc()
             SCORE_SECONDS.labels(self.verifier.name).observe(score.latency_s)
