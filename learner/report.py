@@ -3,7 +3,10 @@
 ``render_report(run_dir)`` writes into ``<run_dir>/report/``:
 
 - ``reward_accuracy.png``: mean reward and held-out greedy accuracy vs learner step, vs
-  generated tokens and vs wall-clock seconds (three panels);
+  generated tokens and vs wall-clock seconds (three panels). Accuracy comes from
+  ``eval/accuracy`` in the metrics or from ``<run_dir>/eval.jsonl`` (rows with ``step`` and
+  ``accuracy``, written by ``grpo run``); an evaluation at step s is placed at the generated
+  tokens and learner wall-clock of step s (step 0, the SFT start, at 0);
 - ``group_outcomes.png``: shares of all-correct, all-wrong and mixed groups per step;
 - ``clip_kl_entropy.png``: low/high clip fractions, KL to the reference (or the π_old/μ
   mismatch when no reference is used) and token entropy per step;
@@ -112,6 +115,29 @@ def _plot(ax: Any, rows: Sequence[dict[str, Any]], x_key: str, lines: dict[str, 
     ax.grid(alpha=0.3)
 
 
+def _eval_points(run_dir: Path, rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Held-out accuracy points from ``eval.jsonl`` placed on the three x axes."""
+    path = run_dir / "eval.jsonl"
+    points: dict[str, list[float]] = {"step": [], "generated_tokens": [], "wall_clock_s": []}
+    points["y"] = []
+    if not path.is_file():
+        return points
+    by_step = {int(r["step"]): r for r in rows}
+    for ev in load_metrics(path):
+        step, acc = ev.get("step"), ev.get("accuracy")
+        if not isinstance(step, int | float) or not isinstance(acc, int | float):
+            continue
+        if not math.isfinite(acc):
+            continue
+        earlier = [s for s in by_step if s <= step]
+        ref = by_step[max(earlier)] if earlier and step > 0 else {}
+        points["step"].append(float(step))
+        points["generated_tokens"].append(float(ref.get("generated_tokens", 0.0)))
+        points["wall_clock_s"].append(float(ref.get("wall_clock_s", 0.0)))
+        points["y"].append(float(acc))
+    return points
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -142,6 +168,7 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
+    evals = _eval_points(run_dir, rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     reward_lines = {"mean reward": _REWARD, "held-out greedy accuracy": _ACCURACY}
     for ax, (x_key, xlabel) in zip(
@@ -154,6 +181,9 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
         strict=True,
     ):
         _plot(ax, rows, x_key, reward_lines)
+        if evals["y"]:
+            ax.plot(evals[x_key], evals["y"], "s--", label="held-out greedy accuracy (eval)")
+            ax.legend(fontsize=8)
         ax.set_xlabel(xlabel)
     axes[0].set_ylabel("reward / accuracy")
     fig.suptitle("Reward and held-out accuracy")

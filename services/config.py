@@ -182,6 +182,10 @@ def _type_name(annotation: Any) -> str:
 def _default_text(field: Any) -> str:
     if field.is_required():
         return "required"
+    factory = field.default_factory
+    if factory is not None and not isinstance(factory, type) and factory.__name__ != "<lambda>":
+        # A named factory computes the default at run time (e.g. host-pid): name it instead.
+        return f"computed by `{factory.__name__}()`"
     default = field.get_default(call_default_factory=True)
     if isinstance(default, enum.Enum):
         default = default.value

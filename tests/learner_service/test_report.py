@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo.cli_report import app
-from grpo.learner.report import REPORT_FILES, render_report
+from grpo.learner.report import REPORT_FILES, _eval_points, load_metrics, render_report
 from grpo.services.errors import InvalidArgumentError, NotFoundError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -44,6 +44,17 @@ def _write_metrics(run_dir: Path, steps: int = 6) -> None:
 
 def test_report_renders_every_png(tmp_path: Path) -> None:
     _write_metrics(tmp_path)
+    evals = [
+        {"label": "sft", "step": 0, "accuracy": 0.4},
+        {"label": "final", "step": 6, "accuracy": 0.6},
+    ]
+    (tmp_path / "eval.jsonl").write_text("\n".join(json.dumps(e) for e in evals) + "\n")
+    assert _eval_points(tmp_path, load_metrics(tmp_path / "metrics.jsonl")) == {
+        "step": [0.0, 6.0],
+        "generated_tokens": [0.0, 6000.0],
+        "wall_clock_s": [0.0, 15.0],
+        "y": [0.4, 0.6],
+    }
     written = render_report(tmp_path)
     assert [p.name for p in written] == list(REPORT_FILES)
     for path in written:

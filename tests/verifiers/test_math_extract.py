@@ -23,6 +23,12 @@ from grpo.verifiers.math.extract import UnclosedBoxError
         ("12*3=36,1*3=3:360", "360", "last_number"),
         ("it is 3.5 or maybe 1,000", "1,000", "last_number"),
         ("x = -7/2", "-7/2", "last_number"),
+        ("Final Answer: The final answer is 3. I hope it is correct.", "3", "answer_is"),
+        ("The answer is **2**.", "2", "answer_is"),
+        ("**Answer:** 42", "42", "answer_is"),
+        (r"The probability is $\frac{1}{2}$.", r"\frac{1}{2}", "last_math"),
+        (r"so \(x^2+1\) it is", "x^2+1", "last_math"),
+        ("She paid $5 an hour, so she made $40.", "40", "last_number"),
     ],
 )
 def test_extract_answer(response: str, answer: str, rule: str) -> None:

@@ -62,6 +62,13 @@ WIDER = [
     ("85", "7+8=15,4+3+1=8:85", 1.0),
     ("86", "7+8=15,4+3+1=8:85", 0.0),
     ("72", "She sold 48+24 = <<48+24=72>>72 clips.\n#### 72", 1.0),
+    ("5", "The answer is 5 apples.", 1.0),
+    ("3", "Final Answer: The final answer is 3. I hope it is correct.", 1.0),
+    ("0.5", r"The probability is $\frac{1}{2}$.", 1.0),
+    ("2", "The answer is **2**.", 1.0),
+    ("-2", "The answer is −2.", 1.0),
+    (r"x^2+2x+1", r"\boxed{(x+1)^2}", 1.0),
+    (r"\text{Evelyn}", r"\boxed{\text{Evelyn}}", 1.0),
 ]
 
 

@@ -378,3 +378,22 @@ def test_sleeping_program_10_runs(short_clock: CodeVerifier) -> None:
 @pytest.mark.slow
 def test_sleeping_program_soak_200(short_clock: CodeVerifier) -> None:
     _sleep_runs(short_clock, 200)
+
+
+def test_sandbox_process_is_unprivileged(verifier: CodeVerifier) -> None:
+    """Slot uid, no groups, no capabilities, no_new_privs, and no new user namespaces."""
+    program = """
+    import ctypes, os
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+    libc = ctypes.CDLL(None, use_errno=True)
+    userns = libc.unshare(0x10000000)  # CLONE_NEWUSER
+    facts = [os.getuid(), os.getgid(), os.getgroups(), userns]
+    facts += [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")]
+    facts.append(status["NoNewPrivs"].strip())
+    raise RuntimeError(repr(facts))
+    """
+    score = _score(verifier, program)
+    uids = verifier.sandbox.slot_uids
+    zero = "0000000000000000"
+    expected = [[u, u, [], -1, zero, zero, zero, zero, zero, "1"] for u in uids]
+    assert any(repr(e) in score.detail for e in expected), score.detail

@@ -71,3 +71,55 @@ def test_unsandboxed_only_when_explicitly_allowed() -> None:
         assert score.reward == 1.0
     finally:
         verifier.close()
+
+
+def test_grpo_serve_verifier_code_process(tmp_path) -> None:
+    """The real ``grpo serve verifier-code`` process scores over gRPC (sandbox spawns from a
+    serving gRPC process) and exits 0 on SIGTERM."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    need_sandbox()
+    port_file = tmp_path / "port.json"
+    grpo = Path(sys.executable).parent / "grpo"
+    env = {**os.environ, "GRPO_VERIFIER__SANDBOX__SLOTS": "1"}
+    proc = subprocess.Popen(
+        [
+            str(grpo),
+            "serve",
+            "verifier-code",
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--port-file",
+            str(port_file),
+            "--log-text",
+        ],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        port = json.loads(port_file.read_text())["port"]
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = verifier_pb2_grpc.VerifierStub(channel)
+            for _ in range(3):
+                reply = stub.Score(
+                    verifier_pb2.ScoreRequest(
+                        task=code_task(CHECK), response="def f(x): return x*x"
+                    ),
+                    timeout=30,
+                )
+                assert reply.score.status == common_pb2.SCORE_STATUS_OK, reply.score.detail
+                assert reply.score.reward == 1.0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
