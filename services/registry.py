@@ -32,7 +32,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel
 
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.services.errors import InternalError, InvalidArgumentError, NotFoundError
 from grpo.services.server import ServerSettings, ServiceBinding, create_server
 
 __all__ = [
@@ -65,12 +65,19 @@ class BackgroundWorker(Protocol):
 
     ``start()`` must return promptly (run the loop in a thread); ``stop(timeout_s)`` asks the
     loop to finish its current item, acknowledges nothing it has not made durable, and joins
-    within ``timeout_s`` seconds.
+    within ``timeout_s`` seconds. A worker may also define ``is_alive() -> bool``: ``serve``
+    polls it and, when a started worker's loop has died, drains and raises ``InternalError``
+    so that the process exits non-zero and its supervisor restarts it.
     """
 
     def start(self) -> None: ...
 
     def stop(self, timeout_s: float) -> None: ...
+
+
+def _dead_workers(workers: list[BackgroundWorker]) -> list[BackgroundWorker]:
+    """Workers that expose ``is_alive()`` (a thread, or a wrapper of one) and report False."""
+    return [w for w in workers if callable(getattr(w, "is_alive", None)) and not w.is_alive()]
 
 
 @dataclass
@@ -110,6 +117,10 @@ class ServiceSpec:
                 f"{self.settings_cls.__name__} (service {self.name!r}) needs a field "
                 "`server: ServerSettings = Field(default_factory=ServerSettings, ...)`"
             )
+
+
+_WORKER_POLL_S = 1.0
+"""How often ``serve`` checks that its background workers are still alive (seconds)."""
 
 
 def service_names() -> list[str]:
@@ -188,7 +199,14 @@ def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = No
         if port_file is not None:
             _write_port_file(port_file, server.port, server.metrics_port)
         log.info("service ready", extra={"service": spec.name, "port": server.port})
-        stop_requested.wait()
+        while not stop_requested.wait(_WORKER_POLL_S):
+            dead = _dead_workers(started)
+            if dead:
+                # A crashed loop must not hide behind a SERVING health check: drain and exit
+                # non-zero so the supervisor (grpo run, Kubernetes) restarts the process, which
+                # then resumes from its stream's pending entries.
+                server.set_serving(False)
+                raise InternalError(f"background worker died: {dead[0]!r}; exiting to restart")
     finally:
         if server is not None:
             server.stop()

@@ -132,3 +132,19 @@ def test_deadline_aborts_generation_on_the_server(stub_and_backend) -> None:
     with pytest.raises(grpc.RpcError) as err:
         stub.LoadWeights(generation_pb2.LoadWeightsRequest(policy_version=1), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_registry_builds_both_generation_services(tiny_model_dir: Path, redis_url: str) -> None:
+    from grpo.services.config import load_settings
+    from grpo.services.generation.worker import RolloutWorker
+    from grpo.services.registry import load_spec
+
+    model = {"backend.model_path": str(tiny_model_dir)}
+    gen = load_spec("generation")
+    parts = gen.build(load_settings(gen.settings_cls, None, model))
+    assert [b.name for b in parts.bindings] == ["grpo.v1.Generation"] and not parts.workers
+    worker = load_spec("rollout-worker")
+    settings = load_settings(worker.settings_cls, None, {**model, "redis_url": redis_url})
+    parts = worker.build(settings)
+    assert [b.name for b in parts.bindings] == ["grpo.v1.Generation"]
+    assert isinstance(parts.workers[0], RolloutWorker)

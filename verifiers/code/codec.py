@@ -27,6 +27,8 @@ __all__ = ["MAX_DEPTH", "CodecError", "decode", "decode_tree", "encode", "encode
 MAX_DEPTH = 100
 """Deepest nesting of containers accepted either way."""
 
+_MAX_SAME_HASH = 16  # distinct set members / dict keys allowed to share one hash value
+
 
 _CONTAINER_TAGS: dict[type, str] = {list: "L", tuple: "T", set: "E", frozenset: "Z"}
 
@@ -96,6 +98,17 @@ def _text(node: list[Any], n: int) -> list[str]:
     return fields
 
 
+def _check_hash_spread(keys: list[Any]) -> None:
+    """Refuse set members / dict keys crafted to share one hash (quadratic insertion)."""
+    buckets: dict[int, list[Any]] = {}
+    for key in keys:
+        members = buckets.setdefault(hash(key), [])
+        if len(members) < _MAX_SAME_HASH and not any(key == m for m in members):
+            members.append(key)
+        elif len(members) >= _MAX_SAME_HASH and not any(key == m for m in members):
+            raise CodecError("malformed value: too many distinct keys share one hash")
+
+
 def _items(node: list[Any], depth: int) -> list[Any]:
     _expect(len(node) == 2 and type(node[1]) is list, f"tag {node[0]!r} takes one list")
     return [decode_tree(item, depth + 1) for item in node[1]]
@@ -138,17 +151,18 @@ def decode_tree(node: Any, depth: int = 0) -> Any:
             return _items(node, depth)
         if tag == "T":
             return tuple(_items(node, depth))
-        if tag == "E":
-            return set(_items(node, depth))
-        if tag == "Z":
-            return frozenset(_items(node, depth))
+        if tag == "E" or tag == "Z":
+            members = _items(node, depth)
+            _check_hash_spread(members)
+            return set(members) if tag == "E" else frozenset(members)
         if tag == "D":
             _expect(len(node) == 2 and type(node[1]) is list, "dict takes a list of pairs")
-            out: dict[Any, Any] = {}
+            pairs = []
             for pair in node[1]:
                 _expect(type(pair) is list and len(pair) == 2, "dict item is not a pair")
-                out[decode_tree(pair[0], depth + 1)] = decode_tree(pair[1], depth + 1)
-            return out
+                pairs.append((decode_tree(pair[0], depth + 1), decode_tree(pair[1], depth + 1)))
+            _check_hash_spread([k for k, _ in pairs])
+            return dict(pairs)
     except (TypeError, ValueError, OverflowError) as exc:
         if isinstance(exc, CodecError):
             raise

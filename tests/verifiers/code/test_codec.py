@@ -114,3 +114,14 @@ def test_encode_refuses_self_reference() -> None:
 def test_decode_rejects_malformed(text: str) -> None:
     with pytest.raises(codec.CodecError):
         codec.decode(text)
+
+
+def test_decode_refuses_hash_flooding_but_keeps_big_sets() -> None:
+    mersenne = 2**61 - 1  # int hash is x mod 2**61-1: these all share hash 0
+    flood = codec.encode([k * mersenne for k in range(1, 2000)]).replace('["L"', '["E"', 1)
+    with pytest.raises(codec.CodecError, match="share one hash"):
+        codec.decode(flood)
+    assert len(codec.decode(codec.encode(set(range(50_000))))) == 50_000
+    assert codec.decode(codec.encode({k * mersenne: 0 for k in range(1, 10)})) == {
+        k * mersenne: 0 for k in range(1, 10)
+    }
