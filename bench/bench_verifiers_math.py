@@ -10,6 +10,7 @@
      cost of isolation: pipe round trip, pickling, extraction/normalization);
    - ``pool x2``: two workers, four caller threads (throughput on this 2-core machine);
 
+   run interleaved in chunks of 100 pairs (so load from other jobs falls on all alike),
    printed with the ratio to ``direct``, plus how often each path gives reward 1 on the
    own-gold pairs and on the shifted pairs.
 2. Dataset figures (docs/verifiers.md): GSM8K test reference solutions vs their own final
@@ -85,17 +86,36 @@ def _speed(math500: list[dict[str, object]]) -> None:
     def direct(pair: Pair) -> float:
         return float(verify(parse(f"${pair[0]}$"), parse(pair[1])))
 
-    results = {}
-    results["direct"] = _timed(direct, pairs, 1)
-    for label, workers, threads in [("pool x1", 1, 1), ("pool x2", 2, 4)]:
-        config = MathConfig(pool=PoolSettings(workers=workers, timeout_s=10))
-        with MathVerifier(config) as verifier:
+    # Interleave the paths chunk by chunk so that load from other jobs on this shared machine
+    # falls on all of them alike.
+    x1 = MathVerifier(MathConfig(pool=PoolSettings(workers=1, timeout_s=10)))
+    x2 = MathVerifier(MathConfig(pool=PoolSettings(workers=2, timeout_s=10)))
 
-            def ours(pair: Pair, v: MathVerifier = verifier) -> float:
-                score = v.verify(common_pb2.Task(gold_answer=pair[0]), pair[1])
-                return score.reward if score.status == common_pb2.SCORE_STATUS_OK else -1.0
+    def ours(verifier: MathVerifier) -> Callable[[Pair], float]:
+        def run(pair: Pair) -> float:
+            score = verifier.verify(common_pb2.Task(gold_answer=pair[0]), pair[1])
+            return score.reward if score.status == common_pb2.SCORE_STATUS_OK else -1.0
 
-            results[label] = _timed(ours, pairs, threads)
+        return run
+
+    paths: list[tuple[str, Callable[[Pair], float], int]] = [
+        ("direct", direct, 1),
+        ("pool x1", ours(x1), 1),
+        ("pool x2", ours(x2), 4),
+    ]
+    results: dict[str, tuple[list[float], float, list[float]]] = {
+        label: ([], 0.0, []) for label, _, _ in paths
+    }
+    chunk = 100
+    try:
+        for start in range(0, len(pairs), chunk):
+            for label, fn, threads in paths:
+                rewards, wall, lat = _timed(fn, pairs[start : start + chunk], threads)
+                old_rewards, old_wall, old_lat = results[label]
+                results[label] = (old_rewards + rewards, old_wall + wall, old_lat + lat)
+    finally:
+        x1.close()
+        x2.close()
     base_rate = len(pairs) / results["direct"][1]
     print(f"MATH-500-style pairs: {len(pairs)} (own gold {n}, shifted gold {n})")
     print(

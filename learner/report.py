@@ -7,7 +7,9 @@
   ``eval/accuracy`` in the metrics or from ``<run_dir>/eval.jsonl`` (rows with ``step`` and
   ``accuracy``, written by ``grpo run``); an evaluation at step s is placed at the generated
   tokens and learner wall-clock of step s (step 0, the SFT start, at 0);
-- ``group_outcomes.png``: shares of all-correct, all-wrong and mixed groups per step;
+- ``group_outcomes.png``: shares of all-correct, all-wrong and mixed groups in each trained
+  batch, and (when the run has an assembler) the cumulative shares of every closed group that
+  was accepted or rejected by dynamic sampling (``assembler/groups_*`` counters);
 - ``clip_kl_entropy.png``: low/high clip fractions, KL to the reference (or the π_old/μ
   mismatch when no reference is used) and token entropy per step;
 - ``length_by_advantage.png``: mean response length of rollouts with positive vs negative
@@ -138,6 +140,31 @@ def _eval_points(run_dir: Path, rows: Sequence[dict[str, Any]]) -> dict[str, lis
     return points
 
 
+_ASSEMBLER_LINES = {
+    "accepted": ("accepted",),
+    "rejected all correct": ("rejected_all_correct",),
+    "rejected all wrong": ("rejected_all_wrong",),
+    "rejected too few valid": ("rejected_too_few_valid",),
+}
+
+
+def _assembler_shares(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cumulative outcome shares of every group the assembler closed, per learner step."""
+    out = []
+    for row in rows:
+        closed = {
+            k: float(row.get(f"assembler/groups_{k}", 0.0))
+            for k in ("accepted", "rejected_all_correct", "rejected_all_wrong")
+        }
+        closed["rejected_too_few_valid"] = float(
+            row.get("assembler/groups_rejected_too_few_valid", 0.0)
+        )
+        total = sum(closed.values())
+        if total > 0:
+            out.append({"step": row["step"], **{k: v / total for k, v in closed.items()}})
+    return out
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -189,9 +216,20 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
     fig.suptitle("Reward and held-out accuracy")
     written.append(_save(fig, out / REPORT_FILES[0]))
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    _plot(ax, rows, "step", {"all correct": _ALL_CORRECT, "all wrong": _ALL_WRONG, "mixed": _MIXED})
-    ax.set(xlabel="learner step", ylabel="share of groups", title="Group outcomes")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    _plot(
+        axes[0],
+        rows,
+        "step",
+        {"all correct": _ALL_CORRECT, "all wrong": _ALL_WRONG, "mixed": _MIXED},
+    )
+    axes[0].set(xlabel="learner step", ylabel="share of groups", title="Trained batches")
+    _plot(axes[1], _assembler_shares(rows), "step", _ASSEMBLER_LINES)
+    axes[1].set(
+        xlabel="learner step",
+        ylabel="share of closed groups",
+        title="All sampled groups (assembler)",
+    )
     written.append(_save(fig, out / REPORT_FILES[1]))
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))

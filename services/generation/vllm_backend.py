@@ -12,9 +12,11 @@ skip without vllm and a GPU). See docs/generation.md for what was and was not ve
 - Prompts are tokenized here with the model folder's tokenizer and passed as token ids, so the
   prompt ids on rollouts are exactly what the engine saw.
 - Weights: ``load_weights`` reads the published safetensors on each worker through
-  ``LLM.collective_rpc`` and calls the model's own ``load_weights`` (which handles fused
-  QKV/gate-up layouts), then resets the prefix cache, whose KV entries belong to the old
-  weights. No engine restart.
+  ``LLM.collective_rpc("grpo_load_weights", ...)`` (a method of ``VllmWorkerExtension``, mixed
+  into the workers with ``worker_extension_cls``; passing a callable instead would need
+  ``VLLM_ALLOW_INSECURE_SERIALIZATION``) and calls the model's own ``load_weights`` (which
+  handles fused QKV/gate-up layouts), then resets the prefix cache, whose KV entries belong to
+  the old weights. No engine restart.
 - Deadlines: ``LLM.generate`` is blocking; the deadline is checked before the call and after
   it (an overrun raises DEADLINE_EXCEEDED but the GPU work is not cut short).
 """
@@ -40,7 +42,7 @@ from grpo.services.generation.backend import (
 )
 from grpo.v1 import common_pb2
 
-__all__ = ["VllmBackend"]
+__all__ = ["VllmBackend", "VllmWorkerExtension"]
 
 _FINISH = {
     "stop": common_pb2.FINISH_REASON_STOP,
@@ -58,11 +60,16 @@ def _iter_safetensors(files: list[str]) -> Iterator[tuple[str, Any]]:
                 yield key, fh.get_tensor(key)
 
 
-def _load_on_worker(worker: Any, files: list[str]) -> int:
-    """Runs inside each vLLM worker (via collective_rpc): load weights into its model shard."""
-    model = worker.model_runner.model
-    loaded = model.load_weights(weights=_iter_safetensors(files))
-    return len(loaded) if loaded is not None else 0
+class VllmWorkerExtension:
+    """Mixed into every vLLM worker (``LLM(worker_extension_cls=...)``); its methods are called
+    by name through ``LLM.collective_rpc``."""
+
+    model_runner: Any
+
+    def grpo_load_weights(self, files: list[str]) -> int:
+        """Load the safetensors ``files`` into this worker's model; returns tensors loaded."""
+        loaded = self.model_runner.model.load_weights(weights=_iter_safetensors(files))
+        return len(loaded) if loaded is not None else 0
 
 
 class VllmBackend(GenerationBackend):
@@ -97,6 +104,7 @@ class VllmBackend(GenerationBackend):
             "dtype": "auto" if config.dtype == "auto" else config.dtype,
             "gpu_memory_utilization": config.gpu_memory_utilization,
             "logprobs_mode": "processed_logprobs",
+            "worker_extension_cls": f"{__name__}.VllmWorkerExtension",
             "seed": 0,
         }
         if config.max_model_len:
@@ -143,7 +151,7 @@ class VllmBackend(GenerationBackend):
             n=n,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
-            top_k=sampling.top_k if sampling.top_k > 0 else -1,
+            top_k=sampling.top_k,  # 0 = off (vLLM >= 0.10 accepts 0 and -1)
             max_tokens=sampling.max_new_tokens,
             stop=list(sampling.stop) or None,
             include_stop_str_in_output=True,
@@ -199,7 +207,7 @@ class VllmBackend(GenerationBackend):
         if not files:
             raise NotFoundError(f"no *.safetensors files in {path}")
         with self._lock:
-            self._llm.collective_rpc(_load_on_worker, args=(files,))
+            self._llm.collective_rpc("grpo_load_weights", args=(files,))
             self._llm.reset_prefix_cache()
             self._version = version
         return time.perf_counter() - start

@@ -57,8 +57,6 @@ __all__ = ["LearnerLoop", "LearnerStatus", "group_records_for", "resolved_config
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
-
 
 @dataclass(frozen=True)
 class LearnerStatus:
@@ -212,7 +210,7 @@ class LearnerLoop:
             self._thread.join(timeout_s)
 
     def run(self) -> None:
-        """Run the loop in the calling thread until ``stop`` or ``max_steps``."""
+        """Run the loop in the calling thread until ``stop`` (idles after ``max_steps``)."""
         self._run()
 
     def status(self) -> LearnerStatus:
@@ -342,22 +340,41 @@ class LearnerLoop:
         if step % s.publish_every == 0:
             self._publish(self.policy_version + 1)
         wall = time.time() - self.run_start_unix_s
+        counters = self._assembler_counters()
         record: dict[str, Any] = {
             "step": step,
             "policy_version": self.policy_version,
             "wall_clock_s": wall,
-            "generated_tokens": self.generated_tokens,
+            "generated_tokens": counters.get("generated_tokens", self.generated_tokens),
+            "trained_tokens": self.generated_tokens,
             "groups_consumed": len(self.consumed),
             "time/wait_groups_s": wait_s,
             "learner/idle_frac": self.wait_s_total / max(wall, 1e-9),
             "policy/staleness_mean": staleness,
         }
         record.update(metrics)
+        record.update({f"assembler/{k}": float(v) for k, v in counters.items()})
         self.runlog.write_step(record, group_records_for(groups, step, self.settings.algo))
         with self._lock:
             self.last_metrics = {k: float(v) for k, v in record.items()}
         if step % s.checkpoint_every == 0 or (s.max_steps and step >= s.max_steps):
             self._checkpoint()
+
+    def _assembler_counters(self) -> dict[str, int]:
+        """The assembler's run counters when an assembler writes them in this namespace.
+
+        ``generated_tokens`` there counts every sampled token, rejected groups included (the
+        run's real generation cost); without an assembler it is absent.
+        """
+        try:
+            from grpo.services.assembler.store import GroupStore
+
+            # Only counters() is used: the deadline argument plays no part in it.
+            store = GroupStore(self.client, self.settings.namespace, group_deadline_s=1.0)
+            counters = store.counters()
+        except Exception:  # optional information, never fatal
+            return {}
+        return counters if counters.get("groups_opened", 0) > 0 else {}
 
     def _publish(self, version: int) -> None:
         publish_weights(

@@ -497,6 +497,9 @@ class Pipeline:
                     policy = self.wait_for_publish(self.progress.step)
             left = self.stop_services()
         final_dir = Path(policy.path) if policy is not None and policy.path else model_dir
+        import torch
+
+        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))  # the services are gone
         final_accuracy = self.evaluate(final_dir, "final")
         stats = self.progress.stats
         summary = {

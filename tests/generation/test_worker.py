@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import redis
+from prometheus_client import REGISTRY
 
 from grpo.services.generation.backend import SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
@@ -45,8 +46,8 @@ def test_groups_are_written_whole_and_acked(
     streams.produce(names.prompts, job("g1", 4))
     streams.produce(names.prompts, job("g2", 3))
     worker = make_worker(redis_client, backend, redis_namespace)
-    assert worker.run_once() == 4
-    assert worker.run_once() == 3
+    before = REGISTRY.get_sample_value("grpo_rollouts_written_total") or 0.0
+    assert worker.run_once() == 7  # both jobs in one batch (jobs_per_batch=4)
     assert worker.run_once() == 0  # nothing left
     got = rollouts(redis_client, names)
     assert sorted((r.group_id, r.index) for r in got) == [
@@ -59,6 +60,7 @@ def test_groups_are_written_whole_and_acked(
     assert len(first.completion.token_ids) == len(first.completion.behavior_logprobs) > 0
     assert first.completion.sampling.seed != 0 and first.timings.generation_s > 0
     assert streams.pending(names.prompts, "rollout-workers") == 0
+    assert REGISTRY.get_sample_value("grpo_rollouts_written_total") == before + 7
 
 
 def test_killed_mid_group_then_restarted_gives_exactly_g_indices(
@@ -95,7 +97,9 @@ def test_backpressure_holds_back_until_downstream_consumes(
     streams.ensure_group(names.rollouts, "assembler")
     for i in range(2):
         streams.produce(names.prompts, job(f"bp{i}", 4))
-    worker = make_worker(redis_client, backend, redis_namespace, max_rollout_lag=4)
+    worker = make_worker(
+        redis_client, backend, redis_namespace, max_rollout_lag=4, jobs_per_batch=1
+    )
     assert worker.run_once() == 4
     assert worker.run_once() == 0  # lag 4 >= bound: the second job is not taken
     assert streams.lag(names.prompts, "rollout-workers") == 1
@@ -131,14 +135,20 @@ def test_new_policy_version_is_loaded_and_recorded(
     assert worker.maybe_reload_weights() is False  # same version: no reload
 
 
-def test_invalid_job_goes_to_dead_letters(
+def test_invalid_jobs_go_to_dead_letters_and_spare_their_batch(
     redis_client: redis.Redis, redis_namespace: str, backend: TransformersBackend
 ) -> None:
     names, streams = StreamNames(redis_namespace), Streams(redis_client)
     streams.produce(names.prompts, job("bad", 0))
+    streams.produce(names.prompts, job("too-long", 2, "1" * 600))  # beyond the 512 context
+    streams.produce(names.prompts, job("good", 2))
     worker = make_worker(redis_client, backend, redis_namespace)
-    assert worker.run_once() == 0
+    assert worker.run_once() == 2
     assert streams.pending(names.prompts, "rollout-workers") == 0
     dead = redis_client.xrange(f"{names.prompts}:dead")
-    assert len(dead) == 1 and b"group_size" in dead[0][1][b"_reason"]  # type: ignore[index]
-    assert rollouts(redis_client, names) == []
+    reasons = [fields[b"_reason"].decode() for _id, fields in dead]  # type: ignore[union-attr]
+    assert len(reasons) == 2 and "group_size" in reasons[0] and "context" in reasons[1]
+    assert sorted((r.group_id, r.index) for r in rollouts(redis_client, names)) == [
+        ("good", 0),
+        ("good", 1),
+    ]

@@ -9,7 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo.cli_report import app
-from grpo.learner.report import REPORT_FILES, _eval_points, load_metrics, render_report
+from grpo.learner.report import (
+    REPORT_FILES,
+    _assembler_shares,
+    _eval_points,
+    load_metrics,
+    render_report,
+)
 from grpo.services.errors import InvalidArgumentError, NotFoundError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -35,6 +41,9 @@ def _write_metrics(run_dir: Path, steps: int = 6) -> None:
             "len/mean_neg_adv": 14.0,
             "time/straggler_wait_mean_s": 0.1,
             "time/straggler_wait_max_s": 0.4,
+            "assembler/groups_accepted": 8.0 * s,
+            "assembler/groups_rejected_all_correct": 2.0 * s,
+            "assembler/groups_rejected_all_wrong": 6.0 * s,
         }
         if s % 2 == 0:
             row["eval/accuracy"] = 0.4 + 0.02 * s
@@ -54,6 +63,14 @@ def test_report_renders_every_png(tmp_path: Path) -> None:
         "generated_tokens": [0.0, 6000.0],
         "wall_clock_s": [0.0, 15.0],
         "y": [0.4, 0.6],
+    }
+    shares = _assembler_shares(load_metrics(tmp_path / "metrics.jsonl"))
+    assert shares[0] == {
+        "step": 1,
+        "accepted": 0.5,
+        "rejected_all_correct": 0.125,
+        "rejected_all_wrong": 0.375,
+        "rejected_too_few_valid": 0.0,
     }
     written = render_report(tmp_path)
     assert [p.name for p in written] == list(REPORT_FILES)

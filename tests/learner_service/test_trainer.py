@@ -94,3 +94,17 @@ def test_process_credit_changes_the_update(tiny_model_dir: Path, make_groups) ->
     assert m1["adv/token_abs_mean"] != pytest.approx(m0["adv/token_abs_mean"])
     p0, p1 = _params(outcome_only), _params(with_process)
     assert max(float((p0[k] - p1[k]).abs().max()) for k in p0) > 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_step_matches_cpu(tiny_model_dir: Path, make_groups) -> None:
+    groups = make_groups(num_groups=3, group_size=4, seed=1)
+    cpu = _trainer(tiny_model_dir, dtype=torch.float64, device="cpu")
+    gpu = _trainer(tiny_model_dir, dtype=torch.float64, device="auto")
+    assert gpu.device.type == "cuda"
+    m_cpu, m_gpu = cpu.step(groups), gpu.step(groups)
+    assert m_gpu["loss/total"] == pytest.approx(m_cpu["loss/total"], rel=1e-6)
+    p_cpu, p_gpu = _params(cpu), _params(gpu)
+    for k in p_cpu:
+        torch.testing.assert_close(p_gpu[k].cpu(), p_cpu[k], rtol=0, atol=1e-6, msg=k)

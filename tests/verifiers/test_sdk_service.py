@@ -10,6 +10,7 @@ from typing import ClassVar
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import REGISTRY
 
 from grpo.services.server import ServerSettings, ServiceBinding, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
@@ -83,7 +84,15 @@ def test_describe(exact_stub: verifier_pb2_grpc.VerifierStub) -> None:
     assert info.config["case_sensitive"] == "False"
 
 
+def _scored(status: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "grpo_verifier_scores_total", {"verifier": "exact-match", "status": status}
+    )
+    return value or 0.0
+
+
 def test_score_and_batch_in_order(exact_stub: verifier_pb2_grpc.VerifierStub) -> None:
+    ok_before, no_answer_before = _scored("OK"), _scored("NO_ANSWER")
     score = exact_stub.Score(_req("Paris", "I think\n  paris ")).score
     assert (score.status, score.reward, score.verifier) == (
         common_pb2.SCORE_STATUS_OK,
@@ -102,6 +111,8 @@ def test_score_and_batch_in_order(exact_stub: verifier_pb2_grpc.VerifierStub) ->
         (common_pb2.SCORE_STATUS_NO_ANSWER, 0.0),
         (common_pb2.SCORE_STATUS_OK, 1.0),
     ]
+    assert _scored("OK") - ok_before == 4
+    assert _scored("NO_ANSWER") - no_answer_before == 1
 
 
 def test_errors_map_to_grpc_codes(exact_stub: verifier_pb2_grpc.VerifierStub) -> None:

@@ -5,6 +5,7 @@
   (``sandbox``).
 - :func:`extract_program` — the program in a response (``extract``).
 - :func:`suite_from_tests` — test formats and record/replay (``tests_format``).
+- ``interpreter`` / ``processes`` — the interpreter mirror; subreaper and per-uid sweep.
 - ``codec`` — the strict typed codec for values crossing the sandbox boundary.
 - ``driver`` — runs inside the sandbox (never imported by the service).
 """

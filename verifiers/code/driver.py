@@ -1,10 +1,12 @@
 """Driver that runs INSIDE the sandbox: load the candidate program, run it, report plain data.
 
-Started as ``python3 -I -S -B driver.py RESULT_FD`` by :mod:`grpo.verifiers.code.sandbox`
-(stdlib only; it imports ``codec.py`` from its own directory). It reads one JSON job from
-stdin, then replaces stdin with /dev/null, lowers its rlimits (hard limits, so the candidate
-cannot raise them again) and only then touches untrusted code. Records go to ``RESULT_FD`` as
-one JSON object per line:
+Started as ``python3 -I -S -B -c "...; import driver; driver.main()" RESULT_FD`` (or as a
+script) by :mod:`grpo.verifiers.code.sandbox`
+(stdlib only; it imports ``codec.py`` from its own directory, and not ``json``, whose import
+of ``re``/``enum`` would double the start-up time). It reads one ``marshal``-encoded job from
+stdin (written by the trusted side), then replaces stdin with /dev/null, lowers its rlimits
+(hard limits, so the candidate cannot raise them again) and only then touches untrusted code.
+Records go to ``RESULT_FD`` as one JSON object per line:
 
 - ``{"k": "hello"}`` first thing, before any candidate code (proves the sandbox started);
 - ``{"k": "loaded"}`` or ``{"k": "load_error", "type": ..., "msg": ...}`` after executing the
@@ -24,7 +26,7 @@ values, which are checked outside against expectations the sandbox never sees.
 
 import builtins
 import io
-import json
+import marshal
 import os
 import resource
 import sys
@@ -36,8 +38,40 @@ _OUT_FD = int(sys.argv[1])
 _MSG_CHARS = 300
 
 
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
+_ESCAPES[ord('"')] = '\\"'
+_ESCAPES[ord("\\")] = "\\\\"
+
+
+def _json_str(text):
+    text = text.translate(_ESCAPES)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: escape them so the line stays valid UTF-8
+        text = "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return '"' + text + '"'
+
+
+def _json(value):
+    """JSON text of records made of dict/list/str/int/bool/None (no json import)."""
+    kind = type(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if kind is str:
+        return _json_str(value)
+    if kind is list:
+        return "[" + ",".join(_json(v) for v in value) + "]"
+    if kind is dict:
+        return "{" + ",".join(_json_str(k) + ":" + _json(v) for k, v in value.items()) + "}"
+    raise TypeError(kind.__name__)
+
+
 def _emit(record):
-    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    data = (_json(record) + "\n").encode("utf-8")
     view = memoryview(data)
     while view:
         written = os.write(_OUT_FD, view)
@@ -170,7 +204,7 @@ def _run_stdio(job):
 
 def main():
     _emit({"k": "hello"})
-    job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    job = marshal.loads(sys.stdin.buffer.read())
     devnull = os.open("/dev/null", os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

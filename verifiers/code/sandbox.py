@@ -12,11 +12,12 @@ One sandboxed process per sample (Python start-up costs more than bwrap). Each r
    ``--cap-drop ALL``, ``--new-session``, ``--die-with-parent``;
 3. the filesystem inside is: ``/usr`` (+ ``/lib``, ``/lib64``, ``/bin`` links) read-only; the
    interpreter, ``libpython`` and the stdlib (no site-packages, no test suite) read-only at
-   their real path, from a hard-linked mirror under ``mirror_dir`` (the real prefix may sit
-   under ``/root``, which the slot uid cannot traverse; nothing else of ``/root`` or the project
-   is visible); the driver and codec read-only at ``/opt/grpo``; fresh size-capped tmpfs
-   mounts at ``/home/sandbox`` (work dir, HOME), ``/tmp`` and ``/dev/shm``; a fresh ``/proc``
-   of the new PID namespace and a minimal ``/dev``; bwrap's own root is remounted read-only;
+   their real path, from a hard-linked mirror under ``mirror_dir`` (``interpreter.py``; the
+   real prefix may sit under ``/root``, which the slot uid cannot traverse; nothing else of
+   ``/root`` or the project is visible); the driver and codec read-only at ``/opt/grpo``;
+   fresh size-capped tmpfs mounts at ``/home/sandbox`` (work dir, HOME), ``/tmp`` and
+   ``/dev/shm``; a fresh ``/proc`` of the new PID namespace and a minimal ``/dev``; bwrap's
+   own root is remounted read-only;
 4. feeds the job (program, planned calls, limits) on stdin; the driver lowers rlimits
    (address space, CPU seconds, processes, open files, file size, core = 0) before running
    any candidate code;
@@ -27,7 +28,7 @@ One sandboxed process per sample (Python start-up costs more than bwrap). Each r
    double-fork cannot leave a PID namespace);
 7. sweeps: SIGKILL to any process still owned by the slot uid, and reaps zombies re-parented
    to this process, which is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so no
-   zombie or orphan outlives a run.
+   zombie or orphan outlives a run (``processes.py``).
 
 Threat model. Covered: candidate code reading host files, secrets or the service's
 environment (/proc/1/environ inside is bwrap's empty one); writing outside its tmpfs; using the
@@ -51,20 +52,18 @@ processes too). ``allow_unsandboxed`` (development only) runs the driver with no
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import hashlib
 import json
+import marshal
 import os
+import py_compile
 import queue
 import selectors
 import shutil
-import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -74,17 +73,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.services.errors import FailedPreconditionError, InternalError, ResourceExhaustedError
+from grpo.verifiers.code.interpreter import build_mirror, interpreter_paths
+from grpo.verifiers.code.processes import reap_zombie_children, set_child_subreaper, sweep_uid
 
-__all__ = ["RunResult", "Sandbox", "SandboxSettings", "processes_of_uid"]
+__all__ = ["RunResult", "Sandbox", "SandboxSettings"]
 
 _DRIVER_DIR = Path(__file__).resolve().parent
 _DRIVER_FILES = ("driver.py", "codec.py")
 _INSIDE_DRIVER_DIR = "/opt/grpo"
 _WORK_DIR = "/home/sandbox"
-_PR_SET_CHILD_SUBREAPER = 36
-_STDLIB_SKIP = frozenset(
-    {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3"}
-)
 _BWRAP_PROCESSES = 2  # bwrap's monitor and the namespace init run under the slot uid too
 
 
@@ -189,107 +186,31 @@ class RunResult:
         return any(r.get("k") == "hello" for r in self.records)
 
 
-def processes_of_uid(uid: int) -> list[int]:
-    """Return the pids whose real uid is ``uid`` (zombies included), read from /proc."""
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"{entry.path}/status", "rb") as fh:
-                for line in fh:
-                    if line.startswith(b"Uid:"):
-                        # real uid, not the /proc owner (a non-dumpable process shows root)
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry.name))
-                        break
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
+def _driver_bundle(root: Path) -> Path:
+    """Copy driver.py and codec.py into a root-owned 0755 dir with unchecked-hash .pyc files.
 
-
-def _parent_pid(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return -1
-    return int(stat.rsplit(b")", 1)[1].split()[1])
-
-
-_subreaper_lock = threading.Lock()
-_subreaper_users = 0
-
-
-def _set_child_subreaper(on: bool) -> None:
-    """Reference-counted ``prctl(PR_SET_CHILD_SUBREAPER)``: on while any Sandbox is open."""
-    global _subreaper_users
-    with _subreaper_lock:
-        before = _subreaper_users
-        _subreaper_users = max(0, before + (1 if on else -1))
-        if (before == 0) == (_subreaper_users == 0):
-            return
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
-            raise InternalError(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
-
-
-def _interpreter_paths(prefix: Path) -> tuple[Path, Path, Path | None]:
-    """Return (python binary, stdlib dir, libpython or None) of the interpreter at ``prefix``."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    binary = prefix / "bin" / version
-    stdlib = prefix / "lib" / version
-    ldlib = sysconfig.get_config_var("INSTSONAME")
-    libpython = prefix / "lib" / ldlib if ldlib and (prefix / "lib" / ldlib).exists() else None
-    if not binary.is_file() or not (stdlib / "os.py").is_file():
-        raise FailedPreconditionError(
-            f"no interpreter at python_prefix {prefix}: expected {binary} and {stdlib}/os.py"
-        )
-    return binary, stdlib, libpython
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def build_mirror(prefix: Path, mirror_root: Path) -> Path:
-    """Create (once) a world-readable hard-linked mirror of the interpreter at ``prefix``.
-
-    Returns:
-        The mirror dir, laid out like ``prefix`` (bin/, lib/libpython*, lib/python3.X/ minus
-        site-packages and the test suite); it is bound read-only at ``prefix`` inside.
-
-    Raises:
-        FailedPreconditionError: no interpreter at ``prefix``.
+    The sandbox imports the driver from these .pyc files (-B only stops *writing* them), which
+    saves compiling ~400 lines at every start; the dir name carries the sources' hash.
     """
-    binary, stdlib, libpython = _interpreter_paths(prefix)
-    digest = hashlib.sha256(f"{prefix.resolve()}|{sys.version}".encode()).hexdigest()[:12]
-    tag = f"{binary.name}-{digest}"
-    target = mirror_root / tag
+    sources = {name: (_DRIVER_DIR / name).read_bytes() for name in _DRIVER_FILES}
+    digest = hashlib.sha256(b"".join(sources.values()) + sys.version.encode()).hexdigest()[:12]
+    target = root / f"driver-{digest}"
     if (target / ".complete").exists():
         return target
-    mirror_root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    os.chmod(mirror_root, 0o755)
-    staging = Path(tempfile.mkdtemp(prefix=f".{tag}-", dir=mirror_root))
-    (staging / "bin").mkdir()
-    (staging / "lib").mkdir()
-    _link_or_copy(str(binary.resolve()), str(staging / "bin" / binary.name))
-    if libpython is not None:
-        _link_or_copy(str(libpython.resolve()), str(staging / "lib" / libpython.name))
-    shutil.copytree(
-        stdlib,
-        staging / "lib" / stdlib.name,
-        symlinks=True,
-        ignore=lambda d, names: [n for n in names if Path(d) == stdlib and n in _STDLIB_SKIP],
-        copy_function=_link_or_copy,
-    )
-    for root, dirs, _files in os.walk(staging):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-    os.chmod(staging, 0o755)
+    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".driver-{digest}-", dir=root))
+    for name, data in sources.items():
+        (staging / name).write_bytes(data)
+        py_compile.compile(
+            str(staging / name),
+            cfile=str(
+                staging / "__pycache__" / f"{Path(name).stem}.{sys.implementation.cache_tag}.pyc"
+            ),
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            doraise=True,
+        )
+    for path in [staging, staging / "__pycache__", *staging.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
     (staging / ".complete").touch()
     try:
         os.rename(staging, target)
@@ -326,12 +247,14 @@ class Sandbox:
                 "setpriv (util-linux) is needed to drop to the slot uids: install util-linux"
             )
         prefix = Path(self.settings.python_prefix)
-        self.python, _, _ = _interpreter_paths(prefix)
+        self.python, _, _ = interpreter_paths(prefix)
         self.prefix = prefix
         self.mirror = build_mirror(prefix, Path(self.settings.mirror_dir)) if found else None
+        self.driver_dir = _driver_bundle(Path(self.settings.mirror_dir)) if found else _DRIVER_DIR
         self._lock_fds: list[int] = []
+        self._uids: list[int] = []
         self._closed = False
-        _set_child_subreaper(True)
+        set_child_subreaper(True)
         self._slots: queue.Queue[int] = queue.Queue()
         for uid in self._acquire_uids():
             self._slots.put(uid)
@@ -347,7 +270,7 @@ class Sandbox:
         return list(self._uids)
 
     def _acquire_uids(self) -> list[int]:
-        self._uids: list[int] = []
+        """Take ``slots`` uids from the range by flock (root), else reuse our own uid."""
         if not self.is_root:
             return [os.getuid()] * self.settings.slots
         lock_dir = Path(self.settings.lock_dir)
@@ -361,7 +284,7 @@ class Sandbox:
                 continue
             self._lock_fds.append(fd)
             self._uids.append(uid)
-            self._sweep(uid)  # a crashed previous owner may have left processes
+            sweep_uid(uid)  # a crashed previous owner may have left processes
             if len(self._uids) == self.settings.slots:
                 return list(self._uids)
         self.close()
@@ -379,7 +302,7 @@ class Sandbox:
         self._lock_fds = []
         if not self._closed:
             self._closed = True
-            _set_child_subreaper(False)
+            set_child_subreaper(False)
 
     @contextlib.contextmanager
     def _slot(self) -> Iterator[int]:
@@ -410,7 +333,6 @@ class Sandbox:
 
     def _command(self, result_fd: int) -> list[str]:
         inside_python = str(self.python)
-        driver = f"{_INSIDE_DRIVER_DIR}/driver.py"
         if self.bwrap is None:
             return [inside_python, "-I", "-S", "-B", str(_DRIVER_DIR / "driver.py"), str(result_fd)]
         assert self.mirror is not None
@@ -437,14 +359,16 @@ class Sandbox:
             elif os.path.isdir(f"/{link}"):
                 cmd += ["--ro-bind", f"/{link}", f"/{link}"]
         cmd += ["--ro-bind", str(self.mirror), str(self.prefix)]
-        for name in _DRIVER_FILES:
-            cmd += ["--ro-bind", str(_DRIVER_DIR / name), f"{_INSIDE_DRIVER_DIR}/{name}"]
+        cmd += ["--ro-bind", str(self.driver_dir), _INSIDE_DRIVER_DIR]
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         for mount in (_WORK_DIR, "/tmp", "/dev/shm"):
             cmd += ["--size", size, "--perms", "1777", "--tmpfs", mount]
         cmd += ["--remount-ro", "/"]  # bwrap's own root tmpfs: no writes outside the tmpfs mounts
         cmd += ["--setenv", "HOME", _WORK_DIR, "--chdir", _WORK_DIR]
-        cmd += ["--", inside_python, "-I", "-S", "-B", driver, str(result_fd)]
+        launch = (
+            f"import sys; sys.path.insert(0, {_INSIDE_DRIVER_DIR!r}); import driver; driver.main()"
+        )
+        cmd += ["--", inside_python, "-I", "-S", "-B", "-c", launch, str(result_fd)]
         return cmd
 
     def limits(self, wall_time_s: float) -> dict[str, int]:
@@ -462,7 +386,8 @@ class Sandbox:
         """Run one driver job (see ``driver.py``) in a fresh sandbox and collect its records.
 
         Args:
-            job: the driver job (mode, program, entry_point, calls, script, stdin ...); the
+            job: the driver job (mode, program, entry_point, calls, script, stdin ...) made of
+                plain builtin data; sent as ``marshal`` (read only inside, by the driver); the
                 ``limits`` entry is added here.
             wall_time_s: wall-clock limit in seconds (default ``settings.wall_time_s``).
 
@@ -473,7 +398,7 @@ class Sandbox:
             InternalError: the sandbox process could not be spawned.
         """
         limit = self.settings.wall_time_s if wall_time_s is None else wall_time_s
-        payload = json.dumps({**job, "limits": self.limits(limit)}).encode()
+        payload = marshal.dumps({**job, "limits": self.limits(limit)})
         with self._slot() as uid:
             return self._run_as(uid, payload, limit)
 
@@ -507,9 +432,9 @@ class Sandbox:
             proc.wait()
             result.exit_code = None if result.timed_out else proc.returncode
             if self.is_root and self.bwrap is not None:
-                self._sweep(uid)
+                sweep_uid(uid)
             else:
-                self._reap_children()
+                reap_zombie_children()
             result.wall_s = time.monotonic() - start
         return result
 
@@ -580,35 +505,6 @@ class Sandbox:
         result.stdout = bytes(chunks[out_fd])
         result.stderr = bytes(chunks[err_fd])
         result.records, result.corrupt_lines = _parse_records(bytes(chunks[result_r]))
-
-    def _sweep(self, uid: int) -> None:
-        """Kill every process of ``uid`` and reap those re-parented to this process."""
-        me = os.getpid()
-        for _ in range(200):
-            pids = processes_of_uid(uid)
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-                if _parent_pid(pid) == me:
-                    with contextlib.suppress(ChildProcessError, OSError):
-                        os.waitpid(pid, os.WNOHANG)
-            time.sleep(0.002)
-
-    def _reap_children(self) -> None:
-        """Reap zombies re-parented to this subreaper (non-root mode)."""
-        me = os.getpid()
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and _parent_pid(int(entry.name)) == me:
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                        state = fh.read().rsplit(b")", 1)[1].split()[0]
-                except OSError:
-                    continue
-                if state == b"Z":
-                    with contextlib.suppress(ChildProcessError, OSError):
-                        os.waitpid(int(entry.name), os.WNOHANG)
 
 
 def _parse_records(data: bytes) -> tuple[list[dict[str, Any]], int]:

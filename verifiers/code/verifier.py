@@ -59,6 +59,7 @@ _FAILED = common_pb2.TEST_STATUS_FAILED
 _ERROR = common_pb2.TEST_STATUS_ERROR
 _TIMEOUT = common_pb2.TEST_STATUS_TIMEOUT
 _MEMORY = common_pb2.TEST_STATUS_MEMORY
+_EXTRACTED_CHARS = 4000  # head of the extracted program reported in Score.extracted_answer
 _INSIDE_NOTE = "ran inside the sandbox (depends on earlier results; weaker, forgeable)"
 
 
@@ -121,7 +122,8 @@ class CodeVerifier(Verifier):
         """Run ``response``'s program against ``task.code_tests`` and score it.
 
         Returns:
-            A Score (status mapping in the module docstring) with one TestResult per case.
+            A Score (status mapping in the module docstring) with one TestResult per case;
+            ``extracted_answer`` holds the head of the extracted program.
 
         Raises:
             InvalidArgumentError: the task's tests are malformed (names the field).
@@ -138,8 +140,11 @@ class CodeVerifier(Verifier):
                 f"max_program_chars={self.cfg.max_program_chars}",
             )
         if suite.style == "stdio":
-            return self._score_stdio(suite, program)
-        return self._score_calls(suite, program)
+            result = self._score_stdio(suite, program)
+        else:
+            result = self._score_calls(suite, program)
+        result.extracted_answer = body[:_EXTRACTED_CHARS]
+        return result
 
     def _reward(self, tests: list[common_pb2.TestResult]) -> float:
         passed = sum(t.status == _PASSED for t in tests)

@@ -3,11 +3,14 @@
 :func:`check_answer` does extraction, normalization, parsing and comparison, so everything
 that may be slow on hostile input is bounded by the worker pool's hard wall-clock limit. It
 returns plain data (status, reward, extracted answer, detail) that crosses the process pipe.
+Multiple-choice golds (one letter A-E, optionally in parentheses) are compared with the
+answer's leading letter before any parsing, so ``(B) 42`` matches gold ``B``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from grpo.v1 import common_pb2
 from grpo.verifiers.math.equivalence import AnswerParseError, answers_equivalent
@@ -22,6 +25,22 @@ CheckResult = tuple[int, float, str, str]
 # math-verify warns on every call that its own timeout is disabled: we enforce ours outside.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
+
+
+_CHOICE_GOLD = re.compile(r"^\(?([A-Ea-e])\)?$")
+_CHOICE_ANSWER = re.compile(r"^\(?([A-Ea-e])\)?(?=$|[\s.:,;])")
+
+
+def _choice(gold: str, answer: str) -> bool | None:
+    """Multiple choice: when gold is one letter A-E, compare it with the answer's leading letter.
+
+    Returns None when gold is not a choice letter or the answer does not start with one.
+    """
+    gold_letter = _CHOICE_GOLD.match(gold)
+    answer_letter = _CHOICE_ANSWER.match(answer)
+    if gold_letter is None or answer_letter is None:
+        return None
+    return gold_letter.group(1).upper() == answer_letter.group(1).upper()
 
 
 def _gold_text(gold: str) -> str:
@@ -58,6 +77,10 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     gold_norm = _gold_text(gold)
     if not gold_norm:
         return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, answer, "gold answer is empty"
+    choice = _choice(gold_norm, answer)
+    if choice is not None:
+        verdict = "same choice" if choice else "different choice"
+        return common_pb2.SCORE_STATUS_OK, float(choice), answer, f"{found.rule}: {verdict}"
     try:
         gold_ok = answers_equivalent(gold_norm, answer, rel_tol)
     except (AnswerParseError, RecursionError) as exc:

@@ -126,3 +126,16 @@ def test_bad_tests_raise_invalid_argument(tests: common_pb2.CodeTests, message: 
 def test_compare_stdout_ignores_trailing_whitespace_only() -> None:
     assert compare_stdout("1 \n2\n\n", "1\n2")
     assert not compare_stdout("1\n 2\n", "1\n2\n")
+
+
+def test_diverged_case_is_rerun_inside(verifier: CodeVerifier) -> None:
+    check = (
+        "def check(candidate):\n"
+        "    r = candidate(1)\n"
+        "    if r == 5:\n"
+        "        assert candidate(2) == 7\n"
+        "    assert candidate(3) == 0\n"
+    )
+    score = verifier.verify(code_task(check), "def f(x):\n    return {1: 4, 3: 0}.get(x, -1)\n")
+    assert score.status == OK and score.reward == 1.0, score
+    assert "weaker" in score.tests[0].detail and not score.tests[1].detail

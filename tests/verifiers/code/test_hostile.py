@@ -11,11 +11,12 @@ import textwrap
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from grpo.v1 import common_pb2
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
-from grpo.verifiers.code.sandbox import processes_of_uid
+from grpo.verifiers.code.processes import processes_of_uid
 
 from .conftest import CANARY, code_task
 
@@ -32,8 +33,20 @@ def _score(verifier: CodeVerifier, program: str, check: str = CHECK) -> common_p
     return verifier.verify(code_task(check), f"```python\n{textwrap.dedent(program)}\n```")
 
 
+def _leftovers(verifier: CodeVerifier) -> list[str]:
+    """Processes (zombies included) whose real uid is a slot uid, seen by psutil."""
+    uids = set(verifier.sandbox.slot_uids)
+    found = [
+        f"{p.info['pid']} {p.info['name']}"
+        for p in psutil.process_iter(["pid", "name", "uids"])
+        if p.info["uids"] is not None and p.info["uids"].real in uids
+    ]
+    return found
+
+
 def _assert_clean(verifier: CodeVerifier, score: common_pb2.Score) -> None:
     assert CANARY not in str(score)
+    assert _leftovers(verifier) == []
     for uid in verifier.sandbox.slot_uids:
         assert processes_of_uid(uid) == [], f"processes left for uid {uid}"
     healthy = _score(verifier, GOOD)
@@ -339,23 +352,7 @@ def _sleep_runs(verifier: CodeVerifier, n: int) -> None:
         assert time.monotonic() - start < limit + 1.0
         assert score.status == common_pb2.SCORE_STATUS_TIMEOUT and score.reward == 0.0
         assert {t.status for t in score.tests} == {common_pb2.TEST_STATUS_TIMEOUT}
-    for uid in verifier.sandbox.slot_uids:
-        assert processes_of_uid(uid) == []
-    assert _zombie_children() == []
-
-
-def _zombie_children() -> list[int]:
-    me = str(os.getpid())
-    zombies = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and fields[1] == me:
-            zombies.append(int(pid))
-    return zombies
+    assert _leftovers(verifier) == []
 
 
 @pytest.fixture(scope="module")

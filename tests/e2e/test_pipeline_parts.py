@@ -1,0 +1,111 @@
+"""Parts of `grpo run` that need no service process: RunConfig, task sets, the prompt feeder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from grpo.services.errors import InvalidArgumentError
+from grpo.services.pipeline.config import RunConfig, load_run_config
+from grpo.services.pipeline.feeder import PromptFeeder
+from grpo.services.pipeline.tasks import load_run_tasks
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import common_pb2
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
+def test_shipped_configs_load(name: str) -> None:
+    cfg = load_run_config(REPO / "configs" / name)
+    assert cfg.name == name.removesuffix(".yaml")
+
+
+def test_overrides_and_invariants() -> None:
+    cfg = load_run_config(
+        REPO / "configs" / "arith-cpu.yaml", {"budget.steps": 3, "learner.trainer.lr": 2e-5}
+    )
+    assert cfg.budget.steps == 3 and cfg.learner.trainer["lr"] == 2e-5
+    with pytest.raises(InvalidArgumentError, match="process_weight"):
+        load_run_config(REPO / "configs" / "arith-cpu.yaml", {"learner.algo.process_weight": 0})
+    with pytest.raises(InvalidArgumentError, match="bogus"):
+        load_run_config(REPO / "configs" / "arith-cpu.yaml", {"generation.bogus": 1})
+    with pytest.raises(ValueError, match="train_size"):
+        RunConfig.model_validate({"data": {"source": "arith", "train_size": 0}})
+
+
+def test_arith_heldout_is_disjoint_from_training_and_sft() -> None:
+    cfg = RunConfig.model_validate(
+        {
+            "data": {"train_size": 300, "heldout_size": 100},
+            "model": {"sft": {"enabled": True, "examples": 500, "steps": 1}},
+        }
+    )
+    tasks = load_run_tasks(cfg)
+    held = {t.prompt for t in tasks.heldout}
+    assert len(tasks.train) == 300 and len(held) == 100
+    assert not held & {t.prompt for t in tasks.train}
+    assert not held & {p for p, _ in tasks.sft}
+    assert tasks.task_type == "arith"
+
+
+def _tasks(n: int) -> list[common_pb2.Task]:
+    return [common_pb2.Task(id=f"t{i}", type="arith", prompt=f"{i}+1=") for i in range(n)]
+
+
+def test_feeder_applies_backpressure_and_never_feeds_twice(
+    redis_client: redis.Redis, redis_namespace: str
+) -> None:
+    names = StreamNames(redis_namespace)
+    streams = Streams(redis_client)
+    streams.ensure_group(names.prompts, "workers")
+
+    def feeder() -> PromptFeeder:
+        return PromptFeeder(
+            streams,
+            names,
+            _tasks(5),
+            group_size=4,
+            prompts_ahead=3,
+            groups_ahead=2,
+            worker_group="workers",
+            learner_group="learner",
+            seed=7,
+            repeats=2,
+        )
+
+    f = feeder()
+    assert f.pump() == 3  # prompts stream full: 3 unfinished jobs
+    assert f.pump() == 0
+    entries = streams.consume(names.prompts, "workers", "w", common_pb2.PromptJob, 10, None)
+    streams.ack(names.prompts, "workers", [e.id for e in entries[:2]])
+    assert f.pump() == 2
+    # Groups waiting for the learner also hold the feeder back ...
+    streams.ensure_group(names.groups, "learner")
+    for i in range(2):
+        streams.produce(names.groups, common_pb2.Group(group_id=f"g{i}"))
+    pending = streams.consume(names.prompts, "workers", "w", common_pb2.PromptJob, 10, None)
+    streams.ack(names.prompts, "workers", [e.id for e in pending + entries])
+    assert f.pump() == 0
+    # ... until delivered: read-but-unacknowledged groups (learner between checkpoints) do not.
+    streams.consume(names.groups, "learner", "l", common_pb2.Group, 10, None)
+    assert f.pump() == 3
+    # A restarted feeder with the same seed re-feeds nothing already written.
+    again = feeder()
+    streams.ack(
+        names.prompts,
+        "workers",
+        [
+            e.id
+            for e in streams.consume(names.prompts, "workers", "w", common_pb2.PromptJob, 10, None)
+        ],
+    )
+    assert again.pump() == 2 and again.exhausted  # only the 2 jobs of pass 2 not yet written
+    raw = redis_client.xrange(names.prompts)
+    jobs = [common_pb2.PromptJob.FromString(fields[b"pb"]) for _i, fields in raw]  # type: ignore[union-attr]
+    ids = [j.group_id for j in jobs]
+    assert len(ids) == len(set(ids)) == 10
+    assert sorted(ids) == sorted(f"t{i}/e{e}" for i in range(5) for e in range(2))
+    assert {j.group_size for j in jobs} == {4}
