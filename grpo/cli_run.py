@@ -111,5 +111,12 @@ def run(
         f"{summary['generated_tokens']} generated tokens, {summary['wall_clock_s']:.0f} s "
         f"(stop: {summary['stop_reason']}); summary in {pipeline.run_dir / 'summary.json'}"
     )
+    try:
+        from grpo.learner.report import render_report
+
+        plots = render_report(pipeline.run_dir)
+        console.print("plots: " + ", ".join(str(p) for p in plots))
+    except (GrpoError, ImportError) as exc:
+        console.print(f"[yellow]no plots: {exc}[/yellow]")
     if summary["leftover_processes"]:
         console.print(f"[red]killed leftover processes {summary['leftover_processes']}[/red]")

@@ -406,16 +406,25 @@ def _command(kind: str) -> Callable[..., None]:
         ] = 2,
         batch_size: Annotated[int, typer.Option(min=1, help="Items per ScoreBatch request.")] = 16,
     ) -> None:
+        import grpc
+
         console = Console(stderr=True)
-        summary = score_file(
-            kind,
-            input,
-            output,
-            endpoint=endpoint,
-            workers=workers,
-            batch_size=batch_size,
-            console=console,
-        )
+        try:
+            summary = score_file(
+                kind,
+                input,
+                output,
+                endpoint=endpoint,
+                workers=workers,
+                batch_size=batch_size,
+                console=console,
+            )
+        except grpc.RpcError as exc:
+            console.print(f"[red]verifier at {endpoint} failed: {exc.code().name}: {exc.details()}")
+            raise typer.Exit(1) from None
+        except (GrpoError, OSError) as exc:
+            console.print(f"[red]{type(exc).__name__}: {exc}")
+            raise typer.Exit(1) from None
         for line_no, reason in summary.bad_lines:
             console.print(f"[yellow]line {line_no}: skipped: {reason}[/yellow]")
         console.print(summary_table(kind, summary))

@@ -36,6 +36,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.batch import TrainingBatch, build_batch
+from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.logprobs import entropy_from_logits
 from grpo.v1 import common_pb2
 
@@ -130,7 +131,7 @@ class Trainer:
     def __init__(
         self,
         model: torch.nn.Module,
-        algo: Any,
+        algo: LearnerAlgoConfig,
         config: TrainerConfig,
         *,
         pad_token_id: int,
@@ -148,8 +149,9 @@ class Trainer:
         self.parallel = parallel
         torch.manual_seed(config.seed)
         self.model = model.to(self.device)
-        self.model.train()
-        self.beta = float(getattr(algo, "kl_coef", 0.0))
+        # Dropout off: π_θ (with grad) and π_old (no grad) must be the same function.
+        self.model.eval()
+        self.beta = float(algo.kl_coef)
         if self.beta > 0 and ref_model is None:
             raise InvalidArgumentError("kl_coef > 0 needs a reference model (ref_model=...)")
         self.ref_model = ref_model.to(self.device).eval() if ref_model is not None else None

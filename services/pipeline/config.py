@@ -228,6 +228,12 @@ class BudgetConfig(BaseModel):
     wall_clock_s: float = Field(
         default=900.0, gt=0, description="Wall-clock bound of the GRPO phase (seconds)."
     )
+    generated_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Stop once the assembler has received this many generated tokens (0 = no "
+        "bound); compares runs at equal generation cost.",
+    )
     startup_timeout_s: float = Field(
         default=120.0, gt=0, description="How long services may take to become healthy (seconds)."
     )

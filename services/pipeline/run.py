@@ -223,6 +223,7 @@ class Pipeline:
         row = {
             "label": label,
             "step": self.progress.step,
+            "generated_tokens": self.progress.stats.generated_tokens,
             "accuracy": result.accuracy,
             "correct": result.correct,
             "total": result.total,
@@ -413,7 +414,7 @@ class Pipeline:
             steps: learner steps to reach (default ``budget.steps``).
 
         Returns:
-            Why it stopped: "steps", "wall_clock" or "exhausted".
+            Why it stopped: "steps", "generated_tokens", "wall_clock" or "exhausted".
 
         Raises:
             FailedPreconditionError: a service process died.
@@ -440,6 +441,9 @@ class Pipeline:
                 continue
             if progress.step >= target:
                 return "steps"
+            token_budget = cfg.budget.generated_tokens
+            if token_budget and progress.stats.generated_tokens >= token_budget:
+                return "generated_tokens"
             if time.monotonic() > deadline:
                 return "wall_clock"
             if feeder.exhausted and progress.stats.groups_pending == 0:

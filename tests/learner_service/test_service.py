@@ -36,7 +36,7 @@ def _settings(model_dir: Path, run_dir: Path, redis_url: str, namespace: str, **
     return LearnerServiceSettings.model_validate(base)
 
 
-def _wait(predicate, timeout_s: float = 60.0) -> None:
+def _wait(predicate, timeout_s: float = 240.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any, Literal
 
 from grpo.services.errors import InvalidArgumentError
@@ -96,14 +98,21 @@ def _contains_assert(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Assert) for n in ast.walk(node))
 
 
+@functools.lru_cache(maxsize=4096)
+def _code(source: str) -> CodeType:
+    """Compiled test source (tasks repeat G times per group: compile each text once)."""
+    return compile(source, "<tests>", "exec")
+
+
 def _compiles(source: str) -> bool:
     try:
-        compile(source, "<tests>", "exec")
+        _code(source)
     except SyntaxError:
         return False
     return True
 
 
+@functools.lru_cache(maxsize=1024)
 def _check_cases(test_code: str, task_id: str) -> tuple[str, tuple[TestCase, ...]]:
     try:
         tree = ast.parse(test_code)
@@ -287,14 +296,14 @@ def _record_pass(suite: TestSuite, truth: bool) -> list[list[tuple[list[Any], li
     out: list[list[tuple[list[Any], list[Any]]] | None] = []
     namespace: dict[str, Any] = {"__name__": "__tests__"}
     try:
-        exec(compile(suite.setup, "<tests>", "exec"), namespace)
+        exec(_code(suite.setup), namespace)
     except Exception:
         return [None] * len(suite.cases)
     for case in suite.cases:
         recorder = _Recorder(truth)
         namespace[suite.arg] = recorder
         try:
-            exec(compile(case.source, "<tests>", "exec"), namespace)
+            exec(_code(case.source), namespace)
         except Exception:
             out.append(None)
             continue
@@ -421,8 +430,10 @@ def replay_cases(
         Case index -> :class:`CaseVerdict` for every recorded (non-inside) case.
     """
     verdicts: dict[int, CaseVerdict] = {}
+    if all(calls is None for calls in recording.per_case):
+        return verdicts  # every case runs inside (e.g. the setup itself needs the program)
     namespace: dict[str, Any] = {"__name__": "__tests__"}
-    exec(compile(suite.setup, "<tests>", "exec"), namespace)
+    exec(_code(suite.setup), namespace)
     offset = 0
     for i, calls in enumerate(recording.per_case):
         if calls is None:
@@ -436,7 +447,7 @@ def replay_cases(
 
 def _replay_one(source: str, namespace: dict[str, Any], replayer: _Replayer) -> CaseVerdict:
     try:
-        exec(compile(source, "<tests>", "exec"), namespace)
+        exec(_code(source), namespace)
     except _Diverged:
         return CaseVerdict("diverged")
     except AssertionError:

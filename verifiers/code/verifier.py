@@ -60,7 +60,7 @@ _ERROR = common_pb2.TEST_STATUS_ERROR
 _TIMEOUT = common_pb2.TEST_STATUS_TIMEOUT
 _MEMORY = common_pb2.TEST_STATUS_MEMORY
 _EXTRACTED_CHARS = 4000  # head of the extracted program reported in Score.extracted_answer
-_INSIDE_NOTE = "ran inside the sandbox (depends on earlier results; weaker, forgeable)"
+_INSIDE_NOTE = "ran inside the sandbox (not replayable outside; weaker, forgeable)"
 
 
 class CodeConfig(BaseModel):

@@ -13,7 +13,9 @@ Decision, in order:
    digits); when either side holds a decimal (``Float``), ``|g - a| <= rel_tol * max(|g|, |a|)``
    (default 1e-6). A relative test separates ``1/2004!`` from ``1/2006!`` and ``1/2^99`` from
    ``1/2^98``, which math-verify's 6-decimal rounding would call equal.
-3. Otherwise math-verify's ``verify(gold, target)``: symbolic equality, sets (order-free),
+3. A plain number against an expression in free variables (``12`` vs ``x^5 - 1``,
+   ``9`` vs ``\\text{Evelyn}``) -> not equivalent, without calling math-verify.
+4. Otherwise math-verify's ``verify(gold, target)``: symbolic equality, sets (order-free),
    open vs closed intervals, tuples (ordered), matrices, equations (``x=3`` vs ``3``),
    multiple-choice letters.
 """
@@ -61,6 +63,10 @@ def _plain_number(value: Any) -> bool:
     )
 
 
+def _symbolic(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and bool(value.free_symbols)
+
+
 def _numbers_equal(gold: sympy.Expr, answer: sympy.Expr, rel_tol: float) -> bool:
     """Exact comparison for exact values, relative tolerance when a decimal is involved."""
     diff = sympy.nsimplify(0) + gold - answer
@@ -100,4 +106,6 @@ def answers_equivalent(gold: str, answer: str, rel_tol: float = 1e-6) -> bool:
     g, a = gold_parsed[0], answer_parsed[0]
     if _plain_number(g) and _plain_number(a):
         return _numbers_equal(g, a, rel_tol)
+    if _plain_number(g) != _plain_number(a) and _symbolic(g) != _symbolic(a):
+        return False  # a number never equals an expression in free variables
     return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None))

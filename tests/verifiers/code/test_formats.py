@@ -139,3 +139,15 @@ def test_diverged_case_is_rerun_inside(verifier: CodeVerifier) -> None:
     score = verifier.verify(code_task(check), "def f(x):\n    return {1: 4, 3: 0}.get(x, -1)\n")
     assert score.status == OK and score.reward == 1.0, score
     assert "weaker" in score.tests[0].detail and not score.tests[1].detail
+
+
+def test_test_setup_using_program_names_runs_inside(verifier: CodeVerifier) -> None:
+    check = "K = helper(2)\ndef check(candidate):\n    assert candidate(K) == 4\n"
+    good = verifier.verify(
+        code_task(check), "def helper(x):\n    return x\ndef f(x):\n    return 2 * x\n"
+    )
+    bad = verifier.verify(
+        code_task(check), "def helper(x):\n    return x\ndef f(x):\n    return 3 * x\n"
+    )
+    assert (good.status, good.reward, bad.status, bad.reward) == (OK, 1.0, OK, 0.0)
+    assert "weaker" in good.tests[0].detail

@@ -123,3 +123,15 @@ def test_grpo_serve_verifier_code_process(tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+
+
+def test_sandbox_that_cannot_start_is_internal_not_zero() -> None:
+    """A broken sandbox yields status INTERNAL (reward missing), never a silent 0."""
+    need_sandbox()
+    verifier = CodeVerifier(CodeConfig(sandbox=SandboxSettings(bwrap_path="/bin/false", slots=1)))
+    try:
+        score = verifier.verify(code_task(CHECK), "def f(x):\n    return x * x\n")
+    finally:
+        verifier.close()
+    assert score.status == common_pb2.SCORE_STATUS_INTERNAL
+    assert "failed to start" in score.detail
