@@ -31,9 +31,9 @@ def _group(rewards: list[float | None], round: int = 0) -> common_pb2.Group:
     [
         (common_pb2.SCORE_STATUS_OK, True),
         (common_pb2.SCORE_STATUS_NO_ANSWER, True),
-        (common_pb2.SCORE_STATUS_PARSE_ERROR, False),
-        (common_pb2.SCORE_STATUS_TIMEOUT, False),
-        (common_pb2.SCORE_STATUS_RUNTIME_ERROR, False),
+        (common_pb2.SCORE_STATUS_PARSE_ERROR, True),
+        (common_pb2.SCORE_STATUS_TIMEOUT, True),
+        (common_pb2.SCORE_STATUS_RUNTIME_ERROR, True),
         (common_pb2.SCORE_STATUS_INTERNAL, False),
         (common_pb2.SCORE_STATUS_UNSPECIFIED, False),
     ],
