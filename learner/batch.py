@@ -33,7 +33,7 @@ import torch
 from grpo.services.errors import ContractError, InvalidArgumentError
 from grpo.v1 import common_pb2
 
-__all__ = ["TrainingBatch", "build_batch", "outcome_reward"]
+__all__ = ["TrainingBatch", "build_batch", "check_group", "outcome_reward"]
 
 # Statuses whose reward is a verdict (NO_ANSWER: no extractable answer, reward 0 by contract).
 _REWARD_STATUSES = (common_pb2.SCORE_STATUS_OK, common_pb2.SCORE_STATUS_NO_ANSWER)
@@ -153,6 +153,67 @@ def _process_steps(
     return spans, rewards
 
 
+def check_group(group: common_pb2.Group) -> None:
+    """Check that a group can be trained on (the checks ``build_batch`` relies on).
+
+    Raises:
+        InvalidArgumentError: the group has no members, or fewer than 2 slots (G < 2).
+        ContractError: a member index is outside the group, two members share an index, a
+            member has no prompt tokens, or its behavior log-probs / char offsets do not have
+            one entry per token id.
+    """
+    gid = group.group_id
+    if not group.members:
+        raise InvalidArgumentError(f"group {gid!r} has no members")
+    size = max(int(group.group_size), len(group.members))
+    if size < 2:
+        raise InvalidArgumentError(f"group {gid!r} has group size {size}; GRPO needs >= 2")
+    seen: set[int] = set()
+    for member in group.members:
+        comp = member.rollout.completion
+        slot = int(member.rollout.index)
+        if slot >= size or slot in seen:
+            raise ContractError(
+                f"group {gid!r}: member index {slot} is outside group size {size} or repeated"
+            )
+        seen.add(slot)
+        if not member.rollout.prompt_token_ids:
+            raise ContractError(f"group {gid!r} member {slot}: empty prompt_token_ids")
+        n_tok = len(comp.token_ids)
+        if len(comp.behavior_logprobs) != n_tok:
+            raise ContractError(
+                f"group {gid!r} member {slot}: {len(comp.behavior_logprobs)} "
+                f"behavior_logprobs for {n_tok} token_ids"
+            )
+        if comp.token_char_offsets and len(comp.token_char_offsets) != n_tok:
+            raise ContractError(
+                f"group {gid!r} member {slot}: {len(comp.token_char_offsets)} "
+                f"token_char_offsets for {n_tok} token_ids"
+            )
+        _step_ends(member, f"group {gid!r} member {slot}")
+
+
+def _step_ends(member: common_pb2.ScoredRollout, where: str) -> tuple[list[int], list[float]]:
+    """Token index ending each process step of ``member`` and the steps' rewards.
+
+    Raises:
+        ContractError: steps without token char offsets, or a span outside the tokens.
+    """
+    from grpo.learner.process import step_end_tokens
+
+    spans, rewards = _process_steps(member)
+    if not spans:
+        return [], []
+    comp = member.rollout.completion
+    if not comp.token_char_offsets:
+        raise ContractError(f"{where}: process steps without token_char_offsets")
+    try:
+        ends = step_end_tokens(spans, list(comp.token_char_offsets), text_length=len(comp.text))
+    except ValueError as exc:
+        raise ContractError(f"{where}: bad process step span: {exc}") from None
+    return [int(e) for e in ends], rewards
+
+
 def build_batch(
     groups: Sequence[common_pb2.Group],
     *,
@@ -173,12 +234,11 @@ def build_batch(
         largest ``group_size`` among the groups.
 
     Raises:
-        InvalidArgumentError: no groups, or a group with no members.
-        ContractError: a member's behavior log-probs or char offsets do not match its tokens,
-            a member index is outside its group, or a process step span lies outside the text.
+        InvalidArgumentError: no groups, or a group fails ``check_group``.
+        ContractError: a group fails ``check_group``, or a process step span lies outside the
+            response's tokens.
     """
     from grpo.learner.masks import response_mask
-    from grpo.learner.process import step_end_tokens  # char span -> token index
 
     if not groups:
         raise InvalidArgumentError("build_batch needs at least one group, got none")
@@ -196,41 +256,18 @@ def build_batch(
     versions: list[int] = []
     step_ends: list[list[int]] = []
     step_rewards: list[list[float]] = []
+    for group in groups:
+        check_group(group)
     for p, group in enumerate(groups):
-        if not group.members:
-            raise InvalidArgumentError(f"group {group.group_id!r} has no members")
         for member in group.members:
             rollout = member.rollout
             comp = rollout.completion
             slot = int(rollout.index)
-            if slot >= group_size:
-                raise ContractError(
-                    f"group {group.group_id!r}: member index {slot} >= group size {group_size}"
-                )
-            n_tok = len(comp.token_ids)
-            if len(comp.behavior_logprobs) != n_tok:
-                raise ContractError(
-                    f"group {group.group_id!r} member {slot}: {len(comp.behavior_logprobs)} "
-                    f"behavior_logprobs for {n_tok} token_ids"
-                )
-            if comp.token_char_offsets and len(comp.token_char_offsets) != n_tok:
-                raise ContractError(
-                    f"group {group.group_id!r} member {slot}: {len(comp.token_char_offsets)} "
-                    f"token_char_offsets for {n_tok} token_ids"
-                )
             reward = outcome_reward(member)
             if reward is not None:
                 rewards[p, slot] = reward
                 valid[p, slot] = True
-            spans, step_r = _process_steps(member)
-            ends: list[int] = []
-            if spans:
-                if not comp.token_char_offsets:
-                    raise ContractError(
-                        f"group {group.group_id!r} member {slot}: process steps without "
-                        "token_char_offsets"
-                    )
-                ends = [int(e) for e in step_end_tokens(spans, list(comp.token_char_offsets))]
+            ends, step_r = _step_ends(member, f"group {group.group_id!r} member {slot}")
             prompts.append(list(rollout.prompt_token_ids))
             responses.append(list(comp.token_ids))
             behaviors.append(list(comp.behavior_logprobs))

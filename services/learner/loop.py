@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from grpo.learner.batch import outcome_reward
+from grpo.learner.batch import check_group, outcome_reward
 from grpo.learner.checkpoint import (
     CheckpointState,
     latest_checkpoint,
@@ -46,7 +46,7 @@ from grpo.learner.checkpoint import (
     save_checkpoint,
 )
 from grpo.learner.trainer import Trainer
-from grpo.services.errors import FailedPreconditionError, InvalidArgumentError
+from grpo.services.errors import FailedPreconditionError, GrpoError, InvalidArgumentError
 from grpo.services.learner.publish import publish_weights, published_version
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings
@@ -299,7 +299,11 @@ class LearnerLoop:
             self._serve_requests()
 
     def _admit(self, entries: Sequence[StreamEntry[common_pb2.Group]]) -> None:
-        """Buffer new groups; acknowledge duplicates of groups already trained or buffered."""
+        """Buffer new groups; acknowledge duplicates of groups already trained or buffered.
+
+        A group failing ``check_group`` (no members, G < 2, inconsistent token lists, bad step
+        spans) is copied to ``<groups>:dead`` with the reason and acknowledged.
+        """
         buffered = {e.message.group_id for e in self._buffer}
         dup = []
         for entry in entries:
@@ -307,8 +311,16 @@ class LearnerLoop:
             if gid in self._consumed_set or gid in buffered:
                 dup.append(entry.id)
                 continue
-            if not entry.message.members:
-                log.warning("empty group skipped", extra={"group_id": gid})
+            try:
+                check_group(entry.message)
+            except GrpoError as exc:
+                # A group that can never be trained would crash every restart: park it.
+                log.error(
+                    "untrainable group dead-lettered", extra={"group_id": gid, "reason": str(exc)}
+                )
+                self.streams.produce(
+                    f"{self.names.groups}:dead", entry.message, metadata={"reason": str(exc)[:500]}
+                )
                 dup.append(entry.id)
                 continue
             buffered.add(gid)

@@ -121,7 +121,7 @@ def test_bad_input_is_named() -> None:
         build_batch([g], pad_token_id=PAD, eos_token_id=EOS)
     g = _groups()[0]
     g.members[0].rollout.index = 7
-    with pytest.raises(ContractError, match="member index 7 >= group size 3"):
+    with pytest.raises(ContractError, match="member index 7 is outside group size 3"):
         build_batch([g], pad_token_id=PAD, eos_token_id=EOS)
 
 

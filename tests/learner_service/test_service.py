@@ -53,6 +53,10 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     for g in groups:
         streams.produce(names.groups, g, dedup_key=g.group_id)
     streams.produce(names.groups, groups[0])  # a duplicate entry of an already-sent group
+    bad = common_pb2.Group.FromString(groups[6].SerializeToString())
+    bad.group_id = "svc-bad"
+    del bad.members[1].rollout.completion.behavior_logprobs[:]  # untrainable: parked, not fatal
+    streams.produce(names.groups, bad)
     settings = _settings(tiny_model_dir, tmp_path, redis_url, redis_namespace, max_steps=3)
     parts = build(settings)
     loop = parts.workers[0]
@@ -107,6 +111,8 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     assert meta["resolved_config"]["algo_definition"]["advantage"]["std"] == "population"
     pending = redis_client.xpending(names.groups, "learner")["pending"]
     assert pending <= 1
+    dead = redis_client.xrange(f"{names.groups}:dead")
+    assert len(dead) == 1 and b"behavior_logprobs" in dead[0][1][b"reason"]
 
 
 def test_settings_errors_name_the_field(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     Returns:
         ``(status, reward, extracted, detail)``: ``OK`` with reward 1/0; ``NO_ANSWER`` (no
         final answer, or an unclosed ``\\boxed{``); ``PARSE_ERROR`` (gold or answer not
-        parsable, nesting too deep); ``RUNTIME_ERROR`` (sympy raised).
+        parsable, nesting too deep); ``RUNTIME_ERROR`` (sympy raised); ``INTERNAL`` (the gold
+        answer normalizes to nothing: a task error, so the reward is missing, not 0).
     """
     try:
         found = extract_answer(response)
@@ -76,7 +77,7 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
         return common_pb2.SCORE_STATUS_NO_ANSWER, 0.0, "", f"empty answer ({found.rule})"
     gold_norm = _gold_text(gold)
     if not gold_norm:
-        return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, answer, "gold answer is empty"
+        return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer, "gold answer is empty"
     choice = _choice(gold_norm, answer)
     if choice is not None:
         verdict = "same choice" if choice else "different choice"
