@@ -12,7 +12,8 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    names = argv or sorted(p.stem.removeprefix("bench_") for p in Path(__file__).parent.glob("bench_*.py"))
+    here = Path(__file__).parent
+    names = argv or sorted(p.stem.removeprefix("bench_") for p in here.glob("bench_*.py"))
     for name in names:
         print(f"\n=== bench {name} ===", flush=True)
         importlib.import_module(f"bench.bench_{name}").main()

@@ -77,7 +77,12 @@ class BackgroundWorker(Protocol):
 
 def _dead_workers(workers: list[BackgroundWorker]) -> list[BackgroundWorker]:
     """Workers that expose ``is_alive()`` (a thread, or a wrapper of one) and report False."""
-    return [w for w in workers if callable(getattr(w, "is_alive", None)) and not w.is_alive()]
+    dead = []
+    for worker in workers:
+        is_alive = getattr(worker, "is_alive", None)
+        if callable(is_alive) and not is_alive():
+            dead.append(worker)
+    return dead
 
 
 @dataclass

@@ -50,13 +50,13 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     names = StreamNames(redis_namespace)
     streams = Streams(redis_client)
     groups = make_groups(num_groups=7, group_size=4, seed=5, prefix="svc")
-    for g in groups:
-        streams.produce(names.groups, g, dedup_key=g.group_id)
-    streams.produce(names.groups, groups[0])  # a duplicate entry of an already-sent group
     bad = common_pb2.Group.FromString(groups[6].SerializeToString())
     bad.group_id = "svc-bad"
     del bad.members[1].rollout.completion.behavior_logprobs[:]  # untrainable: parked, not fatal
     streams.produce(names.groups, bad)
+    for g in groups:
+        streams.produce(names.groups, g, dedup_key=g.group_id)
+    streams.produce(names.groups, groups[0])  # a duplicate entry of an already-sent group
     settings = _settings(tiny_model_dir, tmp_path, redis_url, redis_namespace, max_steps=3)
     parts = build(settings)
     loop = parts.workers[0]
