@@ -5,9 +5,11 @@ Everything is measured in this run, side by side, on the tiny model (one torch t
 - tokens/s of ``generate`` at batch sizes 1, 8 and 32 (one prompt, ``n`` = batch; fixed
   ``max_new_tokens`` and no EOS stop so every row generates the same number of tokens), and each
   batch size's speed-up over batch 1;
-- the share of generation time spent on behavior log-probs: the same sampling loop timed with
-  the log-prob step (log_softmax + gather) and with plain ``torch.multinomial`` on softmax
-  probabilities, as a ratio;
+- the share of generation time spent on behavior log-probs: the per-step sampling function
+  with the log-prob step (log_softmax + gather) and a variant without it (softmax +
+  multinomial) are timed on [B, V] logits; their difference times the number of steps, over
+  the CPU time of a whole generate call of the same batch, is the share (the end-to-end
+  difference is below the run-to-run noise of a shared machine);
 - rates use this process's CPU time (one thread, so = wall time on an idle core) because the
   development machine is shared and its wall-clock times are inflated; wall is printed too.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -55,6 +58,23 @@ def _time(
     return best
 
 
+Sampler = Callable[
+    [torch.Tensor, SamplingConfig, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]
+]
+
+
+def _sampler_cpu(sampler: Sampler, logits: torch.Tensor, sampling: SamplingConfig) -> float:
+    """CPU seconds of one ``sampler(logits, sampling, generator)`` call (best mean of 3x2000)."""
+    generator = torch.Generator().manual_seed(0)
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(2000):
+            sampler(logits, sampling, generator)
+        best = min(best, (time.process_time() - start) / 2000)
+    return best
+
+
 def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,19 +93,18 @@ def main() -> None:
                 f"batch {batch:3d}: {rate:9.0f} tokens per cpu-s  ({cpu * 1e3:7.1f} ms cpu, "
                 f"{wall * 1e3:7.1f} ms wall)  speed-up vs batch 1: {rate / base:5.1f}x"
             )
-        original = transformers_backend.sample_next_tokens
+        vocab = backend.model.config.vocab_size
         for batch in (8, 32):
-            with_lp = _time(backend, batch, sampling)[1]
-            transformers_backend.sample_next_tokens = _no_logprob_sampler  # type: ignore[assignment]
-            try:
-                without = _time(backend, batch, sampling)[1]
-            finally:
-                transformers_backend.sample_next_tokens = original  # type: ignore[assignment]
-            share = (with_lp - without) / with_lp
+            gen_cpu = _time(backend, batch, sampling)[1]
+            logits = torch.randn(batch, vocab)
+            with_lp = _sampler_cpu(transformers_backend.sample_next_tokens, logits, sampling)
+            without = _sampler_cpu(_no_logprob_sampler, logits, sampling)
+            extra = max(0.0, with_lp - without) * NEW_TOKENS  # cpu s per generate call
             print(
-                f"batch {batch:3d}: behavior log-probs cost {share * 100:5.1f}% of generation "
-                f"time (with {with_lp * 1e3:.1f} ms / without {without * 1e3:.1f} ms = "
-                f"{with_lp / without:.3f})"
+                f"batch {batch:3d}: behavior log-probs cost {extra / gen_cpu * 100:5.2f}% of "
+                f"generation time (sampling step {with_lp * 1e6:.1f} us with / "
+                f"{without * 1e6:.1f} us without = {with_lp / without:.2f}x; "
+                f"generate {gen_cpu * 1e3:.1f} ms cpu)"
             )
 
 

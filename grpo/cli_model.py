@@ -20,7 +20,16 @@ from rich.console import Console
 __all__ = ["app"]
 
 app = typer.Typer(name="model", help="Tiny local model: init, SFT data, SFT.", no_args_is_help=True)
-_console = Console()
+_console = Console(soft_wrap=True)
+
+
+def _quiet_torch() -> None:
+    """One torch thread (DESIGN.md) and no Hugging Face progress bars in CLI output."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
 
 
 @app.command("init")
@@ -35,12 +44,11 @@ def init(
     max_positions: Annotated[int, typer.Option(help="Context length (tokens).")] = 512,
 ) -> None:
     """Write a random tiny Qwen2 model with a character-level tokenizer."""
-    import torch
     from transformers import AutoModelForCausalLM
 
     from grpo.learner.tiny_model import init_tiny_model
 
-    torch.set_num_threads(1)
+    _quiet_torch()
     path = init_tiny_model(
         out_dir, seed=seed, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
         intermediate=intermediate, max_positions=max_positions,
@@ -99,12 +107,10 @@ def sft(
     ] = 0,
 ) -> None:
     """Supervised warm start (loss on completion tokens only)."""
-    import torch
-
     from grpo.learner.sft import greedy_accuracy, run_sft
     from grpo.services.datasets import arith_tasks
 
-    torch.set_num_threads(1)
+    _quiet_torch()
     if steps is None and epochs is None and time_budget_s is None:
         epochs = 1.0
     pairs = _read_pairs(data)

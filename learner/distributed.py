@@ -50,7 +50,9 @@ _MIN = ("loss/ratio_min",)
 _MAX = ("loss/ratio_max",)
 
 
-def shard_groups(groups: Sequence[common_pb2.Group], rank: int, world_size: int) -> list:
+def shard_groups(
+    groups: Sequence[common_pb2.Group], rank: int, world_size: int
+) -> list[common_pb2.Group]:
     """This rank's whole groups: ``groups[rank::world_size]`` (order kept)."""
     return list(groups[rank::world_size])
 

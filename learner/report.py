@@ -197,7 +197,7 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
 
     evals = _eval_points(run_dir, rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    reward_lines = {"mean reward": _REWARD, "held-out greedy accuracy": _ACCURACY}
+    reward_lines = {"mean reward (trained groups)": _REWARD, "held-out greedy accuracy": _ACCURACY}
     for ax, (x_key, xlabel) in zip(
         axes,
         (

@@ -295,12 +295,14 @@ class Trainer:
         old_full = torch.zeros_like(batch.behavior_logprobs)  # (N, T) log π_old for diagnostics
         parts: list[dict[str, float]] = []
         scale = self.parallel.loss_scale if self.parallel is not None else 1.0
+        # Collectives only with an explicit data-parallel context, whatever the global state.
+        distributed = self.parallel is not None and self.parallel.world_size > 1
         entropy_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         grad_norms: list[float] = []
         for epoch in range(cfg.ppo_epochs):
             for mb in minibatches:
                 # Global denominators of this optimizer step: all micro-batches and ranks.
-                denom = loss_denominators(mask[mb])
+                denom = loss_denominators(mask[mb], distributed=distributed)
                 self.optimizer.zero_grad(set_to_none=True)
                 for rows in self._micro_slices(mb):
                     lp, logits, t_mb = self._forward_logprobs(self.model, batch, rows)

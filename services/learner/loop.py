@@ -21,13 +21,16 @@ moment the process is SIGKILLed):
 SIGKILL between 2 and 3 loses the steps since the last checkpoint together with the model
 state they produced, and step 4 repeats exactly those groups; SIGKILL between the rename and
 the XACKs leaves entries that step 4 skips. A group id that arrives twice (a duplicate entry)
-is acknowledged and skipped. Weights published from a lost step are superseded: versions are
-monotonic across restarts (``grpo.services.learner.publish``).
+is acknowledged and skipped. A group that can never be trained (``check_group`` fails) is
+copied to ``<groups>:dead`` with the reason and acknowledged. Weights published from a lost
+step are superseded: versions are monotonic across restarts
+(``grpo.services.learner.publish``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -161,7 +164,7 @@ class LearnerLoop:
         self._unacked: list[str] = []
         self._buffer: list[StreamEntry[common_pb2.Group]] = []
         self.policy_version = 0
-        self.generated_tokens = 0
+        self.trained_tokens = 0
         self.run_start_unix_s = time.time()
         self.wait_s_total = 0.0
         self.last_metrics: dict[str, float] = {}
@@ -182,7 +185,7 @@ class LearnerLoop:
             self.consumed = list(state.consumed_group_ids)
             self._consumed_set = set(self.consumed)
             self.policy_version = state.policy_version
-            self.generated_tokens = int(state.extra.get("generated_tokens", 0))
+            self.trained_tokens = int(state.extra.get("trained_tokens", 0))
             self.run_start_unix_s = float(state.extra.get("run_start_unix_s", time.time()))
             self.wait_s_total = float(state.extra.get("wait_s_total", 0.0))
             self.last_checkpoint = str(path)
@@ -281,9 +284,12 @@ class LearnerLoop:
                     wait_s = time.perf_counter() - waited_from
                     self._train(batch, wait_s)
                     waited_from = time.perf_counter()
-        except BaseException as exc:
+        except BaseException as exc:  # recorded for status, then re-raised
             self.error = exc
             log.exception("learner loop failed")
+            if self.exit_on_error:
+                logging.shutdown()
+                os._exit(1)
             raise
         finally:
             self._finish()
@@ -347,7 +353,7 @@ class LearnerLoop:
             self.consumed.extend(g.group_id for g in groups)
             self._consumed_set.update(g.group_id for g in groups)
             self._unacked.extend(e.id for e in entries)
-            self.generated_tokens += tokens
+            self.trained_tokens += tokens
             self.wait_s_total += wait_s
         if step % s.publish_every == 0:
             self._publish(self.policy_version + 1)
@@ -357,8 +363,8 @@ class LearnerLoop:
             "step": step,
             "policy_version": self.policy_version,
             "wall_clock_s": wall,
-            "generated_tokens": counters.get("generated_tokens", self.generated_tokens),
-            "trained_tokens": self.generated_tokens,
+            "generated_tokens": counters.get("generated_tokens", self.trained_tokens),
+            "trained_tokens": self.trained_tokens,
             "groups_consumed": len(self.consumed),
             "time/wait_groups_s": wait_s,
             "learner/idle_frac": self.wait_s_total / max(wall, 1e-9),
@@ -413,7 +419,7 @@ class LearnerLoop:
             consumed_group_ids=list(self.consumed),
             resolved_config=resolved_config(self.settings),
             extra={
-                "generated_tokens": self.generated_tokens,
+                "trained_tokens": self.trained_tokens,
                 "run_start_unix_s": self.run_start_unix_s,
                 "wait_s_total": self.wait_s_total,
             },

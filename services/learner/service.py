@@ -77,16 +77,16 @@ def build_trainer(settings: LearnerServiceSettings, parallel: Any | None = None)
     ref = None
     if settings.algo.kl_coef > 0:
         ref = AutoModelForCausalLM.from_pretrained(settings.model_path, dtype=dtype)
-    if parallel is not None and parallel.fsdp:
-        from grpo.learner.distributed import wrap_fsdp
-
-        layer_cls = tuple(
-            {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
-        )
-        model = wrap_fsdp(model, layer_classes=layer_cls)
     device = settings.trainer.device
     if parallel is not None and parallel.backend == "nccl":
         device = f"cuda:{torch.cuda.current_device()}"
+    if parallel is not None and parallel.fsdp:
+        from grpo.learner.distributed import wrap_fsdp
+        from grpo.learner.trainer import resolve_device
+
+        torch.nn.Module.to(model, resolve_device(device))  # shard from the target device
+        layers = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
+        model = wrap_fsdp(model, layer_classes=tuple(layers))
     trainer = Trainer(
         model,
         settings.algo,
@@ -186,6 +186,8 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
     def close() -> None:
         if procs is not None:
             procs.join(timeout=30)
+        if parallel is not None and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
     return ServiceParts(bindings=[binding], workers=[loop], close=close)
 

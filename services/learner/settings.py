@@ -46,7 +46,11 @@ class LearnerServiceSettings(BaseModel):
         "recording them is durable.",
     )
     keep_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept (most recent).")
-    keep_weights: int = Field(default=3, ge=1, description="Published weight folders kept.")
+    keep_weights: int = Field(
+        default=5,
+        ge=1,
+        description="Published weight folders kept (generation may still be loading an older one).",
+    )
     max_steps: int = Field(
         default=0, ge=0, description="Stop consuming after this step; 0 = never."
     )
