@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,7 +153,7 @@ class Pipeline:
 
         cfg = self.config.model
         self.tasks = self.tasks or load_run_tasks(self.config)
-        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+        torch.set_num_threads(1)  # 2 threads lose 4-8x as soon as anything else runs
         if cfg.path is not None:
             model_dir = Path(cfg.path).resolve()
         else:
@@ -191,6 +190,8 @@ class Pipeline:
                 warmup_steps=sft.warmup_steps,
                 schedule=sft.schedule,
                 seed=self.config.seed,
+                log_every=200,
+                on_log=lambda step, loss: self._log(f"SFT step {step}: loss {loss:.3f}"),
             )
             self._log(
                 f"SFT: {result.steps} steps, loss {result.final_loss:.3f}, "
@@ -503,7 +504,7 @@ class Pipeline:
         final_dir = Path(policy.path) if policy is not None and policy.path else model_dir
         import torch
 
-        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))  # the services are gone
+        torch.set_num_threads(1)
         final_accuracy = self.evaluate(final_dir, "final")
         stats = self.progress.stats
         summary = {

@@ -143,3 +143,13 @@ def test_invalid_requests(backend: TransformersBackend) -> None:
         backend.generate(["a", ""], 1, s)
     with pytest.raises(InvalidArgumentError, match="context"):
         backend.generate(["a"], 1, SamplingConfig(max_new_tokens=backend.max_context_tokens))
+
+
+def test_prefix_offsets_with_partial_characters() -> None:
+    from grpo.services.generation.backend import prefix_char_offsets
+
+    # A byte-level tokenizer can decode a prefix ending inside a character as U+FFFD: that
+    # token has emitted nothing yet, and offsets never move backwards.
+    text = "aé!"
+    assert prefix_char_offsets(["", "a", "a\ufffd", "aé"], text) == [0, 1, 1, 2]
+    assert prefix_char_offsets(["", "ab"], "ab") == [0, 2]

@@ -152,3 +152,20 @@ def test_invalid_jobs_go_to_dead_letters_and_spare_their_batch(
         ("good", 0),
         ("good", 1),
     ]
+
+
+def test_background_loop_starts_serves_and_stops(
+    redis_client: redis.Redis, redis_namespace: str, backend: TransformersBackend
+) -> None:
+    names, streams = StreamNames(redis_namespace), Streams(redis_client)
+    worker = make_worker(redis_client, backend, redis_namespace)
+    worker.start()
+    try:
+        streams.produce(names.prompts, job("bg", 3))
+        deadline = time.monotonic() + 60
+        while worker.groups_done < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop(timeout_s=30)
+    assert worker._thread is not None and not worker._thread.is_alive()
+    assert sorted(r.index for r in rollouts(redis_client, names)) == [0, 1, 2]
