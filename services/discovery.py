@@ -341,6 +341,10 @@ class KubernetesDiscovery:
             self._thread.join(timeout_s)
             self._thread = None
 
+    def is_alive(self) -> bool:
+        """True while the loop thread runs (``grpo serve`` restarts the process otherwise)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def sync_once(self) -> str | None:
         """List the matching Services, apply the routes; returns the list's resourceVersion."""
         result = self._api.list_namespaced_service(

@@ -159,6 +159,10 @@ class RolloutWorker:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
+    def is_alive(self) -> bool:
+        """True while the loop thread runs (``grpo serve`` restarts the process otherwise)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
