@@ -37,6 +37,7 @@ class _CrashingWorker:
         return self._thread.is_alive()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_dead_worker_makes_serve_raise_and_stops_workers() -> None:
     worker = _CrashingWorker()
     spec = ServiceSpec("crashy", _Settings, lambda _s: ServiceParts([], [worker]))
