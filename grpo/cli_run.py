@@ -19,7 +19,11 @@ def _parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise typer.BadParameter(f"--set expects KEY=VALUE (dotted key), got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        # YAML 1.1 reads on/off/yes/no as booleans; keep them as text (pydantic still turns
+        # them into booleans for boolean fields, and "off" stays a valid mode name).
+        text = value.strip()
+        is_word = text.lower() in {"on", "off", "yes", "no", "y", "n"}
+        out[key.strip()] = text if is_word else yaml.safe_load(value)
     return out
 
 

@@ -7,6 +7,7 @@ settings (``grpo.services.assembler.service.AssemblerSettings``) nest these mode
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -80,6 +81,26 @@ class VerifierClientConfig(BaseModel):
     max_message_bytes: int = Field(
         default=64 * 1024 * 1024, ge=1024, description="gRPC send/receive message limit (bytes)."
     )
+    tls_ca_file: Path | None = Field(
+        default=None,
+        description="PEM CA that signed the verifiers' certificates; set to dial verifiers over "
+        "TLS (plaintext when unset).",
+    )
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM client certificate for mutual TLS (with tls_key_file and tls_ca_file).",
+    )
+    tls_key_file: Path | None = Field(default=None, description="PEM key of tls_cert_file.")
+
+    @model_validator(mode="after")
+    def _check_tls(self) -> VerifierClientConfig:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError(
+                "set both tls_cert_file and tls_key_file (client certificate) or neither"
+            )
+        if self.tls_cert_file is not None and self.tls_ca_file is None:
+            raise ValueError("a client certificate needs tls_ca_file (TLS to the verifiers)")
+        return self
 
     @model_validator(mode="after")
     def _check_backoff(self) -> VerifierClientConfig:

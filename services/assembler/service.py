@@ -30,9 +30,10 @@ from grpo.services.assembler.sampling import GroupVerdict
 from grpo.services.assembler.stats import stats_from_counters
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import VerifierClient
+from grpo.services.discovery import DiscoverySettings, discovery_worker
 from grpo.services.errors import ContractError, GrpoError
 from grpo.services.redis_server import connect
-from grpo.services.registry import ServiceParts, ServiceSpec
+from grpo.services.registry import BackgroundWorker, ServiceParts, ServiceSpec
 from grpo.services.routing import RouteConfig, RoutingTable
 from grpo.services.server import ServerSettings, ServiceBinding
 from grpo.services.streams import StreamNames, Streams
@@ -82,6 +83,11 @@ class AssemblerSettings(BaseModel):
         default=None,
         description="JSONL file receiving one line per closed group (verdict, rewards); none if "
         "unset.",
+    )
+    discovery: DiscoverySettings = Field(
+        default_factory=DiscoverySettings,
+        description="Kubernetes verifier discovery: routes labelled verifier Services on top of "
+        "the static routing table, updated without restarts (off outside Kubernetes).",
     )
 
 
@@ -164,6 +170,10 @@ class AssemblerWorker:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+
+    def is_alive(self) -> bool:
+        """True while the loop thread runs (``grpo serve`` restarts the process otherwise)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -251,6 +261,15 @@ class AssemblerServicer(assembler_pb2_grpc.AssemblerServicer):
         )
 
 
+def routing_table(settings: AssemblerSettings) -> RoutingTable:
+    """The static routing table of ``settings`` (discovery, when enabled, updates it live).
+
+    Raises:
+        InvalidArgumentError: a malformed routing table.
+    """
+    return RoutingTable.from_config({k: v.model_dump() for k, v in settings.routing.items()})
+
+
 def build_assembler(
     settings: AssemblerSettings, client: Any, *, scorer: Any = None
 ) -> tuple[Assembler, Streams, StreamNames, VerifierClient | None]:
@@ -274,8 +293,7 @@ def build_assembler(
     )
     client_obj = None
     if scorer is None:
-        routing = RoutingTable.from_config({k: v.model_dump() for k, v in settings.routing.items()})
-        scorer = client_obj = VerifierClient(routing, settings.assembler.verifier)
+        scorer = client_obj = VerifierClient(routing_table(settings), settings.assembler.verifier)
     on_close = _GroupLog(settings.group_log) if settings.group_log is not None else None
     assembler = Assembler(
         store, scorer, StreamGroupSink(streams, names), settings.assembler, on_close=on_close
@@ -295,6 +313,11 @@ def _build(settings: AssemblerSettings) -> ServiceParts:
         consumer=consumer,
         reclaim_every_s=settings.reclaim_every_s,
     )
+    workers: list[BackgroundWorker] = [worker]
+    if verifier is not None:
+        watcher = discovery_worker(verifier.routing, settings.discovery)
+        if watcher is not None:
+            workers.append(watcher)
     binding = ServiceBinding(
         name="grpo.v1.Assembler",
         add_to_server=assembler_pb2_grpc.add_AssemblerServicer_to_server,
@@ -306,7 +329,7 @@ def _build(settings: AssemblerSettings) -> ServiceParts:
             verifier.close()
         client.close()
 
-    return ServiceParts(bindings=[binding], workers=[worker], close=close)
+    return ServiceParts(bindings=[binding], workers=workers, close=close)
 
 
 SERVICE = ServiceSpec(name="assembler", settings_cls=AssemblerSettings, build=_build)

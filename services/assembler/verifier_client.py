@@ -57,6 +57,21 @@ class RolloutScores:
     failure: str = ""
 
 
+def _channel_credentials(config: VerifierClientConfig) -> grpc.ChannelCredentials | None:
+    """TLS credentials from ``config`` (None = plaintext); mutual TLS when a client cert is set.
+
+    Raises:
+        OSError: a configured certificate file cannot be read.
+    """
+    if config.tls_ca_file is None:
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=config.tls_ca_file.read_bytes(),
+        private_key=config.tls_key_file.read_bytes() if config.tls_key_file else None,
+        certificate_chain=config.tls_cert_file.read_bytes() if config.tls_cert_file else None,
+    )
+
+
 class VerifierClient:
     """Scores rollouts over gRPC; thread-safe; one channel per verifier address."""
 
@@ -79,17 +94,25 @@ class VerifierClient:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="verifier-call")
         self.failed_calls = 0
 
+    @property
+    def routing(self) -> RoutingTable:
+        """The routing table consulted on every call (discovery may replace its routes)."""
+        return self._routing
+
     def _stub(self, address: str) -> verifier_pb2_grpc.VerifierStub:
         with self._lock:
             stub = self._stubs.get(address)
             if stub is None:
                 limit = self._config.max_message_bytes
-                channel = grpc.insecure_channel(
-                    address,
-                    options=[
-                        ("grpc.max_send_message_length", limit),
-                        ("grpc.max_receive_message_length", limit),
-                    ],
+                options = [
+                    ("grpc.max_send_message_length", limit),
+                    ("grpc.max_receive_message_length", limit),
+                ]
+                credentials = _channel_credentials(self._config)
+                channel = (
+                    grpc.insecure_channel(address, options=options)
+                    if credentials is None
+                    else grpc.secure_channel(address, credentials, options=options)
                 )
                 self._channels[address] = channel
                 stub = self._stubs[address] = verifier_pb2_grpc.VerifierStub(channel)

@@ -246,3 +246,19 @@ def test_malformed_rollout_is_refused(env) -> None:  # type: ignore[no-untyped-d
     del broken.completion.behavior_logprobs[:]
     with pytest.raises(ContractError, match="behavior log-probs"):
         asm.submit([broken])
+
+
+def test_discovery_enabled_outside_kubernetes_fails_fast(redis_url: str, monkeypatch: Any) -> None:
+    """`discovery.enabled` wires KubernetesDiscovery into the assembler's workers: outside a
+    cluster (no service-account token, no kubeconfig) the build refuses to start."""
+    from grpo.services.assembler.service import SERVICE, AssemblerSettings
+    from grpo.services.errors import FailedPreconditionError
+
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    settings = AssemblerSettings.model_validate(
+        {"redis_url": redis_url, "namespace": "disc-test", "discovery": {"enabled": True},
+         "routing": {"arith": {"outcome": ["127.0.0.1:1"]}}}
+    )  # fmt: skip
+    with pytest.raises(FailedPreconditionError):
+        SERVICE.build(settings)

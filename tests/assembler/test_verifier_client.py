@@ -130,3 +130,38 @@ def test_unrouted_task_type_is_missing_with_reason(servers: dict[str, Any]) -> N
     client.close()
     assert results[0].outcome is None and "known task types: arith" in results[0].failure
     assert results[1].outcome is not None and results[1].outcome.reward == 1.0
+
+
+def test_tls_to_verifiers_with_ca_file(tmp_path: Any) -> None:
+    """With tls_ca_file the client dials TLS (the chart's tls.enabled); plaintext would fail."""
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", key, "-out", cert, "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    servicer = EndsWithGold("math")
+    binding = ServiceBinding(
+        "grpo.v1.Verifier", verifier_pb2_grpc.add_VerifierServicer_to_server, servicer
+    )
+    settings = ServerSettings(port=0, metrics_port=-1, tls_cert_file=cert, tls_key_file=key)
+    with create_server([binding], settings) as server:
+        table = RoutingTable.from_config({"arith": [f"localhost:{server.port}"]})
+        secure = VerifierClient(table, VerifierClientConfig(tls_ca_file=cert))
+        (result,) = secure.score([rollout(text="a:15")])
+        secure.close()
+        assert result.outcome is not None and result.outcome.reward == 1.0
+        plain = VerifierClient(table, VerifierClientConfig(max_attempts=1, timeout_s=3.0))
+        (failed,) = plain.score([rollout(text="a:15")])
+        plain.close()
+        assert failed.outcome is None  # missing, never reward 0
+
+
+def test_half_configured_client_tls_is_rejected() -> None:
+    with pytest.raises(ValueError, match="tls_cert_file and tls_key_file"):
+        VerifierClientConfig(tls_cert_file="c.pem")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs tls_ca_file"):
+        VerifierClientConfig(tls_cert_file="c.pem", tls_key_file="k.pem")  # type: ignore[arg-type]

@@ -278,25 +278,7 @@ def settings_class(serve: str) -> Any:
     return load_spec(serve).settings_cls
 
 
-# The assembler must nest DiscoverySettings as `discovery` and run KubernetesDiscovery for
-# discovery.enabled to start; until services/assembler/service.py does, that case must fail.
-ASSEMBLER_HAS_DISCOVERY = "discovery" in load_spec("assembler").settings_cls.model_fields
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                "discovery" in name and not ASSEMBLER_HAS_DISCOVERY,
-                reason="AssemblerSettings has no `discovery` field yet (assembler wiring pending)",
-                strict=True,
-            ),
-        )
-        for name in VALUE_SETS
-    ],
-)
+@pytest.mark.parametrize("name", list(VALUE_SETS))
 def test_config_files_load_into_each_services_settings(name: str, tmp_path: Path) -> None:
     """Every rendered config file, with the environment the pod gets, is accepted by the
     settings model of the service its container runs (`grpo serve <name> --config ...`)."""
