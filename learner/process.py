@@ -201,9 +201,11 @@ def _normalize(
     else:
         step_group = rows
     num = int(step_group.max()) + 1
-    # a set with a single step is allowed here (it just yields 0), unlike an outcome group
-    padded_r = torch.cat([r, torch.full((num,), float("nan"), dtype=torch.float64)])
-    padded_g = torch.cat([step_group, torch.arange(num)])
+    # A set with one step, or none at all (a group or response without checkable steps), is
+    # allowed here and just yields 0, unlike an outcome group: two invalid (NaN) entries per
+    # set lift every set past the group-size check without touching any statistic.
+    padded_r = torch.cat([r, torch.full((2 * num,), float("nan"), dtype=torch.float64)])
+    padded_g = torch.cat([step_group, torch.arange(num).repeat(2)])
     stats = grouped_stats(padded_r, padded_g, num, std=std, eps=eps, valid=None, distributed=False)
     drop = (stats.too_few_valid | stats.zero_variance)[step_group]
     sd = torch.where(drop, 1.0, stats.std[step_group])

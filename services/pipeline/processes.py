@@ -27,7 +27,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from grpo.services.errors import DeadlineExceededError, FailedPreconditionError
 
-__all__ = ["ProcessSupervisor", "ServiceProcess", "become_subreaper", "free_port", "orphans"]
+__all__ = [
+    "ProcessSupervisor",
+    "ServiceProcess",
+    "become_subreaper",
+    "free_port",
+    "group_members",
+    "orphans",
+]
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -74,7 +81,7 @@ def _children_of(pid: int) -> list[int]:
     return out
 
 
-def _members_of(groups: set[int]) -> list[int]:
+def group_members(groups: set[int]) -> list[int]:
     """Live (non-zombie) processes whose process group is in ``groups``."""
     out = []
     for entry in os.listdir("/proc"):
@@ -277,7 +284,7 @@ class ProcessSupervisor:
             The pids that were still alive and had to be killed (empty after a clean stop).
         """
         left = [pid for pid in orphans() if pid not in self._baseline]
-        left += [pid for pid in _members_of(self._groups) if pid not in left]
+        left += [pid for pid in group_members(self._groups) if pid not in left]
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

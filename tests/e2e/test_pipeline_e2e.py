@@ -17,7 +17,6 @@ step 6. Then it checks, from Redis and the run directory:
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from collections import Counter
@@ -29,6 +28,7 @@ import pytest
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.assembler.stats import stats_identity_gap
 from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.processes import group_members
 from grpo.services.pipeline.run import LEARNER_GROUP, Pipeline
 from grpo.services.redis_server import connect
 from grpo.v1 import common_pb2
@@ -48,14 +48,6 @@ def _lineage(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
     path = run_dir / "groups.jsonl"
     lines = path.read_text().splitlines() if path.is_file() else []
     return [json.loads(line) for line in lines if line.strip()]
-
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture
@@ -109,7 +101,7 @@ def test_kill_and_resume_loses_and_repeats_no_group(pipeline: Pipeline) -> None:
     pids = [proc.popen.pid for proc in p.supervisor.services.values()]
     client = connect(p.redis_url)
     p.stop_services()
-    assert not [pid for pid in pids if _alive(pid)], "service processes left behind"
+    assert group_members(set(pids)) == [], "service processes left behind"
 
     names = p.names
     groups = _entries(client, names.groups, common_pb2.Group)

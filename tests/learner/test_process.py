@@ -104,3 +104,24 @@ def test_combine_advantages():
     torch.testing.assert_close(out, T([[3.0, 2.0, 1.0], [-3.0, -1.0, -1.0]]))
     with pytest.raises(ValueError, match=">= 0"):
         combine_advantages(T([1.0]), T([[1.0]]), outcome_weight=-1)
+
+
+def test_groups_and_responses_without_steps_get_zero_not_an_error():
+    # group 0: no response has a checkable step; group 1: steps [1] and [0] -> ±1 (population)
+    adv = process_token_advantages(
+        [[], [], [1.0], [0.0]],
+        [[], [], [1], [1]],
+        [3, 3, 3, 3],
+        group_index=[0, 0, 1, 1],
+        normalization="group",
+    )
+    expected = torch.tensor(
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0], [-1.0, -1.0, 0.0]],
+        dtype=adv.dtype,
+    )
+    assert torch.equal(adv, expected)
+    # per-response normalization: a response with no steps and ones with a single step -> 0
+    adv = process_token_advantages(
+        [[], [1.0], [0.0]], [[], [1], [1]], [3, 3, 3], normalization="response"
+    )
+    assert torch.equal(adv, torch.zeros(3, 3, dtype=adv.dtype))
