@@ -90,15 +90,19 @@ def serve(
     configure_logging(log_level, json=log_json)
     try:
         spec = load_spec(service)
+        flags = {"server.port": port, "server.host": host, "server.metrics_port": metrics_port}
         settings = load_settings(
-            spec.settings_cls,
-            config,
-            {"server.port": port, "server.host": host, "server.metrics_port": metrics_port},
+            spec.settings_cls, config, {k: v for k, v in flags.items() if v is not None}
         )
     except (GrpoError, ImportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
-    serve_service(spec, settings, port_file=port_file)
+    try:
+        serve_service(spec, settings, port_file=port_file)
+    except (GrpoError, OSError, RuntimeError) as exc:
+        # bind failures (port taken, address not local) surface as RuntimeError from grpc
+        typer.echo(f"error: {spec.name}: {exc}", err=True)
+        raise typer.Exit(code=1) from None
 
 
 def _attach(name: str, module_name: str) -> None:

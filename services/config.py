@@ -112,8 +112,6 @@ def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dic
 def _override_layer(cls: type[BaseModel], overrides: Mapping[str, Any]) -> dict[str, Any]:
     layer: dict[str, Any] = {}
     for key, value in overrides.items():
-        if value is None:
-            continue
         parts = key.split(".")
         path = _resolve_path(cls, parts) or parts  # unknown names reach pydantic, which names them
         layer = _deep_merge(layer, _nest(path, value))
@@ -132,8 +130,9 @@ def load_settings(
     Args:
         cls: the service's settings model (a pydantic ``BaseModel``).
         config_file: optional YAML file; its top level must be a mapping.
-        overrides: highest-precedence values, keys may be dotted (``{"server.port": 0}``);
-            ``None`` values are skipped so unset CLI flags do not override anything.
+        overrides: highest-precedence values, keys may be dotted (``{"server.port": 0}``); a
+            ``None`` value sets the field to null (``--set verifiers.process=null``), so callers
+            leave unset CLI flags out of the mapping.
         env_prefix: prefix of the environment variables that feed the settings.
         environ: the environment to read (default ``os.environ``; tests pass a dict).
 
@@ -142,15 +141,18 @@ def load_settings(
 
     Raises:
         NotFoundError: ``config_file`` does not exist.
-        InvalidArgumentError: the YAML is not a mapping, or a value/name is invalid (the message
-            lists every bad field with its dotted path).
+        InvalidArgumentError: the file is not valid YAML or not a mapping, or a value/name is
+            invalid (the message lists every bad field with its dotted path).
     """
     merged: dict[str, Any] = {}
     if config_file is not None:
         path = Path(config_file)
         if not path.is_file():
             raise NotFoundError(f"config file {path} does not exist")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise InvalidArgumentError(f"config file {path} is not valid YAML: {exc}") from exc
         if not isinstance(loaded, dict):
             raise InvalidArgumentError(
                 f"config file {path} must hold a mapping of setting names, got "

@@ -39,12 +39,12 @@ def test_each_layer_overrides_the_one_below(tmp_path):
     cfg = tmp_path / "demo.yaml"
     cfg.write_text("label: from-yaml\nserver:\n  port: 7000\n  grace_s: 3\nlimits:\n  batch: 2\n")
     env = {"GRPO_SERVER__PORT": "7100", "GRPO_LIMITS__NAMES": "[p, q]", "GRPO_UNRELATED": "1"}
-    s = load_settings(DemoSettings, cfg, {"server.port": 7200, "label": None}, environ=env)
+    s = load_settings(DemoSettings, cfg, {"server.port": 7200}, environ=env)
     assert s.server.port == 7200  # override beats env beats yaml
     assert s.server.grace_s == 3.0  # yaml
     assert s.limits.batch == 2  # yaml; defaults elsewhere
     assert s.limits.names == ["p", "q"]  # env flow list
-    assert s.label == "from-yaml"  # None overrides are skipped
+    assert s.label == "from-yaml"  # yaml
     assert s.server.max_workers == ServerSettings().max_workers  # default
     assert load_settings(DemoSettings, environ={"grpo_label": "007"}).label == "007"
 
@@ -116,3 +116,15 @@ def test_cli_help_and_unknown_service():
     result = CliRunner().invoke(app, ["serve", "nope", "--log-text"])
     assert result.exit_code == 2
     assert "unknown service 'nope'" in result.output
+
+
+def test_explicit_null_override_and_bad_yaml_are_named(tmp_path):
+    class Optional_(BaseModel):
+        server: ServerSettings = Field(default_factory=ServerSettings, description="gRPC server.")
+        process: str | None = Field(default="steps", description="Process verifier or null.")
+
+    assert load_settings(Optional_, None, {"process": None}, environ={}).process is None
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server: [1, 2\n  port: 3\n")
+    with pytest.raises(InvalidArgumentError, match=r"bad\.yaml is not valid YAML"):
+        load_settings(Optional_, bad, environ={})
