@@ -14,7 +14,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap and buf
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q torch==2.13.0; fi
+	scripts/install-torch.sh $(VENV)
 	$(PY) -m pip install -q -e '.[all,k8s,dev]'
 	command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap); } || \
