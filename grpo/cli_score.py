@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import math
 import statistics
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from grpo.services.errors import GrpoError, InvalidArgumentError
+from grpo.services.errors import GrpoError, InvalidArgumentError, NotFoundError
 from grpo.v1 import common_pb2
 
 __all__ = ["ScoreItem", "ScoreSummary", "app", "parse_line", "score_file"]
@@ -66,7 +67,8 @@ class ScoreSummary:
         scored: items scored (written to the output).
         bad_lines: ``(line number, reason)`` of skipped lines.
         statuses: status name -> count.
-        reward_mean: mean reward over items with status ``ok`` (None when there are none).
+        reward_mean: mean reward over items whose reward is a verdict: every status but
+            ``internal`` (no answer, a timeout or a crash score 0; None when there are none).
         latency_p50_s, latency_p99_s: per-item verification latency percentiles (seconds).
         items_per_s: scored items per second of wall-clock time.
     """
@@ -326,6 +328,8 @@ def score_file(
     if workers < 1 or batch_size < 1:
         raise InvalidArgumentError("--workers and --batch-size must be at least 1")
     summary = ScoreSummary()
+    if not output_path.parent.is_dir():
+        raise NotFoundError(f"output folder {output_path.parent} does not exist")
     items = _read_items(kind, input_path, summary.bad_lines)
     start = time.perf_counter()
     scorer, close = (
@@ -364,14 +368,23 @@ def score_file(
     summary.scored = len(scores)
     summary.bad_lines.sort()
     summary.statuses = Counter(_status_name(s.status) for s in scores)
-    ok = [s.reward for s in scores if s.status == common_pb2.SCORE_STATUS_OK]
-    summary.reward_mean = statistics.fmean(ok) if ok else None
+    verdicts = [s.reward for s in scores if s.status not in _MISSING]
+    summary.reward_mean = statistics.fmean(verdicts) if verdicts else None
     latencies = sorted(s.latency_s for s in scores)
     if latencies:
-        summary.latency_p50_s = latencies[int(0.50 * (len(latencies) - 1))]
-        summary.latency_p99_s = latencies[int(0.99 * (len(latencies) - 1))]
+        summary.latency_p50_s = _nearest_rank(latencies, 0.50)
+        summary.latency_p99_s = _nearest_rank(latencies, 0.99)
     summary.items_per_s = len(scores) / elapsed if elapsed > 0 else 0.0
     return summary
+
+
+_MISSING = (common_pb2.SCORE_STATUS_INTERNAL, common_pb2.SCORE_STATUS_UNSPECIFIED)
+"""Statuses whose reward is missing (the verifier broke), kept out of the reward mean."""
+
+
+def _nearest_rank(sorted_values: list[float], q: float) -> float:
+    """The nearest-rank q-quantile (ceil(q·n)-th smallest): p99 of 10 items is the largest."""
+    return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
 
 
 def summary_table(kind: str, summary: ScoreSummary) -> Table:
@@ -382,7 +395,7 @@ def summary_table(kind: str, summary: ScoreSummary) -> Table:
     table.add_row("scored", str(summary.scored))
     table.add_row("bad lines (skipped)", str(len(summary.bad_lines)))
     mean = "n/a" if summary.reward_mean is None else f"{summary.reward_mean:.4f}"
-    table.add_row("reward mean (status ok)", mean)
+    table.add_row("reward mean (all but internal)", mean)
     for status, count in sorted(summary.statuses.items()):
         table.add_row(f"status {status}", str(count))
     table.add_row("latency p50 (ms)", f"{summary.latency_p50_s * 1e3:.1f}")
@@ -428,9 +441,25 @@ def _command(kind: str) -> Callable[..., None]:
         for line_no, reason in summary.bad_lines:
             console.print(f"[yellow]line {line_no}: skipped: {reason}[/yellow]")
         console.print(summary_table(kind, summary))
+        if summary.scored == 0:
+            console.print("[red]no line was scored")
+            raise typer.Exit(1)
 
-    command.__doc__ = f"Score {kind} responses from --input into --output."
+    command.__doc__ = (
+        f"Score {kind} responses from --input into --output.\n\n"
+        f"Input lines: {_INPUT_HELP[kind]} Output lines: id, reward, status, extracted, "
+        "detail, latency_s, and steps or tests. Bad lines are reported and skipped; the exit "
+        "code is 1 when no line could be scored."
+    )
     return command
+
+
+_INPUT_HELP = {
+    "math": "id, response, gold (the reference answer).",
+    "steps": "id, response (gold optional).",
+    "code": "id, response, and tests + entry_point (HumanEval), test_list [+ test_imports] "
+    "(MBPP) or io_pairs (stdin/stdout); optional program_prefix.",
+}
 
 
 for _kind in KINDS:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo.cli_score import app, parse_line, score_file
-from grpo.services.errors import InvalidArgumentError
+from grpo.services.errors import InvalidArgumentError, NotFoundError
 from grpo.services.server import ServerSettings, create_server
 from grpo.verifiers.math.service import SERVICE as MATH_SERVICE
 from grpo.verifiers.math.verifier import MathConfig
@@ -53,8 +53,15 @@ def test_score_math_in_process_skips_bad_lines(tmp_path: Path) -> None:
     assert "missing field 'gold'" in summary.bad_lines[1][1]
     assert "UTF-8" in summary.bad_lines[2][1]
     assert summary.statuses == {"ok": 3, "no_answer": 1}
-    assert summary.reward_mean == pytest.approx(2 / 3)
+    assert summary.reward_mean == pytest.approx(2 / 4)  # no_answer is a verdict of 0
     assert summary.scored == 4 and summary.items_per_s > 0
+    latencies = sorted(json.loads(line)["latency_s"] for line in out.read_text().splitlines())
+    assert summary.latency_p99_s == pytest.approx(latencies[-1], abs=1e-6)  # p99 of 4 = max
+
+
+def test_missing_output_folder_fails_before_scoring(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="output folder"):
+        score_file("math", _write_input(tmp_path), tmp_path / "nope" / "out.jsonl", workers=1)
 
 
 def test_score_math_over_grpc_matches_in_process(tmp_path: Path) -> None:
