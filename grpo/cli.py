@@ -19,13 +19,14 @@ To add a command: write ``grpo/cli_<name>.py`` and add ``"<name>": "grpo.cli_<na
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-__all__ = ["SUBCOMMANDS", "app"]
+__all__ = ["SUBCOMMANDS", "app", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -129,5 +130,26 @@ for _name, _module in SUBCOMMANDS.items():
     _attach(_name, _module)
 
 
+def main() -> None:
+    """The ``grpo`` console script: run ``app``; expected failures print one line, not a trace.
+
+    A GrpoError (bad settings, unknown names, missing files the code checks) and the OS and
+    parsing errors user input causes (a missing or unreadable file, invalid JSON/UTF-8) exit
+    with status 2 and ``error: <message>``; set ``GRPO_DEBUG=1`` to get the traceback instead.
+    """
+    import os
+    import sys
+
+    from grpo.services.errors import GrpoError
+
+    try:
+        app()
+    except (GrpoError, OSError, UnicodeError, json.JSONDecodeError) as exc:
+        if os.environ.get("GRPO_DEBUG"):
+            raise
+        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    app()
+    main()
