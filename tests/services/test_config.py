@@ -128,3 +128,14 @@ def test_explicit_null_override_and_bad_yaml_are_named(tmp_path):
     bad.write_text("server: [1, 2\n  port: 3\n")
     with pytest.raises(InvalidArgumentError, match=r"bad\.yaml is not valid YAML"):
         load_settings(Optional_, bad, environ={})
+
+
+def test_configuration_reference_is_current():
+    """docs/configuration.md is generated from the settings models: regenerate it with
+    `make config-docs` whenever a settings field or its description changes."""
+    from pathlib import Path
+
+    from grpo.services.config import _markdown
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert doc.read_text() == _markdown() + "\n", "docs/configuration.md is stale: make config-docs"
