@@ -128,6 +128,11 @@ def test_errors_map_to_grpc_codes(exact_stub: verifier_pb2_grpc.VerifierStub) ->
     with pytest.raises(grpc.RpcError) as info:
         exact_stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=[_req("a", "a")] * 5))
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    wrong_type = common_pb2.Task(id="t", type="code", gold_answer="a")
+    with pytest.raises(grpc.RpcError) as info:
+        exact_stub.Score(verifier_pb2.ScoreRequest(task=wrong_type, response="a"))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "task.type 'code'" in info.value.details() and "exact" in info.value.details()
 
 
 def test_verifier_bug_is_internal_status_not_zero(

@@ -51,6 +51,11 @@ class Extraction:
     start: int
 
 
+def _stripped(raw: str, rule: str, start: int) -> Extraction:
+    """``raw`` (found at ``start``) without surrounding whitespace, its offset moved to match."""
+    return Extraction(raw.strip(), rule, start + len(raw) - len(raw.lstrip()))
+
+
 class UnclosedBoxError(ValueError):
     """The last ``\\boxed{`` has no matching closing brace (e.g. a truncated response)."""
 
@@ -85,7 +90,7 @@ def _last_box(text: str) -> Extraction | None:
     while i < len(text) and text[i] in " \t":
         i += 1
     if i < len(text) and text[i] == "{":
-        return Extraction(_braced(text, i).strip(), "boxed", i + 1)
+        return _stripped(_braced(text, i), "boxed", i + 1)
     token = re.match(r"[^\s$]+", text[i:])
     if token is None:
         return None
@@ -111,7 +116,7 @@ def extract_answer(response: str) -> Extraction | None:
     for gsm in _GSM8K.finditer(response):  # noqa: B007
         pass
     if gsm is not None and gsm.group(1).strip():
-        return Extraction(gsm.group(1).strip(), "gsm8k", gsm.start(1))
+        return _stripped(gsm.group(1), "gsm8k", gsm.start(1))
     said = None
     for said in _ANSWER_IS.finditer(response):  # noqa: B007
         pass
@@ -128,7 +133,7 @@ def extract_answer(response: str) -> Extraction | None:
     if math is not None and not any(ch.isdigit() for ch in response[math.end() :]):
         index = next(i for i in range(1, 5) if math.group(i) is not None)
         if math.group(index).strip():
-            return Extraction(math.group(index).strip(), "last_math", math.start(index))
+            return _stripped(math.group(index), "last_math", math.start(index))
     number = None
     for number in _NUMBER.finditer(response):  # noqa: B007
         pass

@@ -133,13 +133,19 @@ class Verifier(abc.ABC):
         """Check that ``task`` and ``response`` can be scored by this verifier.
 
         Raises:
-            InvalidArgumentError: ``response`` is not text, or a field of
-                ``required_task_fields`` is unset; the message names the field.
+            InvalidArgumentError: ``response`` is not text, ``task.type`` is set but not one of
+                ``task_types``, or a field of ``required_task_fields`` is unset; the message
+                names the field.
         """
         if not isinstance(task, common_pb2.Task):
             raise InvalidArgumentError(f"task must be a grpo.v1.Task, got {type(task).__name__}")
         if not isinstance(response, str):
             raise InvalidArgumentError(f"response must be str, got {type(response).__name__}")
+        if task.type and self.task_types and task.type not in self.task_types:
+            raise InvalidArgumentError(
+                f"task.type {task.type!r} is not handled by verifier {self.name!r} (accepts: "
+                f"{', '.join(self.task_types)}); check the routing table (task id {task.id!r})"
+            )
         for name in self.required_task_fields:
             value: Any = getattr(task, name)
             present = task.HasField(name) if isinstance(value, _Message) else bool(value)
