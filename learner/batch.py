@@ -31,12 +31,12 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 
 from grpo.services.errors import ContractError, InvalidArgumentError
+from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = ["TrainingBatch", "build_batch", "check_group", "outcome_reward"]
 
 # Statuses whose reward is a verdict (NO_ANSWER: no extractable answer, reward 0 by contract).
-_REWARD_STATUSES = (common_pb2.SCORE_STATUS_OK, common_pb2.SCORE_STATUS_NO_ANSWER)
 
 
 @dataclass(frozen=True)
@@ -126,12 +126,13 @@ class TrainingBatch:
 def outcome_reward(member: common_pb2.ScoredRollout) -> float | None:
     """The outcome reward of a scored rollout, or None when it is missing.
 
-    A reward is valid only when the member is not ``missing``, the outcome status is OK or
-    NO_ANSWER (DESIGN.md "Verifiers": status besides reward) and the value is finite.
+    A reward is valid only when the member is not ``missing``, the outcome status is a verdict
+    on the response (``grpo.services.score_status``: anything but INTERNAL) and the value is
+    finite.
     """
     if member.missing or not member.HasField("outcome"):
         return None
-    if member.outcome.status not in _REWARD_STATUSES:
+    if not is_verdict(member.outcome):
         return None
     value = float(member.outcome.reward)
     return value if math.isfinite(value) else None

@@ -11,13 +11,8 @@ repaired by the next closer: writing is idempotent (dedup key = group id) and th
 update happens exactly once, atomically with the move to ``CLOSED``. Rollouts arriving once a
 group has left ``OPEN`` are late and ignored (counted).
 
-A member's outcome reward is a verdict whenever the verifier judged the response: ``OK``, and
-also ``NO_ANSWER``, ``PARSE_ERROR``, ``TIMEOUT`` and ``RUNTIME_ERROR``, which describe what the
-*response* did (no answer, unparsable answer, a check or program that ran past its limit, a
-program that crashed) and carry reward 0. Treating those as missing would let a policy dodge a
-0 by looping forever or answering garbage (a masked member gets advantage 0, above a wrong one).
-Only ``INTERNAL``/``UNSPECIFIED`` (the verifier broke) and no score at all (unreachable after
-retries, group deadline) mark the member missing, never reward 0.
+A member's outcome reward counts when its verifier status is a verdict on the response
+(``grpo.services.score_status``); otherwise the member is marked missing, never reward 0.
 """
 
 from __future__ import annotations
@@ -26,6 +21,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from grpo.services.errors import ContractError
+from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = [
@@ -35,14 +31,6 @@ __all__ = [
     "missing_score",
     "scored_member",
 ]
-
-_VALID_OUTCOME = (
-    common_pb2.SCORE_STATUS_OK,
-    common_pb2.SCORE_STATUS_NO_ANSWER,
-    common_pb2.SCORE_STATUS_PARSE_ERROR,
-    common_pb2.SCORE_STATUS_TIMEOUT,
-    common_pb2.SCORE_STATUS_RUNTIME_ERROR,
-)
 
 
 class GroupPhase(StrEnum):
@@ -54,8 +42,8 @@ class GroupPhase(StrEnum):
 
 
 def is_valid_outcome(score: common_pb2.Score | None) -> bool:
-    """True when ``score`` is a verdict on the response (any status but INTERNAL/UNSPECIFIED)."""
-    return score is not None and score.status in _VALID_OUTCOME
+    """True when ``score`` is a verdict on the response (``grpo.services.score_status``)."""
+    return is_verdict(score)
 
 
 def missing_score(detail: str, verifier: str = "") -> common_pb2.Score:

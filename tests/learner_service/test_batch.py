@@ -128,3 +128,27 @@ def test_bad_input_is_named() -> None:
 def test_to_moves_tensors() -> None:
     b = build_batch(_groups(), pad_token_id=PAD, eos_token_id=EOS).to("cpu")
     assert isinstance(b.rewards, torch.Tensor) and b.group_ids == ["g0", "g1"]
+
+
+@pytest.mark.parametrize(
+    ("status", "valid"),
+    [
+        (common_pb2.SCORE_STATUS_OK, True),
+        (common_pb2.SCORE_STATUS_NO_ANSWER, True),
+        (common_pb2.SCORE_STATUS_PARSE_ERROR, True),
+        (common_pb2.SCORE_STATUS_TIMEOUT, True),  # a looping program scores 0, not "missing"
+        (common_pb2.SCORE_STATUS_RUNTIME_ERROR, True),
+        (common_pb2.SCORE_STATUS_INTERNAL, False),
+        (common_pb2.SCORE_STATUS_UNSPECIFIED, False),
+    ],
+)
+def test_reward_counts_for_every_verdict_status(status: int, valid: bool) -> None:
+    group = common_pb2.Group(
+        group_id="g",
+        group_size=2,
+        members=[_member(0, [5], [10, EOS]), _member(1, [5], [11, EOS], reward=0.0, status=status)],
+    )
+    b = build_batch([group], pad_token_id=PAD, eos_token_id=EOS)
+    assert b.reward_valid[0].tolist() == [True, valid]
+    if valid:
+        assert b.rewards[0, 1].item() == 0.0
