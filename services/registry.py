@@ -75,6 +75,50 @@ class BackgroundWorker(Protocol):
     def stop(self, timeout_s: float) -> None: ...
 
 
+class LoopWorker:
+    """A ``BackgroundWorker`` that calls ``run_once()`` in a daemon thread until stopped.
+
+    An iteration that raises is logged and retried after ``error_backoff_s`` seconds (the
+    stream's pending entries make a retry safe); ``stop`` lets the iteration in hand finish.
+    Subclasses implement ``run_once`` and may extend ``start`` (e.g. to create a consumer group).
+    """
+
+    thread_name = "loop-worker"
+    error_backoff_s = 1.0
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> object:
+        """One iteration of the loop (subclasses override)."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Run the loop in a daemon thread (returns at once)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Ask the loop to stop after the current iteration and join within ``timeout_s``."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def is_alive(self) -> bool:
+        """True while the loop thread runs (``serve`` restarts the process otherwise)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("%s iteration failed; retrying", self.thread_name)
+                self._stop.wait(self.error_backoff_s)
+
+
 def _dead_workers(workers: list[BackgroundWorker]) -> list[BackgroundWorker]:
     """Workers that expose ``is_alive()`` (a thread, or a wrapper of one) and report False."""
     dead = []

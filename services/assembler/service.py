@@ -31,9 +31,9 @@ from grpo.services.assembler.stats import stats_from_counters
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import VerifierClient
 from grpo.services.discovery import DiscoverySettings, discovery_worker
-from grpo.services.errors import ContractError, GrpoError
+from grpo.services.errors import ContractError
 from grpo.services.redis_server import connect
-from grpo.services.registry import BackgroundWorker, ServiceParts, ServiceSpec
+from grpo.services.registry import BackgroundWorker, LoopWorker, ServiceParts, ServiceSpec
 from grpo.services.routing import RouteConfig, RoutingTable
 from grpo.services.server import ServerSettings, ServiceBinding
 from grpo.services.streams import StreamNames, Streams
@@ -133,8 +133,10 @@ class _GroupLog:
             fh.write(json.dumps(line) + "\n")
 
 
-class AssemblerWorker:
+class AssemblerWorker(LoopWorker):
     """Background consumer of the rollouts stream (see the module docstring)."""
+
+    thread_name = "assembler-worker"
 
     def __init__(
         self,
@@ -154,37 +156,14 @@ class AssemblerWorker:
         self._config = config
         self._consumer = consumer
         self._reclaim_every_s = reclaim_every_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._next_sweep = 0.0
         self._next_reclaim = 0.0
 
     def start(self) -> None:
         """Create the consumer group if needed and start the loop thread."""
         self._streams.ensure_group(self._names.rollouts, self._config.consumer_group)
-        self._thread = threading.Thread(target=self._run, name="assembler-worker", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float) -> None:
-        """Finish the batch in hand (acking what is durable) and join within ``timeout_s``."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    def is_alive(self) -> bool:
-        """True while the loop thread runs (``grpo serve`` restarts the process otherwise)."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except GrpoError:
-                log.exception("assembler batch failed; retrying")
-                self._stop.wait(1.0)
-            except Exception:
-                log.exception("assembler loop error; retrying")
-                self._stop.wait(1.0)
+        super().start()
 
     def run_once(self) -> int:
         """One iteration: reclaim (when due), read a batch, submit, ack, sweep (when due).

@@ -32,7 +32,6 @@ import hashlib
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 
@@ -42,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.services.errors import InvalidArgumentError
 from grpo.services.generation.backend import GenerationBackend, SamplingConfig
+from grpo.services.registry import LoopWorker
 from grpo.services.streams import StreamEntry, StreamNames, Streams
 from grpo.v1 import common_pb2
 
@@ -116,8 +116,10 @@ class RolloutWorkerConfig(BaseModel):
     )
 
 
-class RolloutWorker:
+class RolloutWorker(LoopWorker):
     """Consumes prompt jobs and produces groups of rollouts; a ``BackgroundWorker``."""
+
+    thread_name = "rollout-worker"
 
     def __init__(
         self,
@@ -139,37 +141,11 @@ class RolloutWorker:
         self._backend = backend
         self._config = config
         self._hook = on_rollout_written
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
+        self.error_backoff_s = config.error_backoff_s
         self._group_ready = False
         self.groups_done = 0
         self.rollouts_written = 0
-
-    # ---- BackgroundWorker ---------------------------------------------------------------
-
-    def start(self) -> None:
-        """Run the loop in a daemon thread."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="rollout-worker", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float) -> None:
-        """Ask the loop to stop after the current group and join it within ``timeout_s``."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    def is_alive(self) -> bool:
-        """True while the loop thread runs (``grpo serve`` restarts the process otherwise)."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("rollout worker iteration failed; retrying")
-                self._stop.wait(self._config.error_backoff_s)
 
     # ---- one iteration ------------------------------------------------------------------
 
