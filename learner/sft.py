@@ -46,6 +46,8 @@ class SftResult:
     wall_s: float
     cpu_s: float
     loss_history: list[tuple[int, float]] = field(default_factory=list)
+    checks: list[tuple[int, float]] = field(default_factory=list)
+    stopped_by_check: bool = False
 
 
 def _encode_examples(tok: Any, examples: Sequence[tuple[str, str]]) -> list[tuple[list[int], int]]:
@@ -91,11 +93,16 @@ def run_sft(
     seed: int = 0,
     log_every: int = 50,
     on_log: Callable[[int, float], None] | None = None,
+    check_every: int = 0,
+    check: Callable[[Path, int], tuple[float, bool]] | None = None,
 ) -> SftResult:
     """Fine-tune the model in ``model_dir`` on (prompt, completion) pairs; save the result.
 
     The run stops at the first of ``steps``, ``epochs`` (passes over ``examples``) and
-    ``time_budget_s`` (seconds of wall-clock); at least one must be given.
+    ``time_budget_s`` (seconds of wall-clock); at least one must be given. With ``check``, the
+    model is saved to ``out_dir`` every ``check_every`` steps and ``check(out_dir, step)`` returns
+    ``(metric, stop)``: the main job stops SFT once a dev-set greedy accuracy reaches its target,
+    so the warm start lands in the same accuracy band however fast the machine is.
 
     Args:
         model_dir: save_pretrained folder (model + tokenizer).
@@ -112,12 +119,17 @@ def run_sft(
         seed: Seed of shuffling and dropout.
         log_every: Report the mean loss of the last ``log_every`` steps to ``on_log``.
         on_log: Callback ``(step, mean loss)``.
+        check_every: Steps between checks (0 = never).
+        check: ``(saved model folder, step) -> (metric, stop)``; the metrics are recorded in
+            ``SftResult.checks`` and ``stop=True`` ends the run with that saved model.
 
     Returns:
-        ``SftResult`` (steps, epochs done, final mean loss, completion tokens seen, wall_s).
+        ``SftResult`` (steps, epochs done, final mean loss, completion tokens seen, wall_s,
+        checks).
 
     Raises:
-        InvalidArgumentError: no stopping rule, no examples, or an empty prompt/completion.
+        InvalidArgumentError: no stopping rule, no examples, an empty prompt/completion, or
+            ``check`` without ``check_every > 0``.
     """
     if steps is None and epochs is None and time_budget_s is None:
         raise InvalidArgumentError("give at least one of steps, epochs or time_budget_s")
@@ -125,6 +137,8 @@ def run_sft(
         raise InvalidArgumentError("examples is empty")
     if batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+    if check is not None and check_every < 1:
+        raise InvalidArgumentError(f"check needs check_every >= 1, got {check_every}")
     start, cpu_start = time.perf_counter(), time.process_time()
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -147,8 +161,19 @@ def run_sft(
         progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
         return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, progress))))
 
+    target = Path(out_dir) if out_dir is not None else Path(model_dir)
+    target.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        model.eval()
+        model.save_pretrained(target)
+        tok.save_pretrained(target)
+        model.train()
+
     order: list[int] = []
     history: list[tuple[int, float]] = []
+    checks: list[tuple[int, float]] = []
+    stopped = False
     window: list[float] = []
     tokens = step = 0
     while step < max_steps:
@@ -176,12 +201,16 @@ def run_sft(
             if on_log is not None:
                 on_log(*history[-1])
             window = []
+        if check is not None and step % check_every == 0:
+            save()
+            metric, stopped = check(target, step)
+            checks.append((step, metric))
+            if stopped:
+                break
     final = sum(window) / len(window) if window else (history[-1][1] if history else math.nan)
-    target = Path(out_dir) if out_dir is not None else Path(model_dir)
-    target.mkdir(parents=True, exist_ok=True)
+    if not stopped:
+        save()
     model.eval()
-    model.save_pretrained(target)
-    tok.save_pretrained(target)
     return SftResult(
         steps=step,
         epochs=step * batch_size / len(data),
@@ -190,6 +219,8 @@ def run_sft(
         wall_s=time.perf_counter() - start,
         cpu_s=time.process_time() - cpu_start,
         loss_history=history,
+        checks=checks,
+        stopped_by_check=stopped,
     )
 
 

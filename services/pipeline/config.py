@@ -119,6 +119,21 @@ class SftConfig(BaseModel):
     schedule: Literal["cosine", "constant"] = Field(
         default="cosine", description="LR after warmup: cosine decay to 10%, or constant."
     )
+    target_accuracy: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Stop SFT once the greedy accuracy on the dev set reaches this (0 = off); "
+        "checked every check_every steps. The held-out set is never used for this.",
+    )
+    check_every: int = Field(
+        default=25, ge=1, description="Steps between dev-set checks (with target_accuracy)."
+    )
+    dev_size: int = Field(
+        default=300,
+        ge=1,
+        description="Dev prompts for target_accuracy (arith: drawn disjoint from held-out).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SftConfig:

@@ -178,6 +178,7 @@ class Pipeline:
             sft = cfg.sft
             out = self.run_dir / "model" / "sft"
             started = time.perf_counter()
+            check = self._sft_check(sft.target_accuracy) if sft.target_accuracy > 0 else None
             result = run_sft(
                 model_dir,
                 self.tasks.sft,
@@ -192,14 +193,40 @@ class Pipeline:
                 seed=self.config.seed,
                 log_every=200,
                 on_log=lambda step, loss: self._log(f"SFT step {step}: loss {loss:.3f}"),
+                check_every=sft.check_every,
+                check=check,
+            )
+            reached = (
+                f", dev accuracy {result.checks[-1][1]:.3f} reached the target"
+                if result.stopped_by_check
+                else ""
             )
             self._log(
-                f"SFT: {result.steps} steps, loss {result.final_loss:.3f}, "
+                f"SFT: {result.steps} steps, loss {result.final_loss:.3f}{reached}, "
                 f"{time.perf_counter() - started:.0f} s"
             )
             model_dir = out
         self.model_dir = model_dir
         return model_dir
+
+    def _sft_check(self, target: float) -> Callable[[Path, int], tuple[float, bool]]:
+        """``run_sft``'s check: greedy accuracy on the dev set; stop at ``target``."""
+        from grpo.learner.sft import greedy_accuracy
+
+        assert self.tasks is not None
+        dev = self.tasks.dev
+
+        def check(model_dir: Path, step: int) -> tuple[float, bool]:
+            accuracy = greedy_accuracy(
+                str(model_dir),
+                dev,
+                max_new_tokens=self.config.eval.max_new_tokens,
+                batch_size=self.config.eval.batch_size,
+            ).accuracy
+            self._log(f"SFT step {step}: dev accuracy {accuracy:.3f} (target {target:.3f})")
+            return accuracy, accuracy >= target
+
+        return check
 
     def evaluate(self, model_dir: Path, label: str) -> float:
         """Held-out greedy accuracy of the policy in ``model_dir`` (appended to eval.jsonl).

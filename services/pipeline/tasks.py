@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from grpo.services.datasets import (
     arith_tasks,
@@ -28,12 +28,15 @@ class RunTasks:
         sft: (prompt, worked solution) pairs for the warm start (empty when SFT is off or the
             source has no worked solutions).
         task_type: the routing key of the tasks.
+        dev: prompts that decide when SFT stops (``model.sft.target_accuracy``), disjoint from
+            ``heldout`` so the reported accuracies are not selected on; empty when unused.
     """
 
     train: list[common_pb2.Task]
     heldout: list[common_pb2.Task]
     sft: list[tuple[str, str]]
     task_type: str
+    dev: list[common_pb2.Task] = field(default_factory=list)
 
 
 def _split(
@@ -51,8 +54,8 @@ def _split(
 def load_run_tasks(config: RunConfig) -> RunTasks:
     """Build the task sets described by ``config.data`` (and ``config.model.sft``).
 
-    Arithmetic: the held-out set is drawn first (seed + 1), then training and SFT tasks are
-    drawn excluding its ids. GSM8K: train split for training, test split for held-out.
+    Arithmetic: the held-out set is drawn first (seed + 1), then training, SFT (seed + 2) and
+    dev (seed + 3, only with ``model.sft.target_accuracy``) tasks are drawn excluding its ids. GSM8K: train split for training, test split for held-out.
     MATH-500 and HumanEval: the last ``heldout_size`` items are held out.
 
     Raises:
@@ -77,7 +80,15 @@ def load_run_tasks(config: RunConfig) -> RunTasks:
                 **arith,  # type: ignore[arg-type]
             )
             sft = worked_examples(sft_tasks)
-        return RunTasks(train=train, heldout=heldout, sft=sft, task_type="arith")
+        dev = []
+        if sft_cfg.enabled and sft_cfg.target_accuracy > 0:
+            dev = arith_tasks(
+                sft_cfg.dev_size,
+                seed=data.seed + 3,
+                exclude_ids=held_ids,
+                **arith,  # type: ignore[arg-type]
+            )
+        return RunTasks(train=train, heldout=heldout, sft=sft, task_type="arith", dev=dev)
     if data.source == "gsm8k":
         train = load_gsm8k("train")
         train = train[: data.train_size] if data.train_size else train

@@ -48,7 +48,17 @@ def test_arith_heldout_is_disjoint_from_training_and_sft() -> None:
     assert len(tasks.train) == 300 and len(held) == 100
     assert not held & {t.prompt for t in tasks.train}
     assert not held & {p for p, _ in tasks.sft}
-    assert tasks.task_type == "arith"
+    assert tasks.task_type == "arith" and tasks.dev == []  # no target_accuracy: no dev set
+    with_target = cfg.model_copy(
+        update={
+            "model": cfg.model.model_copy(
+                update={"sft": cfg.model.sft.model_copy(update={"target_accuracy": 0.3})}
+            )
+        }
+    )
+    dev = load_run_tasks(with_target).dev
+    assert len({t.prompt for t in dev}) == with_target.model.sft.dev_size
+    assert not held & {t.prompt for t in dev}
 
 
 def _tasks(n: int) -> list[common_pb2.Task]:

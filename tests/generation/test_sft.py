@@ -69,3 +69,42 @@ def test_sft_argument_errors(tiny_model_dir: Path) -> None:
         run_sft(tiny_model_dir, [("a", "b")])
     with pytest.raises(InvalidArgumentError, match="empty prompt or completion"):
         run_sft(tiny_model_dir, [("a", "")], steps=1)
+    with pytest.raises(InvalidArgumentError, match="check_every"):
+        run_sft(tiny_model_dir, [("a", "b")], steps=1, check=lambda path, step: (0.0, False))
+
+
+def test_sft_check_saves_the_model_and_stops_at_the_target(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    seen: list[tuple[int, bool]] = []
+
+    def check(path: Path, step: int) -> tuple[float, bool]:
+        # the model being checked is on disk at the moment of the check
+        seen.append((step, (path / "model.safetensors").is_file()))
+        return step / 10, step >= 6
+
+    result = run_sft(
+        tiny_model_dir,
+        [("12+34=", "4+2=6,3+1=4:46")] * 4,
+        out_dir=out,
+        steps=20,
+        batch_size=4,
+        check_every=3,
+        check=check,
+    )
+    assert seen == [(3, True), (6, True)]
+    assert result.steps == 6 and result.stopped_by_check
+    assert result.checks == [(3, 0.3), (6, 0.6)]
+    # without a stop, every check is recorded and the run ends at its step bound
+    full = run_sft(
+        tiny_model_dir,
+        [("12+34=", "4+2=6,3+1=4:46")] * 4,
+        out_dir=tmp_path / "full",
+        steps=7,
+        batch_size=4,
+        check_every=3,
+        check=lambda path, step: (1.0, False),
+    )
+    assert full.steps == 7 and not full.stopped_by_check
+    assert [s for s, _ in full.checks] == [3, 6]
