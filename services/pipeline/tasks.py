@@ -56,7 +56,8 @@ def load_run_tasks(config: RunConfig) -> RunTasks:
 
     Arithmetic: the held-out set is drawn first (seed + 1), then training, SFT (seed + 2) and
     dev (seed + 3, only with ``model.sft.target_accuracy``) tasks are drawn excluding its ids.
-    GSM8K: train split for training, test split for held-out. MATH-500 and HumanEval: the last ``heldout_size`` items are held out.
+    GSM8K: train split for training, test split for held-out. MATH-500 and HumanEval: the last
+    ``heldout_size`` items are held out.
 
     Raises:
         InvalidArgumentError: sizes that cannot be met.
