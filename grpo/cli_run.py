@@ -48,9 +48,11 @@ def run(
 
     Starts an embedded Redis unless REDIS_URL is set, launches verifiers, assembler, rollout
     worker(s) and learner on loopback ports, feeds prompts, shows live progress and writes the
-    run directory (config, logs, metrics, checkpoints, summary.json). Ctrl-C stops cleanly.
+    run directory (config, logs, metrics, checkpoints, summary.json). Ctrl-C or SIGTERM stops
+    every process cleanly and exits 130; during GRPO the summary and plots are still written.
     """
     import logging
+    import signal
 
     from rich.console import Console
     from rich.live import Live
@@ -72,7 +74,11 @@ def run(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
     out = run_dir or default_run_dir(cfg)
+    _quiet_transformers()
     become_subreaper()
+    # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
+    # are stopped. Python's default action would exit at once and orphan the Redis server.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
 
     def fmt(x: float, spec: str = ".3f") -> str:
         return "-" if math.isnan(x) else format(x, spec)
@@ -107,8 +113,16 @@ def run(
         live.stop()
         console.print(f"[red]run failed:[/red] {exc}")
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        live.stop()
+        console.print(
+            f"[yellow]interrupted before GRPO started[/yellow] (SFT or its evaluation); "
+            f"no summary written; partial outputs in {pipeline.run_dir}"
+        )
+        raise typer.Exit(code=130) from None
     finally:
         live.stop()
+    console.print()
     console.print(
         f"SFT accuracy {summary['sft_accuracy']:.3f} -> final {summary['final_accuracy']:.3f} "
         f"({summary['accuracy_gain_points']:+.1f} points) after {summary['steps']} steps, "
@@ -124,3 +138,18 @@ def run(
         console.print(f"[yellow]no plots: {exc}[/yellow]")
     if summary["leftover_processes"]:
         console.print(f"[red]killed leftover processes {summary['leftover_processes']}[/red]")
+    if summary["stop_reason"] == "interrupted":
+        raise typer.Exit(code=130)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _quiet_transformers() -> None:
+    """Hide transformers' per-call progress bars (model save/load at every check and eval)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()

@@ -159,20 +159,41 @@ def load_settings(
                 f"{type(loaded).__name__}"
             )
         merged = _deep_merge(merged, loaded)
-    merged = _deep_merge(
-        merged, _env_layer(cls, os.environ if environ is None else environ, env_prefix)
-    )
-    if overrides:
-        merged = _deep_merge(merged, _override_layer(cls, overrides))
+    env_layer = _env_layer(cls, os.environ if environ is None else environ, env_prefix)
+    merged = _deep_merge(merged, env_layer)
+    override_layer = _override_layer(cls, overrides) if overrides else {}
+    merged = _deep_merge(merged, override_layer)
     try:
         return cls.model_validate(merged)
     except ValidationError as exc:
+        layers = [
+            (_dotted_keys(override_layer), "override"),
+            (_dotted_keys(env_layer), f"environment {env_prefix}*"),
+        ]
+
+        def origin(loc: str) -> str:
+            for keys, name in layers:
+                if any(
+                    loc == k or loc.startswith(k + ".") or k.startswith(loc + ".") for k in keys
+                ):
+                    return f" (from {name})"
+            return f" (file {config_file})" if config_file else ""
+
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            f"{loc or '<root>'}: {err['msg']}{origin(loc)}"
             for err in exc.errors()
+            for loc in [".".join(str(p) for p in err["loc"])]
         )
-        source = f" (file {config_file})" if config_file else ""
-        raise InvalidArgumentError(f"invalid {cls.__name__} settings{source}: {problems}") from exc
+        raise InvalidArgumentError(f"invalid {cls.__name__} settings: {problems}") from exc
+
+
+def _dotted_keys(tree: dict[str, Any], prefix: str = "") -> set[str]:
+    """Dotted paths of the leaves of a nested mapping."""
+    keys: set[str] = set()
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        keys |= _dotted_keys(value, path + ".") if isinstance(value, dict) and value else {path}
+    return keys
 
 
 def _type_name(annotation: Any) -> str:

@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 LEARNER_GROUP = "learner"
 """Consumer group of the learner on the groups stream (learner service default)."""
+NO_SIGNAL_GROUPS = 200
+"""Closed groups without one kept for training before ``grpo run`` warns (``train``)."""
 WORKER_GROUP = "rollout-workers"
 """Consumer group of the rollout workers on the prompts stream (worker default)."""
 
@@ -196,11 +198,16 @@ class Pipeline:
                 check_every=sft.check_every,
                 check=check,
             )
-            reached = (
-                f", dev accuracy {result.checks[-1][1]:.3f} reached the target"
-                if result.stopped_by_check
-                else ""
-            )
+            reached = ""
+            if result.stopped_by_check:
+                reached = f", dev accuracy {result.checks[-1][1]:.3f} reached the target"
+            elif check is not None:
+                last = (
+                    f"last dev accuracy {result.checks[-1][1]:.3f} at step {result.checks[-1][0]}"
+                    if result.checks
+                    else "never checked"
+                )
+                reached = f", target {sft.target_accuracy:.3f} NOT reached ({last})"
             self._log(
                 f"SFT: {result.steps} steps, loss {result.final_loss:.3f}{reached}, "
                 f"{time.perf_counter() - started:.0f} s"
@@ -453,6 +460,7 @@ class Pipeline:
         deadline = time.monotonic() + cfg.budget.wall_clock_s
         next_eval = cfg.eval.every_steps or 0
         idle_since = time.monotonic()
+        warned_no_signal = False
         while True:
             dead = self.supervisor.dead()
             if dead:
@@ -479,6 +487,8 @@ class Pipeline:
                     return "exhausted"
             else:
                 idle_since = time.monotonic()
+            if not warned_no_signal:
+                warned_no_signal = self._warn_if_no_signal(progress.stats)
             if next_eval and progress.step >= next_eval:
                 next_eval += cfg.eval.every_steps
                 policy = self.published_policy()
@@ -487,6 +497,26 @@ class Pipeline:
                         Path(policy.path), f"step {progress.step}"
                     )
             time.sleep(0.5)
+
+    def _warn_if_no_signal(self, stats: assembler_pb2.AssemblerStats) -> bool:
+        """Log once that dynamic sampling has kept no group out of ``NO_SIGNAL_GROUPS`` closed
+        ones (the policy solves none of the prompts, or all of them): the run then only burns
+        generation until a budget ends it. Returns True when it warned."""
+        rejected = stats.groups_rejected_all_correct + stats.groups_rejected_all_wrong
+        if stats.groups_accepted or rejected < NO_SIGNAL_GROUPS:
+            return False
+        kind = (
+            "all wrong"
+            if stats.groups_rejected_all_wrong >= stats.groups_rejected_all_correct
+            else "all correct"
+        )
+        self._log(
+            f"warning: {rejected} groups closed and none was kept for training (mostly {kind}; "
+            f"{stats.groups_rejected_all_wrong} all wrong, {stats.groups_rejected_all_correct} "
+            "all correct): no group has a reward spread to learn from. Check the warm start "
+            "(held-out accuracy above), the task difficulty, or assembler.dynamic_sampling."
+        )
+        return True
 
     def stop_services(self) -> list[int]:
         """Stop every service (SIGTERM, then SIGKILL after the grace) and Redis.

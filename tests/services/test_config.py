@@ -65,6 +65,22 @@ def test_bad_values_are_reported_with_their_path(tmp_path):
         load_settings(DemoSettings, tmp_path / "nope.yaml", environ={})
 
 
+def test_each_bad_value_names_the_layer_it_came_from(tmp_path):
+    cfg = tmp_path / "demo.yaml"
+    cfg.write_text("limits:\n  batch: 0\n")
+    with pytest.raises(InvalidArgumentError) as info:
+        load_settings(
+            DemoSettings,
+            cfg,
+            {"server.grace_s": -1},
+            environ={"GRPO_SERVER__PORT": "70000"},
+        )
+    text = str(info.value)
+    assert f"limits.batch: Input should be greater than or equal to 1 (file {cfg})" in text
+    assert "server.grace_s: Input should be greater than or equal to 0 (from override)" in text
+    assert "server.port: Input should be less than or equal to 65535 (from environment" in text
+
+
 def test_settings_reference_documents_every_leaf_field():
     text = settings_reference(DemoSettings, "demo")
     assert "| `server.port` | int | `50051` | `GRPO_SERVER__PORT` | gRPC port; 0 picks" in text

@@ -1,0 +1,113 @@
+"""`grpo run` as a user starts it: SIGTERM mid-GRPO stops every process, the embedded Redis
+included, still writes the summary, and exits 130 (the Ctrl-C path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.run import NO_SIGNAL_GROUPS, Pipeline
+from grpo.v1 import assembler_pb2
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """pid -> command line of every live descendant of ``pid``."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                parents[int(entry)] = int(fields[1])
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in found:
+                try:
+                    found[child] = (
+                        Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+                    )
+                except OSError:
+                    continue
+                frontier.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # embedded Redis
+    env["OMP_NUM_THREADS"] = "1"
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "grpo.cli", "run", str(REPO / "configs" / "e2e-tiny.yaml"),
+        "--run-dir", str(run_dir), "--steps", "10000",
+        "--set", "model.sft.steps=5", "--set", "budget.wall_clock_s=600",
+    ]  # fmt: skip
+    service_pids: list[int] = []
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        redis_pids: list[int] = []
+        while time.monotonic() < deadline and not redis_pids:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            metrics = run_dir / "metrics.jsonl"
+            if metrics.is_file() and metrics.read_text().strip():  # GRPO is under way
+                redis_pids = [
+                    pid for pid, cmdline in _descendants(proc.pid).items() if "valkey" in cmdline
+                ]
+            time.sleep(0.5)
+        assert redis_pids, "no learner step and embedded Redis within 240 s"
+        service_pids = list(_descendants(proc.pid))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        left = [pid for pid in service_pids if _alive(pid)]
+        for pid in left:  # never leak them into the rest of the session
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], f"processes left after SIGTERM: {left}"
+    assert proc.returncode == 130, out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted"
+    assert summary["leftover_processes"] == []
+    assert summary["steps"] >= 1
+
+
+def test_no_signal_warning_once_enough_groups_close_without_a_kept_one(tmp_path: Path) -> None:
+    logged: list[str] = []
+    cfg = load_run_config(REPO / "configs" / "e2e-tiny.yaml")
+    pipeline = Pipeline(cfg, tmp_path / "run", log_fn=logged.append)
+    few = assembler_pb2.AssemblerStats(groups_rejected_all_wrong=NO_SIGNAL_GROUPS - 1)
+    assert not pipeline._warn_if_no_signal(few)
+    kept = assembler_pb2.AssemblerStats(groups_rejected_all_wrong=500, groups_accepted=1)
+    assert not pipeline._warn_if_no_signal(kept)
+    assert logged == []
+    none_kept = assembler_pb2.AssemblerStats(
+        groups_rejected_all_wrong=NO_SIGNAL_GROUPS - 10, groups_rejected_all_correct=10
+    )
+    assert pipeline._warn_if_no_signal(none_kept)
+    assert len(logged) == 1 and "mostly all wrong" in logged[0]
+    assert f"{NO_SIGNAL_GROUPS - 10} all wrong, 10 all correct" in logged[0]
