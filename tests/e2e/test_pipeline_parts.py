@@ -23,6 +23,22 @@ def test_shipped_configs_load(name: str) -> None:
     assert cfg.name == name.removesuffix(".yaml")
 
 
+def test_outcome_only_twin_differs_from_the_main_job_only_in_process_reward() -> None:
+    """The equal-token comparison of docs/pipeline.md needs the two configs to stay in step."""
+    main = load_run_config(REPO / "configs" / "arith-cpu.yaml").model_dump(mode="json")
+    twin = load_run_config(REPO / "configs" / "arith-cpu-outcome-only.yaml").model_dump(
+        mode="json"
+    )
+    assert twin["verifiers"]["process"] is None and twin["learner"]["algo"]["process_weight"] == 0
+    assert main["verifiers"]["process"] == "verifier-steps"
+    for cfg in (main, twin):
+        cfg["name"] = None
+        cfg["verifiers"]["process"] = None
+        cfg["verifiers"]["extra"].pop("verifier-steps", None)
+        cfg["learner"]["algo"].pop("process_weight")
+    assert twin == main
+
+
 def test_overrides_and_invariants() -> None:
     cfg = load_run_config(
         REPO / "configs" / "arith-cpu.yaml", {"budget.steps": 3, "learner.trainer.lr": 2e-5}
