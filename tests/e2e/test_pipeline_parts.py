@@ -26,9 +26,7 @@ def test_shipped_configs_load(name: str) -> None:
 def test_outcome_only_twin_differs_from_the_main_job_only_in_process_reward() -> None:
     """The equal-token comparison of docs/pipeline.md needs the two configs to stay in step."""
     main = load_run_config(REPO / "configs" / "arith-cpu.yaml").model_dump(mode="json")
-    twin = load_run_config(REPO / "configs" / "arith-cpu-outcome-only.yaml").model_dump(
-        mode="json"
-    )
+    twin = load_run_config(REPO / "configs" / "arith-cpu-outcome-only.yaml").model_dump(mode="json")
     assert twin["verifiers"]["process"] is None and twin["learner"]["algo"]["process_weight"] == 0
     assert main["verifiers"]["process"] == "verifier-steps"
     for cfg in (main, twin):
