@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,7 +53,6 @@ def run(
     every process cleanly and exits 130; during GRPO the summary and plots are still written.
     """
     import logging
-    import signal
 
     from rich.console import Console
     from rich.live import Live
@@ -78,7 +78,9 @@ def run(
     become_subreaper()
     # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
     # are stopped. Python's default action would exit at once and orphan the Redis server.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    # Later signals are ignored so they cannot cut the shutdown short (bounded by stop_grace_s).
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
 
     def fmt(x: float, spec: str = ".3f") -> str:
         return "-" if math.isnan(x) else format(x, spec)
@@ -142,7 +144,10 @@ def run(
         raise typer.Exit(code=130)
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+def _interrupt_once(signum: int, frame: object) -> None:
+    """First SIGINT/SIGTERM: raise KeyboardInterrupt (the clean stop); ignore any after it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 

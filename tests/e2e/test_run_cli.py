@@ -1,5 +1,5 @@
-"""`grpo run` as a user starts it: SIGTERM mid-GRPO stops every process, the embedded Redis
-included, still writes the summary, and exits 130 (the Ctrl-C path)."""
+"""`grpo run` as a user starts it: SIGTERM mid-GRPO (sent twice) stops every process, the
+embedded Redis included, still writes the summary, and exits 130 (the Ctrl-C path)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,8 @@ def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
         assert redis_pids, "no learner step and embedded Redis within 240 s"
         service_pids = list(_descendants(proc.pid))
         proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)  # a second one must not cut the shutdown short
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
