@@ -38,6 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 
 from grpo.services.errors import GrpoError, InvalidArgumentError, NotFoundError
+from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = ["ScoreItem", "ScoreSummary", "app", "parse_line", "score_file"]
@@ -368,7 +369,7 @@ def score_file(
     summary.scored = len(scores)
     summary.bad_lines.sort()
     summary.statuses = Counter(_status_name(s.status) for s in scores)
-    verdicts = [s.reward for s in scores if s.status not in _MISSING]
+    verdicts = [s.reward for s in scores if is_verdict(s)]
     summary.reward_mean = statistics.fmean(verdicts) if verdicts else None
     latencies = sorted(s.latency_s for s in scores)
     if latencies:
@@ -376,10 +377,6 @@ def score_file(
         summary.latency_p99_s = _nearest_rank(latencies, 0.99)
     summary.items_per_s = len(scores) / elapsed if elapsed > 0 else 0.0
     return summary
-
-
-_MISSING = (common_pb2.SCORE_STATUS_INTERNAL, common_pb2.SCORE_STATUS_UNSPECIFIED)
-"""Statuses whose reward is missing (the verifier broke), kept out of the reward mean."""
 
 
 def _nearest_rank(sorted_values: list[float], q: float) -> float:

@@ -36,8 +36,6 @@ from grpo.v1 import common_pb2
 
 __all__ = ["TrainingBatch", "build_batch", "check_group", "outcome_reward"]
 
-# Statuses whose reward is a verdict (NO_ANSWER: no extractable answer, reward 0 by contract).
-
 
 @dataclass(frozen=True)
 class TrainingBatch:

@@ -27,7 +27,6 @@ from grpo.v1 import common_pb2
 __all__ = [
     "GroupPhase",
     "assemble_group",
-    "is_valid_outcome",
     "missing_score",
     "scored_member",
 ]
@@ -39,11 +38,6 @@ class GroupPhase(StrEnum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-def is_valid_outcome(score: common_pb2.Score | None) -> bool:
-    """True when ``score`` is a verdict on the response (``grpo.services.score_status``)."""
-    return is_verdict(score)
 
 
 def missing_score(detail: str, verifier: str = "") -> common_pb2.Score:
@@ -67,9 +61,9 @@ def scored_member(
 
     Returns:
         A ScoredRollout whose ``missing`` flag is set when the outcome is not valid
-        (see :func:`is_valid_outcome`); its reward is then never read as 0.
+        (``grpo.services.score_status.is_verdict``); its reward is then never read as 0.
     """
-    member = common_pb2.ScoredRollout(rollout=rollout, missing=not is_valid_outcome(outcome))
+    member = common_pb2.ScoredRollout(rollout=rollout, missing=not is_verdict(outcome))
     member.outcome.CopyFrom(outcome if outcome is not None else missing_score("no outcome score"))
     if process is not None:
         member.process.CopyFrom(process)

@@ -6,10 +6,11 @@ import pytest
 from assembler_helpers import member, rollout, score
 
 from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
-from grpo.services.assembler.group import assemble_group, is_valid_outcome, scored_member
+from grpo.services.assembler.group import assemble_group, scored_member
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict, regenerated_group_id
 from grpo.services.assembler.stats import stats_from_counters, stats_identity_gap
 from grpo.services.errors import ContractError, InvalidArgumentError
+from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 
@@ -41,7 +42,7 @@ def _group(rewards: list[float | None], round: int = 0) -> common_pb2.Group:
 def test_member_missing_follows_outcome_status(status: int, valid: bool) -> None:
     m = scored_member(rollout(), score(0.0, status))
     assert m.missing is (not valid)
-    assert is_valid_outcome(m.outcome) is valid
+    assert is_verdict(m.outcome) is valid
 
 
 def test_member_without_score_is_missing_not_zero() -> None:

@@ -12,37 +12,18 @@ import time
 from pathlib import Path
 
 from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.processes import orphans
 from grpo.services.pipeline.run import NO_SIGNAL_GROUPS, Pipeline
 from grpo.v1 import assembler_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _descendants(pid: int) -> dict[int, str]:
-    """pid -> command line of every live descendant of ``pid``."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if fields[0] != "Z":
-                parents[int(entry)] = int(fields[1])
-    found, frontier = {}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        for child, ppid in parents.items():
-            if ppid == parent and child not in found:
-                try:
-                    found[child] = (
-                        Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
-                    )
-                except OSError:
-                    continue
-                frontier.append(child)
-    return found
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:
@@ -73,12 +54,10 @@ def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             metrics = run_dir / "metrics.jsonl"
             if metrics.is_file() and metrics.read_text().strip():  # GRPO is under way
-                redis_pids = [
-                    pid for pid, cmdline in _descendants(proc.pid).items() if "valkey" in cmdline
-                ]
+                redis_pids = [pid for pid in orphans(proc.pid) if "valkey" in _cmdline(pid)]
             time.sleep(0.5)
         assert redis_pids, "no learner step and embedded Redis within 240 s"
-        service_pids = list(_descendants(proc.pid))
+        service_pids = orphans(proc.pid)
         proc.send_signal(signal.SIGTERM)
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)  # a second one must not cut the shutdown short
