@@ -66,3 +66,19 @@ def redis_namespace(request: pytest.FixtureRequest, redis_url: str) -> Iterator[
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture
+def localhost_cert(tmp_path: Path) -> tuple[Path, Path]:
+    """(key, certificate) PEM files of a self-signed RSA certificate for localhost/127.0.0.1,
+    made with the openssl CLI; the certificate is its own CA."""
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", key, "-out", cert, "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return key, cert

@@ -132,17 +132,9 @@ def test_unrouted_task_type_is_missing_with_reason(servers: dict[str, Any]) -> N
     assert results[1].outcome is not None and results[1].outcome.reward == 1.0
 
 
-def test_tls_to_verifiers_with_ca_file(tmp_path: Any) -> None:
+def test_tls_to_verifiers_with_ca_file(localhost_cert: tuple[Any, Any]) -> None:
     """With tls_ca_file the client dials TLS (the chart's tls.enabled); plaintext would fail."""
-    import subprocess
-
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", key, "-out", cert, "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    key, cert = localhost_cert
     servicer = EndsWithGold("math")
     binding = ServiceBinding(
         "grpo.v1.Verifier", verifier_pb2_grpc.add_VerifierServicer_to_server, servicer

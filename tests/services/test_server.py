@@ -144,14 +144,8 @@ def test_settings_reject_half_configured_tls():
         ServerSettings(tls_client_ca_file=Path("ca.pem"))
 
 
-def test_tls_from_cert_files(tmp_path):
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", key, "-out", cert, "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+def test_tls_from_cert_files(localhost_cert):
+    key, cert = localhost_cert
     settings = ServerSettings(port=0, metrics_port=-1, tls_cert_file=cert, tls_key_file=key)
     with create_server([echo.binding()], settings) as srv:
         assert srv.metrics_port == -1
