@@ -1,8 +1,12 @@
-"""Shared pytest fixtures: dataset location and Redis (an embedded server or $REDIS_URL)."""
+"""Shared pytest fixtures: dataset location and Redis (an embedded server or $REDIS_URL).
+
+Also puts ``tests/`` on ``sys.path`` so every test can ``from helpers import wait_until``.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +15,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/helpers.py
 
 
 @pytest.fixture(scope="session")

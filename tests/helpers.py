@@ -1,0 +1,63 @@
+"""Test helpers every test folder may import (``from helpers import wait_until``).
+
+``tests/conftest.py`` puts this folder on ``sys.path`` (pytest runs with
+``--import-mode=importlib``, so test folders are not packages).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["wait_until"]
+
+T = TypeVar("T")
+
+
+def wait_until(
+    condition: Callable[[], T],
+    *,
+    timeout_s: float = 10.0,
+    interval_s: float = 0.05,
+    what: str = "",
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Poll ``condition()`` until it returns a truthy value, and return that value.
+
+    The one way tests wait for something to happen (never a bare ``sleep`` as
+    synchronisation): the condition is checked at once, then every ``interval_s`` seconds.
+
+    Args:
+        condition: called with no argument; any truthy result ends the wait.
+        timeout_s: give up after this many seconds (wall clock, monotonic).
+        interval_s: seconds between checks.
+        what: what is being waited for, quoted in the failure message.
+        retry_on: exception types that count as "not yet" (e.g. ``grpc.RpcError`` while a
+            server starts); any other exception propagates at once.
+
+    Returns:
+        The first truthy value ``condition()`` returned.
+
+    Raises:
+        AssertionError: the condition stayed falsy for ``timeout_s`` seconds (the message
+            names ``what``, the last value and the last retried exception).
+    """
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    error: BaseException | None = None
+    while True:
+        try:
+            value = condition()
+        except retry_on as exc:
+            error = exc
+        else:
+            if value:
+                return value
+            last, error = value, None
+        if time.monotonic() >= deadline:
+            detail = f"; last error {error!r}" if error is not None else f"; last value {last!r}"
+            raise AssertionError(
+                f"timed out after {timeout_s} s waiting for {what or repr(condition)}{detail}"
+            )
+        time.sleep(interval_s)

@@ -1,0 +1,37 @@
+"""The shared test helpers behave as their docstrings say."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from helpers import wait_until
+
+
+def test_wait_until_returns_the_first_truthy_value() -> None:
+    counter = itertools.count()
+    assert wait_until(lambda: next(counter) >= 3 and "done", interval_s=0.001) == "done"
+
+
+def test_wait_until_fails_with_what_and_the_last_value() -> None:
+    with pytest.raises(AssertionError, match=r"the answer; last value 0"):
+        wait_until(lambda: 0, timeout_s=0.05, interval_s=0.01, what="the answer")
+
+
+def test_wait_until_retries_only_the_named_exceptions() -> None:
+    calls = itertools.count()
+
+    def flaky() -> bool:
+        if next(calls) < 2:
+            raise ConnectionError("not yet")
+        return True
+
+    assert wait_until(flaky, interval_s=0.001, retry_on=(ConnectionError,))
+    with pytest.raises(ValueError):
+        wait_until(lambda: int("x"), retry_on=(ConnectionError,))
+
+    def down() -> bool:
+        raise ConnectionError("refused")
+
+    with pytest.raises(AssertionError, match="ConnectionError"):
+        wait_until(down, timeout_s=0.05, interval_s=0.01, retry_on=(ConnectionError,))
