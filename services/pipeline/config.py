@@ -19,10 +19,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.learner.config import LearnerAlgoConfig
+from grpo.learner.trainer import TrainerConfig
 from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.config import load_settings
 
 __all__ = [
+    "SHARED_WITH_GENERATION",
     "ArithConfig",
     "BudgetConfig",
     "DataConfig",
@@ -206,13 +209,16 @@ class LearnerRunConfig(BaseModel):
     batch_groups: int = Field(default=8, ge=1, description="Groups per learner step (B).")
     publish_every: int = Field(default=1, ge=1, description="Publish weights every K steps.")
     checkpoint_every: int = Field(default=5, ge=1, description="Checkpoint every M steps.")
-    trainer: dict[str, Any] = Field(
-        default_factory=dict,
-        description="grpo.learner.trainer.TrainerConfig fields (lr, warmup_steps, ...).",
+    trainer: TrainerConfig = Field(
+        default_factory=lambda: TrainerConfig(),
+        description="Optimizer, schedule, micro-batches (grpo.learner.trainer.TrainerConfig); "
+        "temperature, max_response_length and seed are derived from generation and the run "
+        "seed (SHARED_WITH_GENERATION).",
     )
-    algo: dict[str, Any] = Field(
-        default_factory=dict,
-        description="grpo.learner.config.LearnerAlgoConfig fields (estimator, clip, kl, ...).",
+    algo: LearnerAlgoConfig = Field(
+        default_factory=LearnerAlgoConfig,
+        description="Advantages, clipping, reduction, KL, process credit "
+        "(grpo.learner.config.LearnerAlgoConfig).",
     )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Merged verbatim into the learner's YAML."
@@ -257,6 +263,83 @@ class BudgetConfig(BaseModel):
     )
 
 
+SHARED_WITH_GENERATION: dict[str, tuple[str, str]] = {
+    "temperature": ("generation", "temperature"),
+    "max_response_length": ("generation", "max_new_tokens"),
+}
+"""``learner.trainer`` field -> the ``(section, field)`` it must equal: π_old is computed at
+the sampler's temperature and the fixed-budget reduction divides by the sampler's L_max, so the
+learner's values are derived from ``generation``, never set on their own."""
+
+
+def _get(tree: Any, key: str) -> Any:
+    """``tree[key]`` for a mapping, ``getattr`` for a model, else None."""
+    if isinstance(tree, BaseModel):
+        return getattr(tree, key, None)
+    if isinstance(tree, dict):
+        return tree.get(key)
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as numbers when both read as numbers (environment values are strings)."""
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return bool(a == b)
+
+
+def _as_dict(tree: Any) -> dict[str, Any]:
+    """A shallow mutable copy of a section given as a mapping or a model (unset fields out)."""
+    if isinstance(tree, BaseModel):
+        return tree.model_dump(exclude_unset=True)
+    return dict(tree) if isinstance(tree, dict) else {}
+
+
+def _derive_shared(data: Any) -> Any:
+    """Fill ``learner.trainer``'s values shared with generation (and the seed) from their
+    source, the one place they are derived; reject a conflicting explicit setting.
+
+    Raises:
+        ValueError: ``learner.trainer.<field>`` is set to a value other than its source's, or
+            a section's ``extra`` mapping sets one of the shared values behind the typed field.
+    """
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    learner = _as_dict(out.get("learner"))
+    trainer = _as_dict(learner.get("trainer"))
+    for field, (section, source) in SHARED_WITH_GENERATION.items():
+        value = _get(out.get(section), source)
+        if value is None:
+            value = GenerationRunConfig.model_fields[source].default
+        given = trainer.get(field)
+        if given is not None and not _same(given, value):
+            raise ValueError(
+                f"learner.trainer.{field}={given!r} conflicts with {section}.{source}={value!r}: "
+                f"the learner must use the sampler's value; set {section}.{source} only"
+            )
+        trainer[field] = value
+    if trainer.get("seed") is None:
+        trainer["seed"] = out.get("seed", 0)
+    bypasses = {
+        "generation.extra.worker.sampling": _get(
+            _get(_get(out.get("generation"), "extra"), "worker"), "sampling"
+        ),
+        "learner.extra.trainer": _get(_get(out.get("learner"), "extra"), "trainer"),
+    }
+    for where, node in bypasses.items():
+        for name in ("temperature", "max_new_tokens", "max_response_length"):
+            if _get(node, name) is not None:
+                raise ValueError(
+                    f"{where}.{name} would bypass the value shared by learner and generation; "
+                    "set generation.temperature / generation.max_new_tokens instead"
+                )
+    learner["trainer"] = trainer
+    out["learner"] = learner
+    return out
+
+
 class RunConfig(BaseModel):
     """A whole ``grpo run``: one YAML file; see the module docstring for the sections."""
 
@@ -286,9 +369,14 @@ class RunConfig(BaseModel):
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Stop conditions.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shared(cls, data: Any) -> Any:
+        return _derive_shared(data)
+
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
-        if self.verifiers.process is not None and not self.learner.algo.get("process_weight", 0.0):
+        if self.verifiers.process is not None and not self.learner.algo.process_weight:
             raise ValueError(
                 "verifiers.process is set but learner.algo.process_weight is 0: set a "
                 "process_weight > 0, or verifiers.process: null for an outcome-only run"

@@ -95,10 +95,6 @@ def learner_settings(
 ) -> dict[str, Any]:
     """Settings of the learner: model, run dir, batch/publish/checkpoint cadence, algorithm."""
     learn = config.learner
-    trainer = dict(learn.trainer)
-    trainer.setdefault("temperature", config.generation.temperature)
-    trainer.setdefault("max_response_length", config.generation.max_new_tokens)
-    trainer.setdefault("seed", config.seed)
     base = {
         "server": dict(_SERVER),
         "redis_url": redis_url,
@@ -109,8 +105,9 @@ def learner_settings(
         "publish_every": learn.publish_every,
         "checkpoint_every": learn.checkpoint_every,
         "max_steps": config.budget.steps,
-        "trainer": trainer,
-        "algo": dict(learn.algo),
+        # temperature / max_response_length were derived from `generation` by RunConfig.
+        "trainer": learn.trainer.model_dump(mode="json"),
+        "algo": learn.algo.model_dump(mode="json"),
     }
     return _merge(base, learn.extra)
 

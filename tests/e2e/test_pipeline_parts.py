@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.services.pipeline.config import RunConfig, load_run_config
 from grpo.services.pipeline.feeder import PromptFeeder
+from grpo.services.pipeline.service_configs import learner_settings, rollout_worker_settings
 from grpo.services.pipeline.tasks import load_run_tasks
 from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
@@ -41,13 +42,62 @@ def test_overrides_and_invariants() -> None:
     cfg = load_run_config(
         REPO / "configs" / "arith-cpu.yaml", {"budget.steps": 3, "learner.trainer.lr": 2e-5}
     )
-    assert cfg.budget.steps == 3 and cfg.learner.trainer["lr"] == 2e-5
+    assert cfg.budget.steps == 3 and cfg.learner.trainer.lr == 2e-5
     with pytest.raises(InvalidArgumentError, match="process_weight"):
         load_run_config(REPO / "configs" / "arith-cpu.yaml", {"learner.algo.process_weight": 0})
     with pytest.raises(InvalidArgumentError, match="bogus"):
         load_run_config(REPO / "configs" / "arith-cpu.yaml", {"generation.bogus": 1})
     with pytest.raises(ValueError, match="train_size"):
         RunConfig.model_validate({"data": {"source": "arith", "train_size": 0}})
+
+
+def test_learner_sections_are_typed_when_the_config_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = REPO / "configs" / "e2e-tiny.yaml"
+    # A typo in the trainer or algo block is reported at load, with its dotted path.
+    with pytest.raises(InvalidArgumentError, match=r"learner\.trainer\.lrr"):
+        load_run_config(path, {"learner.trainer.lrr": 1e-5})
+    with pytest.raises(InvalidArgumentError, match=r"learner\.algo\.estimatorr"):
+        load_run_config(path, {"learner.algo.estimatorr": "rloo"})
+    # The environment reaches nested trainer fields.
+    monkeypatch.setenv("GRPO_RUN_LEARNER__TRAINER__LR", "3e-6")
+    monkeypatch.setenv("GRPO_RUN_LEARNER__ALGO__ESTIMATOR", "rloo")
+    cfg = load_run_config(path)
+    assert cfg.learner.trainer.lr == 3e-6 and cfg.learner.algo.estimator == "rloo"
+    # One process_weight default (the learner's): a process verifier without an explicit
+    # weight is valid.
+    raw = {"verifiers": {"process": "verifier-steps"}, "data": {"train_size": 4}}
+    assert RunConfig.model_validate(raw).learner.algo.process_weight == 1.0
+
+
+def test_values_shared_with_generation_are_derived_once_and_conflicts_fail() -> None:
+    path = REPO / "configs" / "e2e-tiny.yaml"
+    cfg = load_run_config(path, {"generation.temperature": 0.7, "generation.max_new_tokens": 9})
+    assert cfg.learner.trainer.temperature == 0.7
+    assert cfg.learner.trainer.max_response_length == 9
+    assert cfg.learner.trainer.seed == cfg.seed
+    # Setting the same value is allowed (a dumped config.yaml reloads), a different one is not.
+    again = RunConfig.model_validate(cfg.model_dump(mode="json"))
+    assert again == cfg
+    with pytest.raises(InvalidArgumentError, match=r"temperature=0\.5 conflicts"):
+        load_run_config(path, {"learner.trainer.temperature": 0.5})
+    with pytest.raises(InvalidArgumentError, match="max_response_length=7 conflicts"):
+        load_run_config(path, {"learner.trainer.max_response_length": 7})
+    with pytest.raises(InvalidArgumentError, match="bypass"):
+        load_run_config(path, {"generation.extra": {"worker": {"sampling": {"temperature": 2}}}})
+    with pytest.raises(InvalidArgumentError, match="bypass"):
+        load_run_config(path, {"learner.extra": {"trainer": {"max_response_length": 3}}})
+    # What the learner is told is what the run config says.
+    settings = learner_settings(
+        cfg, redis_url="redis://x", namespace="n", model_path=Path("m"), run_dir=Path("r")
+    )
+    assert settings["trainer"]["temperature"] == 0.7
+    assert settings["trainer"]["max_response_length"] == 9
+    worker = rollout_worker_settings(
+        cfg, redis_url="redis://x", namespace="n", model_path=Path("m"), index=0
+    )
+    assert worker["worker"]["sampling"]["temperature"] == 0.7
 
 
 def test_arith_heldout_is_disjoint_from_training_and_sft() -> None:
