@@ -83,7 +83,7 @@ def serve(
     Health (grpc.health.v1), reflection and a Prometheus endpoint are always served.
     """
     from grpo.services.config import load_settings
-    from grpo.services.errors import GrpoError
+    from grpo.errors import GrpoError
     from grpo.services.logging import configure_logging
     from grpo.services.registry import load_spec
     from grpo.services.registry import serve as serve_service
@@ -140,7 +140,7 @@ def main() -> None:
     import os
     import sys
 
-    from grpo.services.errors import GrpoError
+    from grpo.errors import GrpoError
 
     try:
         app()

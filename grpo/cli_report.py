@@ -22,7 +22,7 @@ def report(
 ) -> None:
     """Render reward/accuracy, group-outcome, clip/KL/entropy, length and straggler plots."""
     from grpo.learner.report import render_report
-    from grpo.services.errors import GrpoError
+    from grpo.errors import GrpoError
 
     try:
         written = render_report(run_dir, out_dir)

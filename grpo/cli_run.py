@@ -58,7 +58,7 @@ def run(
     from rich.live import Live
     from rich.table import Table
 
-    from grpo.services.errors import GrpoError
+    from grpo.errors import GrpoError
     from grpo.services.pipeline.config import load_run_config
     from grpo.services.pipeline.processes import become_subreaper
     from grpo.services.pipeline.run import Pipeline, Progress, default_run_dir

@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from grpo.services.errors import GrpoError, InvalidArgumentError, NotFoundError
+from grpo.errors import GrpoError, InvalidArgumentError, NotFoundError
 from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
-from grpo.services.errors import ContractError, InvalidArgumentError
+from grpo.errors import ContractError, InvalidArgumentError
 from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 

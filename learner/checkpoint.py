@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model
 
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["CheckpointState", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 

@@ -139,7 +139,7 @@ class Trainer:
         ref_model: torch.nn.Module | None = None,
         parallel: Any | None = None,
     ) -> None:
-        from grpo.services.errors import InvalidArgumentError
+        from grpo.errors import InvalidArgumentError
 
         self.algo = algo
         self.config = config

@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.v1 import common_pb2
 
 __all__ = [

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.errors import FailedPreconditionError, InvalidArgumentError
+from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.services.routing import Route, RoutingTable, merge_routes, validate_task_type
 
 __all__ = [

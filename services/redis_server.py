@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from grpo.services.errors import FailedPreconditionError, UnavailableError
+from grpo.errors import FailedPreconditionError, UnavailableError
 
 __all__ = ["EmbeddedRedis", "connect", "redis_url_from_env"]
 

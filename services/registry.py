@@ -32,7 +32,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel
 
-from grpo.services.errors import InternalError, InvalidArgumentError, NotFoundError
+from grpo.errors import InternalError, InvalidArgumentError, NotFoundError
 from grpo.services.server import ServerSettings, ServiceBinding, create_server
 
 __all__ = [

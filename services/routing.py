@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
     "Route",

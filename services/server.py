@@ -12,8 +12,8 @@ What it supplies around a plain sync servicer (thread-pool ``grpc.server``):
 - max send/receive message size (an oversized request fails with RESOURCE_EXHAUSTED in
   grpc core, before any handler runs, and the server keeps serving);
 - one interceptor that maps exceptions to status codes, the single place this happens:
-  ``GrpoError`` -> its ``code`` (``grpo.services.errors.grpc_status_for``) with its message as
-  details; any other exception -> INTERNAL, traceback logged;
+  a ``grpo.errors`` exception -> its row of ``STATUS_CODES`` (the most derived class listed
+  wins) with its message as details; any other exception -> INTERNAL, traceback logged;
 - graceful drain: ``stop(grace_s)`` flips health to NOT_SERVING, waits ``drain_delay_s`` so load
   balancers notice, refuses new calls with UNAVAILABLE (retryable elsewhere) while health
   keeps answering, and lets in-flight calls finish within ``grace_s``.
@@ -39,15 +39,26 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.services.errors import GrpoError, grpc_status_for
+from grpo.errors import (
+    DeadlineExceededError,
+    FailedPreconditionError,
+    GrpoError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+    UnavailableError,
+)
 from grpo.services.metrics import RPC_IN_FLIGHT, RPC_LATENCY, RPC_REQUESTS, start_metrics_server
 from grpo.services.validation import require
 
 __all__ = [
+    "STATUS_CODES",
     "GrpoServer",
     "ServerSettings",
     "ServiceBinding",
     "create_server",
+    "grpc_status_for",
     "remaining_s",
     "require",
 ]
@@ -57,6 +68,30 @@ log = logging.getLogger(__name__)
 # A server context without a client deadline reports roughly "infinite future"; anything beyond
 # this many seconds is treated as "no deadline".
 _NO_DEADLINE_S = 1e8
+
+STATUS_CODES: dict[type[GrpoError], grpc.StatusCode] = {
+    InvalidArgumentError: grpc.StatusCode.INVALID_ARGUMENT,  # ContractError too
+    NotFoundError: grpc.StatusCode.NOT_FOUND,
+    FailedPreconditionError: grpc.StatusCode.FAILED_PRECONDITION,
+    ResourceExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    DeadlineExceededError: grpc.StatusCode.DEADLINE_EXCEEDED,
+    UnavailableError: grpc.StatusCode.UNAVAILABLE,
+    InternalError: grpc.StatusCode.INTERNAL,
+    GrpoError: grpc.StatusCode.INTERNAL,
+}
+"""The exception -> gRPC status table of the interceptor: each ``grpo.errors`` class and its
+code; a subclass not listed takes the code of its nearest listed base."""
+
+
+def grpc_status_for(exc: BaseException) -> grpc.StatusCode:
+    """The gRPC status code for ``exc``: the ``STATUS_CODES`` row of the first class in its
+    method resolution order that the table lists (so ``ContractError`` gets
+    INVALID_ARGUMENT through ``InvalidArgumentError``); INTERNAL for any other exception."""
+    for cls in type(exc).__mro__:
+        code = STATUS_CODES.get(cls)  # type: ignore[call-overload]
+        if code is not None:
+            return code
+    return grpc.StatusCode.INTERNAL
 
 
 class ServerSettings(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from grpo.services.errors import ContractError
+from grpo.errors import ContractError
 
 __all__ = ["require"]
 

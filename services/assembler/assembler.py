@@ -31,7 +31,7 @@ from grpo.services.assembler.group import GroupPhase, assemble_group, scored_mem
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import RolloutScores
-from grpo.services.errors import ContractError
+from grpo.errors import ContractError
 from grpo.v1 import common_pb2
 
 __all__ = ["Assembler", "GroupSink", "Scorer", "SubmitResult"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from grpo.services.errors import ContractError
+from grpo.errors import ContractError
 from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 

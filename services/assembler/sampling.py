@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.v1 import common_pb2
 
 __all__ = ["Decision", "DynamicSampler", "GroupVerdict", "regenerated_group_id"]

@@ -31,7 +31,7 @@ from grpo.services.assembler.stats import stats_from_counters
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import VerifierClient
 from grpo.services.discovery import DiscoverySettings, discovery_worker
-from grpo.services.errors import ContractError
+from grpo.errors import ContractError
 from grpo.services.redis_server import connect
 from grpo.services.registry import BackgroundWorker, LoopWorker, ServiceParts, ServiceSpec
 from grpo.services.routing import RouteConfig, RoutingTable

@@ -25,7 +25,7 @@ import redis
 
 from grpo.services.assembler.group import GroupPhase
 from grpo.services.assembler.stats import COUNTERS
-from grpo.services.errors import ContractError, UnavailableError
+from grpo.errors import ContractError, UnavailableError
 from grpo.v1 import common_pb2
 
 __all__ = ["GroupMeta", "GroupStore", "RecordResult"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import grpc
 
 from grpo.services.assembler.config import VerifierClientConfig
-from grpo.services.errors import GrpoError
+from grpo.errors import GrpoError
 from grpo.services.routing import RoutingTable
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 

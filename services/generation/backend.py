@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.services.errors import DeadlineExceededError, InvalidArgumentError
+from grpo.errors import DeadlineExceededError, InvalidArgumentError
 from grpo.v1 import common_pb2
 
 __all__ = [

@@ -49,7 +49,7 @@ from grpo.learner.checkpoint import (
     save_checkpoint,
 )
 from grpo.learner.trainer import Trainer
-from grpo.services.errors import FailedPreconditionError, GrpoError, InvalidArgumentError
+from grpo.errors import FailedPreconditionError, GrpoError, InvalidArgumentError
 from grpo.services.learner.publish import publish_weights, published_version
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings

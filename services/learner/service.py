@@ -20,7 +20,7 @@ import torch
 
 from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
 from grpo.learner.trainer import Trainer
-from grpo.services.errors import FailedPreconditionError
+from grpo.errors import FailedPreconditionError
 from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.registry import ServiceParts, ServiceSpec

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from grpo.services.errors import DeadlineExceededError, FailedPreconditionError
+from grpo.errors import DeadlineExceededError, FailedPreconditionError
 
 __all__ = [
     "ProcessSupervisor",

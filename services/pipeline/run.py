@@ -35,7 +35,7 @@ from typing import Any
 import grpc
 import yaml
 
-from grpo.services.errors import FailedPreconditionError
+from grpo.errors import FailedPreconditionError
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.feeder import PromptFeeder
 from grpo.services.pipeline.processes import ProcessSupervisor

@@ -11,7 +11,7 @@ from grpo.services.datasets import (
     load_math500,
     worked_examples,
 )
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.services.pipeline.config import RunConfig
 from grpo.v1 import common_pb2
 

@@ -20,7 +20,7 @@ from grpo.services.assembler.service import StreamGroupSink
 from grpo.services.assembler.stats import stats_from_counters, stats_identity_gap
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import RolloutScores
-from grpo.services.errors import ContractError
+from grpo.errors import ContractError
 from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 
@@ -252,7 +252,7 @@ def test_discovery_enabled_outside_kubernetes_fails_fast(redis_url: str, monkeyp
     """`discovery.enabled` wires KubernetesDiscovery into the assembler's workers: outside a
     cluster (no service-account token, no kubeconfig) the build refuses to start."""
     from grpo.services.assembler.service import SERVICE, AssemblerSettings
-    from grpo.services.errors import FailedPreconditionError
+    from grpo.errors import FailedPreconditionError
 
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

@@ -9,7 +9,7 @@ from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplin
 from grpo.services.assembler.group import assemble_group, scored_member
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict, regenerated_group_id
 from grpo.services.assembler.stats import stats_from_counters, stats_identity_gap
-from grpo.services.errors import ContractError, InvalidArgumentError
+from grpo.errors import ContractError, InvalidArgumentError
 from grpo.services.score_status import is_verdict
 from grpo.v1 import common_pb2
 

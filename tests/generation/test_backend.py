@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo.services.errors import ContractError, InvalidArgumentError, NotFoundError
+from grpo.errors import ContractError, InvalidArgumentError, NotFoundError
 from grpo.services.generation.backend import SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
 from grpo.v1 import common_pb2

@@ -17,7 +17,7 @@ from grpo.services.datasets import (
     load_math500,
     worked_examples,
 )
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from grpo.services.errors import DeadlineExceededError
+from grpo.errors import DeadlineExceededError
 from grpo.services.generation.backend import PromptResult, SamplingConfig
 from grpo.services.generation.service import GenerationServicer
 from grpo.services.generation.transformers_backend import TransformersBackend

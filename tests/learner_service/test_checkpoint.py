@@ -17,7 +17,7 @@ from grpo.learner.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 
 
 def _train_a_bit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched) -> None:

@@ -16,7 +16,7 @@ from grpo.learner.report import (
     load_metrics,
     render_report,
 )
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.errors import NotFoundError
+from grpo.errors import NotFoundError
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServerSettings, ServiceBinding, remaining_s, require
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc

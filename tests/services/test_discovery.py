@@ -24,7 +24,7 @@ from grpo.services.discovery import (
     routes_from_services,
     verifier_from_service,
 )
-from grpo.services.errors import FailedPreconditionError, InvalidArgumentError
+from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.services.routing import Route, RoutingTable
 
 

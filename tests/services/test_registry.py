@@ -7,7 +7,7 @@ import threading
 import pytest
 from pydantic import BaseModel, Field
 
-from grpo.services.errors import InternalError
+from grpo.errors import InternalError
 from grpo.services.registry import ServiceParts, ServiceSpec, serve
 from grpo.services.server import ServerSettings
 

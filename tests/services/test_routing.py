@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.services.routing import (
     Route,
     RouteConfig,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from grpo.services.errors import DeadlineExceededError, InvalidArgumentError
+from grpo.errors import DeadlineExceededError, InvalidArgumentError
 from grpo.services.streams import PAYLOAD_FIELD, StreamNames, Streams
 from grpo.v1 import common_pb2
 

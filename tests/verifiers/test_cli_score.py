@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo.cli_score import app, parse_line, score_file
-from grpo.services.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.services.server import ServerSettings, create_server
 from grpo.verifiers.math.service import SERVICE as MATH_SERVICE
 from grpo.verifiers.math.verifier import MathConfig

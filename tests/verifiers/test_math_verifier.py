@@ -10,7 +10,7 @@ import grpc
 import pytest
 from conftest import TIGHT_S
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.math import MathVerifier
 

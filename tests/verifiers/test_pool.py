@@ -9,7 +9,7 @@ from pathlib import Path
 import _pool_funcs as funcs
 import pytest
 
-from grpo.services.errors import UnavailableError
+from grpo.errors import UnavailableError
 from grpo.verifiers.sdk import (
     CheckMemoryError,
     CheckTimeoutError,

@@ -18,7 +18,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from grpo.services.errors import FailedPreconditionError
+from grpo.errors import FailedPreconditionError
 
 __all__ = ["build_mirror", "interpreter_paths"]
 

@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 
-from grpo.services.errors import InternalError
+from grpo.errors import InternalError
 
 __all__ = ["processes_of_uid", "reap_zombie_children", "set_child_subreaper", "sweep_uid"]
 

@@ -72,7 +72,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.services.errors import FailedPreconditionError, InternalError, ResourceExhaustedError
+from grpo.errors import FailedPreconditionError, InternalError, ResourceExhaustedError
 from grpo.verifiers.code.interpreter import build_mirror, interpreter_paths
 from grpo.verifiers.code.processes import reap_zombie_children, set_child_subreaper, sweep_uid
 

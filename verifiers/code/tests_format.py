@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any, Literal
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.v1 import common_pb2
 from grpo.verifiers.code import codec
 

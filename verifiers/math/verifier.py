@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.errors import UnavailableError
+from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.math.check import check_answer
 from grpo.verifiers.sdk import (

@@ -7,7 +7,7 @@ subclass sets three class attributes (``name``, ``kind``, ``task_types``) and im
 :meth:`Verifier.verify`, which validates the input, stamps the verifier name and latency, and
 turns an unexpected exception into status ``INTERNAL`` so that a broken verifier is never read
 as reward 0. Bad input (a task lacking the field the verifier needs) raises
-:class:`~grpo.services.errors.InvalidArgumentError`, which the server maps to INVALID_ARGUMENT.
+:class:`~grpo.errors.InvalidArgumentError`, which the server maps to INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from google.protobuf.message import Message as _Message
 from pydantic import BaseModel
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.v1 import common_pb2, verifier_pb2
 
 __all__ = ["Verifier", "VerifierInfo", "make_score"]

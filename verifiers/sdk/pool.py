@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.errors import DeadlineExceededError, InternalError, UnavailableError
+from grpo.errors import DeadlineExceededError, InternalError, UnavailableError
 
 __all__ = [
     "CheckMemoryError",

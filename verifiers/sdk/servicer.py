@@ -5,7 +5,7 @@ shared thread pool so that ScoreBatch scores items concurrently and every reques
 deadline: the tighter of the caller's gRPC deadline and ``ServingSettings.request_timeout_s``.
 An item still running when the deadline passes is answered with status ``TIMEOUT`` (its worker
 process is bounded by the verifier's own hard limit). Errors are raised as
-``grpo.services.errors`` exceptions; the server interceptor maps them to gRPC codes.
+``grpo.errors`` exceptions; the server interceptor maps them to gRPC codes.
 
 Metrics (default Prometheus registry): ``grpo_verifier_scores_total{verifier, status}`` and
 ``grpo_verifier_score_seconds{verifier}``.
@@ -21,7 +21,7 @@ import grpc
 from prometheus_client import Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.errors import InvalidArgumentError, ResourceExhaustedError
+from grpo.errors import InvalidArgumentError, ResourceExhaustedError
 from grpo.services.server import remaining_s
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier, make_score

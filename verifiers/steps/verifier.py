@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.services.errors import UnavailableError
+from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.math.verifier import pool_failure_score, utf8_problem
 from grpo.verifiers.sdk import (

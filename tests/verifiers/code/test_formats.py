@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.v1 import common_pb2
 from grpo.verifiers.code import CodeVerifier, suite_from_tests
 from grpo.verifiers.code.tests_format import compare_stdout, record_calls

@@ -6,7 +6,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from grpo.services.errors import FailedPreconditionError
+from grpo.errors import FailedPreconditionError
 from grpo.services.server import ServerSettings, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings

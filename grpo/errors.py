@@ -1,0 +1,58 @@
+"""The project's exception hierarchy, free of any transport: domain code raises these.
+
+Verifiers, generation backends, the assembler's logic and the learner raise these classes;
+none of them imports gRPC. The one place an exception becomes a gRPC status code is the
+table beside the server interceptor (``grpo.services.server.STATUS_CODES``). Names avoid
+shadowing builtins (no ``TimeoutError``/``ConnectionError``), and each class also derives
+from the builtin a caller would expect where there is one (``ValueError``, ``LookupError``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ContractError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "GrpoError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "ResourceExhaustedError",
+    "UnavailableError",
+]
+
+
+class GrpoError(Exception):
+    """Base class of every error the project raises on purpose."""
+
+
+class InvalidArgumentError(GrpoError, ValueError):
+    """A request or input is malformed; the message names the offending field."""
+
+
+class ContractError(InvalidArgumentError):
+    """A message violates the grpo.v1 contract (missing required field, wrong lengths)."""
+
+
+class NotFoundError(GrpoError, LookupError):
+    """A named thing (verifier route, checkpoint, model path) does not exist."""
+
+
+class FailedPreconditionError(GrpoError):
+    """The system is not in a state that allows the operation (e.g. sandbox missing)."""
+
+
+class ResourceExhaustedError(GrpoError):
+    """A limit was hit (batch too large, queue full, memory cap)."""
+
+
+class DeadlineExceededError(GrpoError):
+    """The caller's deadline or a configured time limit passed."""
+
+
+class UnavailableError(GrpoError):
+    """A dependency (Redis, a verifier) cannot be reached right now; retrying may succeed."""
+
+
+class InternalError(GrpoError):
+    """A bug or an unexpected failure inside the service."""
