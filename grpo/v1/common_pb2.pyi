@@ -23,6 +23,7 @@ class ScoreStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORE_STATUS_TIMEOUT: _ClassVar[ScoreStatus]
     SCORE_STATUS_RUNTIME_ERROR: _ClassVar[ScoreStatus]
     SCORE_STATUS_INTERNAL: _ClassVar[ScoreStatus]
+    SCORE_STATUS_UNDECIDED: _ClassVar[ScoreStatus]
 
 class StepStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,6 +57,7 @@ SCORE_STATUS_PARSE_ERROR: ScoreStatus
 SCORE_STATUS_TIMEOUT: ScoreStatus
 SCORE_STATUS_RUNTIME_ERROR: ScoreStatus
 SCORE_STATUS_INTERNAL: ScoreStatus
+SCORE_STATUS_UNDECIDED: ScoreStatus
 STEP_STATUS_UNSPECIFIED: StepStatus
 STEP_STATUS_VALID: StepStatus
 STEP_STATUS_INVALID: StepStatus
