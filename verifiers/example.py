@@ -5,7 +5,9 @@ gold answer after stripping whitespace and (optionally) case, else 0.0; an empty
 ``NO_ANSWER``. It needs no worker pool because the check is a cheap string comparison — a
 verifier that runs sympy, a solver or user code must use ``WorkerPool`` (see
 ``grpo.verifiers.math.verifier``) or a sandbox. Serve it with
-``grpo serve grpo.verifiers.example:SERVICE``. Walk-through: docs/add-a-verifier.md.
+``grpo serve grpo.verifiers.example:SERVICE``: the one line ``SERVICE = verifier_service_spec(...)``
+gives it the gRPC service, its settings (``server``, ``scoring``, ``verifier``), health and
+metrics. Walk-through: docs/add-a-verifier.md.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.server import ServerSettings
 from grpo.v1 import common_pb2, verifier_pb2
-from grpo.verifiers.sdk import ServingSettings, Verifier, make_score
+from grpo.verifiers.sdk import Verifier, make_score
 from grpo.verifiers.sdk.service import verifier_service_spec
 
 __all__ = ["SERVICE", "ExactMatchConfig", "ExactMatchVerifier"]
@@ -56,23 +57,5 @@ class ExactMatchVerifier(Verifier):
         return make_score(common_pb2.SCORE_STATUS_OK, float(match), extracted=answer)
 
 
-class ExactMatchServiceSettings(BaseModel):
-    """Settings of the exact-match verifier service."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    server: ServerSettings = Field(default_factory=ServerSettings, description="gRPC server.")
-    serving: ServingSettings = Field(
-        default_factory=ServingSettings, description="Batch limit, concurrency, deadline."
-    )
-    verifier: ExactMatchConfig = Field(
-        default_factory=ExactMatchConfig, description="Comparison options."
-    )
-
-
-SERVICE = verifier_service_spec(
-    "verifier-exact-match",
-    ExactMatchServiceSettings,
-    lambda settings: ExactMatchVerifier(settings.verifier),
-)
+SERVICE = verifier_service_spec("verifier-exact-match", ExactMatchVerifier, ExactMatchConfig)
 """``grpo serve grpo.verifiers.example:SERVICE``."""

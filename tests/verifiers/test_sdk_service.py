@@ -12,12 +12,13 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY
 
+from grpo.errors import InvalidArgumentError
 from grpo.services.server import ServerSettings, ServiceBinding, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.example import SERVICE as EXAMPLE_SERVICE
 from grpo.verifiers.example import ExactMatchConfig, ExactMatchVerifier
-from grpo.verifiers.sdk import ServingSettings, Verifier, VerifierServicer, make_score
-from grpo.verifiers.sdk.service import VERIFIER_SERVICE_NAME
+from grpo.verifiers.sdk import ScoringSettings, Verifier, VerifierServicer, make_score
+from grpo.verifiers.sdk.service import VERIFIER_SERVICE_NAME, verifier_service_spec
 
 
 class _SlowVerifier(Verifier):
@@ -40,9 +41,9 @@ class _SlowVerifier(Verifier):
 
 
 def _serve(
-    verifier: Verifier, serving: ServingSettings
+    verifier: Verifier, scoring: ScoringSettings
 ) -> Iterator[verifier_pb2_grpc.VerifierStub]:
-    servicer = VerifierServicer(verifier, serving)
+    servicer = VerifierServicer(verifier, scoring)
     binding = ServiceBinding(
         VERIFIER_SERVICE_NAME, verifier_pb2_grpc.add_VerifierServicer_to_server, servicer
     )
@@ -59,13 +60,13 @@ def _serve(
 
 @pytest.fixture(scope="module")
 def exact_stub() -> Iterator[verifier_pb2_grpc.VerifierStub]:
-    yield from _serve(ExactMatchVerifier(), ServingSettings(max_batch_items=4))
+    yield from _serve(ExactMatchVerifier(), ScoringSettings(max_batch_items=4))
 
 
 @pytest.fixture(scope="module")
 def slow() -> Iterator[tuple[_SlowVerifier, verifier_pb2_grpc.VerifierStub]]:
     verifier = _SlowVerifier()
-    for stub in _serve(verifier, ServingSettings(concurrency=4, request_timeout_s=1.0)):
+    for stub in _serve(verifier, ScoringSettings(concurrency=4, request_timeout_s=1.0)):
         yield verifier, stub
     verifier.release.set()
 
@@ -186,3 +187,60 @@ def test_service_spec_builds_and_serves_with_health() -> None:
         server.stop(0)
         assert parts.close is not None
         parts.close()
+
+
+class _NoConfigVerifier(Verifier):
+    """A verifier without options: reward 1 for a non-empty response."""
+
+    name: ClassVar[str] = "nonempty"
+    kind: ClassVar[int] = verifier_pb2.VERIFIER_KIND_OUTCOME
+    task_types: ClassVar[tuple[str, ...]] = ("nonempty",)
+
+    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
+        return make_score(common_pb2.SCORE_STATUS_OK, float(bool(response.strip())))
+
+
+def test_one_class_and_one_line_make_a_service() -> None:
+    """A verifier class plus ``verifier_service_spec`` is a whole service: derived settings
+    (``server``, ``scoring``, optional ``verifier``), unknown keys refused, scoring applied."""
+    spec = verifier_service_spec("verifier-nonempty", _NoConfigVerifier)
+    assert spec.settings_cls.__name__ == "_NoConfigServiceSettings"
+    assert spec.settings_cls.__module__ == __name__  # where the one line is
+    assert list(spec.settings_cls.model_fields) == ["server", "scoring"]
+    settings = spec.settings_cls.model_validate(
+        {"server": {"port": 0, "metrics_port": -1}, "scoring": {"max_batch_items": 1}}
+    )
+    with pytest.raises(ValueError, match="serving"):
+        spec.settings_cls.model_validate({"serving": {"max_batch_items": 1}})
+    parts = spec.build(settings)
+    server = create_server(parts.bindings, settings.server)  # type: ignore[attr-defined]
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = verifier_pb2_grpc.VerifierStub(channel)
+            one = verifier_pb2.ScoreRequest(task=common_pb2.Task(id="t"), response="x")
+            assert stub.Score(one).score.reward == 1.0
+            with pytest.raises(grpc.RpcError) as info:
+                stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=[one, one]))
+            assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        server.stop(0)
+        assert parts.close is not None
+        parts.close()
+    with_config = verifier_service_spec("verifier-exact", ExactMatchVerifier, ExactMatchConfig)
+    assert list(with_config.settings_cls.model_fields) == ["server", "scoring", "verifier"]
+    with pytest.raises(InvalidArgumentError, match="Verifier subclass"):
+        verifier_service_spec("verifier-bad", ExactMatchConfig)  # type: ignore[arg-type]
+
+
+def test_builtin_verifier_services_share_the_sdk_settings() -> None:
+    """The math, steps and code services are the SDK's derived settings, nothing copied."""
+    from grpo.verifiers.code.service import SERVICE as CODE
+    from grpo.verifiers.math.service import SERVICE as MATH
+    from grpo.verifiers.steps.service import SERVICE as STEPS
+
+    for spec in (MATH, STEPS, CODE, EXAMPLE_SERVICE):
+        fields = spec.settings_cls.model_fields
+        assert list(fields) == ["server", "scoring", "verifier"], spec.name
+        assert fields["scoring"].annotation is ScoringSettings
+        assert fields["server"].annotation is ServerSettings

@@ -27,8 +27,9 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
+from grpo.verifiers.sdk.failures import pool_failure_score, utf8_problem
 
-__all__ = ["MathConfig", "MathVerifier", "pool_failure_score", "utf8_problem"]
+__all__ = ["MathConfig", "MathVerifier"]
 
 PRELOAD = ("grpo.verifiers.math.check",)
 
@@ -53,26 +54,6 @@ class MathConfig(BaseModel):
     pool: PoolSettings = Field(
         default_factory=PoolSettings, description="Worker processes that run the sympy checks."
     )
-
-
-def utf8_problem(text: str, limit: int) -> str | None:
-    """Why ``text`` cannot be checked (over ``limit`` code points, not valid UTF-8), or None."""
-    if len(text) > limit:
-        return f"response has {len(text)} characters, more than max_response_chars={limit}"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"response is not valid UTF-8 (at code point {exc.start})"
-    return None
-
-
-def pool_failure_score(exc: Exception) -> common_pb2.Score:
-    """Map a worker-pool failure to a Score: TIMEOUT, RUNTIME_ERROR or INTERNAL."""
-    if isinstance(exc, CheckTimeoutError):
-        return make_score(common_pb2.SCORE_STATUS_TIMEOUT, detail=str(exc))
-    if isinstance(exc, CheckMemoryError | WorkerCrashError | RemoteCheckError):
-        return make_score(common_pb2.SCORE_STATUS_RUNTIME_ERROR, detail=str(exc))
-    return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(exc).__name__}: {exc}")
 
 
 class MathVerifier(Verifier):

@@ -2,7 +2,7 @@
 
 The servicer is thin (proto -> :meth:`Verifier.verify` -> proto). It runs each item on a
 shared thread pool so that ScoreBatch scores items concurrently and every request honours its
-deadline: the tighter of the caller's gRPC deadline and ``ServingSettings.request_timeout_s``.
+deadline: the tighter of the caller's gRPC deadline and ``ScoringSettings.request_timeout_s``.
 An item still running when the deadline passes is answered with status ``TIMEOUT`` (its worker
 process is bounded by the verifier's own hard limit). Errors are raised as
 ``grpo.errors`` exceptions; the server interceptor maps them to gRPC codes.
@@ -27,7 +27,7 @@ from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier, make_score
 from grpo.verifiers.sdk.pool import request_deadline
 
-__all__ = ["SCORES", "SCORE_SECONDS", "ServingSettings", "VerifierServicer"]
+__all__ = ["SCORES", "SCORE_SECONDS", "ScoringSettings", "VerifierServicer"]
 
 SCORES = Counter(
     "grpo_verifier_scores",
@@ -42,8 +42,12 @@ SCORE_SECONDS = Histogram(
 )
 
 
-class ServingSettings(BaseModel):
-    """How a verifier service serves requests (shared by every verifier)."""
+class ScoringSettings(BaseModel):
+    """How a verifier service scores requests: batch limit, concurrency, default deadline.
+
+    The ``scoring:`` block of every verifier service (the gRPC server's own network, limits
+    and TLS are ``grpo.services.server.ServerSettings``, the ``server:`` block).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -73,9 +77,9 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
         settings: batch limit, concurrency, default deadline.
     """
 
-    def __init__(self, verifier: Verifier, settings: ServingSettings | None = None) -> None:
+    def __init__(self, verifier: Verifier, settings: ScoringSettings | None = None) -> None:
         self.verifier = verifier
-        self.settings = settings or ServingSettings()
+        self.settings = settings or ScoringSettings()
         self._executor = cf.ThreadPoolExecutor(
             max_workers=self.settings.concurrency, thread_name_prefix=f"verify-{verifier.name}"
         )

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2, verifier_pb2
-from grpo.verifiers.math.verifier import pool_failure_score, utf8_problem
 from grpo.verifiers.sdk import (
     CheckMemoryError,
     CheckTimeoutError,
@@ -30,6 +29,7 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
+from grpo.verifiers.sdk.failures import pool_failure_score, utf8_problem
 from grpo.verifiers.steps.check import check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
