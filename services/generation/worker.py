@@ -34,6 +34,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import redis
 from prometheus_client import Counter, Gauge, Histogram
@@ -44,6 +45,9 @@ from grpo.services.generation.backend import GenerationBackend, SamplingConfig
 from grpo.services.registry import LoopWorker
 from grpo.services.streams import StreamEntry, StreamNames, Streams
 from grpo.v1 import common_pb2
+
+if TYPE_CHECKING:
+    from grpo.services.weights.puller import BackgroundPuller
 
 __all__ = ["RolloutWorker", "RolloutWorkerConfig", "rollout_dedup_key"]
 
@@ -128,13 +132,18 @@ class RolloutWorker(LoopWorker):
         config: RolloutWorkerConfig,
         *,
         on_rollout_written: Callable[[common_pb2.Rollout], None] | None = None,
+        weights_puller: BackgroundPuller | None = None,
     ) -> None:
         """Wrap a Redis client (``decode_responses=False``) and a backend.
 
         Args:
             on_rollout_written: hook called after each rollout is durable (tests inject faults
                 here; metrics may count).
+            weights_puller: pulls announced versions from the learner's weight server in the
+                background (``weights.mode: grpc``); None = load ``PolicyWeights.path`` from a
+                shared volume.
         """
+        self._puller = weights_puller
         self._client = client
         self._streams = Streams(client)
         self._names = StreamNames(config.namespace)
@@ -188,13 +197,30 @@ class RolloutWorker(LoopWorker):
         weights = common_pb2.PolicyWeights.FromString(raw)  # type: ignore[arg-type]
         if weights.policy_version <= self._backend.policy_version:
             return False
-        load_s = self._backend.load_weights(weights.policy_version, weights.path)
-        POLICY_VERSION.set(weights.policy_version)
+        located = self._weights_to_load(weights)
+        if located is None:
+            return False  # a pull is in flight: keep generating with the loaded weights
+        version, path = located
+        load_s = self._backend.load_weights(version, path)
+        POLICY_VERSION.set(version)
         log.info(
-            "policy weights loaded",
-            extra={"policy_version": weights.policy_version, "load_s": round(load_s, 3)},
+            "policy weights loaded", extra={"policy_version": version, "load_s": round(load_s, 3)}
         )
         return True
+
+    def _weights_to_load(self, weights: common_pb2.PolicyWeights) -> tuple[int, str] | None:
+        """(version, local folder) to load for an announced newer ``weights``, or None yet.
+
+        Shared volume: the announced path itself. gRPC: a finished, verified pull newer than
+        the loaded version; otherwise a background pull of the announced version is started
+        (if none is in flight) and None is returned without waiting.
+        """
+        if self._puller is None:
+            return int(weights.policy_version), weights.path
+        pulled = self._puller.poll(int(weights.policy_version))
+        if pulled is None or pulled.policy_version <= self._backend.policy_version:
+            return None
+        return pulled.policy_version, str(pulled.path)
 
     def _written_indices(self, group_id: str, group_size: int) -> set[int]:
         pipe = self._client.pipeline(transaction=False)

@@ -3,9 +3,16 @@
 The process holds one backend; the rollout worker (``grpo.services.generation.worker``) runs as
 its background loop, and the same backend is served as ``grpo.v1.Generation`` (Describe,
 Generate for ad-hoc sampling, LoadWeights) so operators can inspect the policy version.
+
+With ``weights.mode: grpc`` new versions are pulled from the learner's ``grpo.v1.Weights``
+server in the background (``grpo.services.weights.puller``); when ``backend.model_path`` has
+no model (a pod without a shared volume) the process first waits for the learner's newest
+published version, pulls it and starts the engine from that copy.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +22,7 @@ from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
 from grpo.services.redis_server import connect
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServerSettings, ServiceBinding
+from grpo.services.weights.puller import BackgroundPuller, WeightPuller, WeightTransferConfig
 from grpo.v1 import generation_pb2_grpc
 
 __all__ = ["SERVICE", "RolloutWorkerSettings"]
@@ -36,17 +44,41 @@ class RolloutWorkerSettings(BaseModel):
     worker: RolloutWorkerConfig = Field(
         default_factory=RolloutWorkerConfig, description="Stream names, sampling, backpressure."
     )
+    weights: WeightTransferConfig = Field(
+        default_factory=WeightTransferConfig,
+        description="How published weights arrive: a shared volume or pulls over gRPC.",
+    )
 
 
 def _build(settings: RolloutWorkerSettings) -> ServiceParts:
-    backend = create_backend(settings.backend)
-    worker = RolloutWorker(connect(settings.redis_url), backend, settings.worker)
+    puller = None
+    backend_config = settings.backend
+    if settings.weights.mode == "grpc":
+        puller = WeightPuller(settings.weights)
+        if not (Path(backend_config.model_path) / "config.json").is_file():
+            first = puller.pull_newest(settings.weights.startup_wait_s)
+            backend_config = backend_config.model_copy(
+                update={"model_path": str(first.path), "policy_version": first.policy_version}
+            )
+    backend = create_backend(backend_config)
+    worker = RolloutWorker(
+        connect(settings.redis_url),
+        backend,
+        settings.worker,
+        weights_puller=None if puller is None else BackgroundPuller(puller),
+    )
     binding = ServiceBinding(
         name="grpo.v1.Generation",
         add_to_server=generation_pb2_grpc.add_GenerationServicer_to_server,
-        servicer=GenerationServicer(backend, settings.backend.model_path),
+        servicer=GenerationServicer(backend, backend_config.model_path),
     )
-    return ServiceParts(bindings=[binding], workers=[worker], close=backend.close)
+
+    def close() -> None:
+        backend.close()
+        if puller is not None:
+            puller.close()
+
+    return ServiceParts(bindings=[binding], workers=[worker], close=close)
 
 
 SERVICE = ServiceSpec(name="rollout-worker", settings_cls=RolloutWorkerSettings, build=_build)

@@ -2,10 +2,12 @@
 
 ``build(settings)`` loads the policy (and the reference model when the KL weight β > 0),
 restores the newest checkpoint, and returns the ``grpo.v1.Learner`` binding (GetStatus,
-SaveCheckpoint) plus the ``LearnerLoop`` worker (``grpo.services.learner.loop`` documents the
-consume/checkpoint/acknowledge protocol). With ``world_size`` W > 1, ``build`` first spawns
-ranks 1..W-1 (torch.multiprocessing "spawn", before gRPC starts) running ``follower_main``;
-rank 0 (this process) reads groups and hands each batch to them (``grpo.learner.distributed``).
+SaveCheckpoint), the ``grpo.v1.Weights`` binding that serves every published version to
+generation replicas (``grpo.services.weights``), and the ``LearnerLoop`` worker
+(``grpo.services.learner.loop`` documents the consume/checkpoint/acknowledge protocol). With
+``world_size`` W > 1, ``build`` first spawns ranks 1..W-1 (torch.multiprocessing "spawn",
+before gRPC starts) running ``follower_main``; rank 0 (this process) reads groups and hands
+each batch to them (``grpo.learner.distributed``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServiceBinding, remaining_s
+from grpo.services.weights.servicer import weights_binding
+from grpo.services.weights.store import WeightStore
 from grpo.v1 import learner_pb2, learner_pb2_grpc
 
 __all__ = ["SERVICE", "LearnerServicer", "build", "build_trainer", "follower_main"]
@@ -189,7 +193,9 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
         if parallel is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
-    return ServiceParts(bindings=[binding], workers=[loop], close=close)
+    # Every published version, pulled by generation replicas without a shared volume.
+    weights = weights_binding(WeightStore(Path(settings.run_dir)))
+    return ServiceParts(bindings=[binding, weights], workers=[loop], close=close)
 
 
 def _follower_entry(index: int, world_size: int, settings_json: str, init_method: str) -> None:
