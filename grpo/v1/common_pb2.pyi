@@ -7,6 +7,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class OutputCompare(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTPUT_COMPARE_UNSPECIFIED: _ClassVar[OutputCompare]
+    OUTPUT_COMPARE_EXACT: _ClassVar[OutputCompare]
+    OUTPUT_COMPARE_LINES: _ClassVar[OutputCompare]
+    OUTPUT_COMPARE_TOKENS: _ClassVar[OutputCompare]
+    OUTPUT_COMPARE_TOKENS_FLOAT: _ClassVar[OutputCompare]
+
 class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
@@ -46,6 +54,11 @@ class GroupStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GROUP_STATUS_UNSPECIFIED: _ClassVar[GroupStatus]
     GROUP_STATUS_COMPLETE: _ClassVar[GroupStatus]
     GROUP_STATUS_TIMED_OUT: _ClassVar[GroupStatus]
+OUTPUT_COMPARE_UNSPECIFIED: OutputCompare
+OUTPUT_COMPARE_EXACT: OutputCompare
+OUTPUT_COMPARE_LINES: OutputCompare
+OUTPUT_COMPARE_TOKENS: OutputCompare
+OUTPUT_COMPARE_TOKENS_FLOAT: OutputCompare
 FINISH_REASON_UNSPECIFIED: FinishReason
 FINISH_REASON_STOP: FinishReason
 FINISH_REASON_LENGTH: FinishReason
@@ -73,20 +86,24 @@ GROUP_STATUS_COMPLETE: GroupStatus
 GROUP_STATUS_TIMED_OUT: GroupStatus
 
 class CodeTests(_message.Message):
-    __slots__ = ("test_code", "entry_point", "test_list", "test_imports", "io_pairs", "program_prefix")
+    __slots__ = ("test_code", "entry_point", "test_list", "test_imports", "io_pairs", "program_prefix", "output_compare", "float_tolerance")
     TEST_CODE_FIELD_NUMBER: _ClassVar[int]
     ENTRY_POINT_FIELD_NUMBER: _ClassVar[int]
     TEST_LIST_FIELD_NUMBER: _ClassVar[int]
     TEST_IMPORTS_FIELD_NUMBER: _ClassVar[int]
     IO_PAIRS_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COMPARE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_TOLERANCE_FIELD_NUMBER: _ClassVar[int]
     test_code: str
     entry_point: str
     test_list: _containers.RepeatedScalarFieldContainer[str]
     test_imports: _containers.RepeatedScalarFieldContainer[str]
     io_pairs: _containers.RepeatedCompositeFieldContainer[IoPair]
     program_prefix: str
-    def __init__(self, test_code: _Optional[str] = ..., entry_point: _Optional[str] = ..., test_list: _Optional[_Iterable[str]] = ..., test_imports: _Optional[_Iterable[str]] = ..., io_pairs: _Optional[_Iterable[_Union[IoPair, _Mapping]]] = ..., program_prefix: _Optional[str] = ...) -> None: ...
+    output_compare: OutputCompare
+    float_tolerance: float
+    def __init__(self, test_code: _Optional[str] = ..., entry_point: _Optional[str] = ..., test_list: _Optional[_Iterable[str]] = ..., test_imports: _Optional[_Iterable[str]] = ..., io_pairs: _Optional[_Iterable[_Union[IoPair, _Mapping]]] = ..., program_prefix: _Optional[str] = ..., output_compare: _Optional[_Union[OutputCompare, str]] = ..., float_tolerance: _Optional[float] = ...) -> None: ...
 
 class IoPair(_message.Message):
     __slots__ = ("stdin", "expected_stdout")
