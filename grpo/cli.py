@@ -82,8 +82,8 @@ def serve(
     Settings come from defaults < --config YAML < GRPO_* environment variables < these flags.
     Health (grpc.health.v1), reflection and a Prometheus endpoint are always served.
     """
-    from grpo.services.config import load_settings
     from grpo.errors import GrpoError
+    from grpo.services.config import load_settings
     from grpo.services.logging import configure_logging
     from grpo.services.registry import load_spec
     from grpo.services.registry import serve as serve_service

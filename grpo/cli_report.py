@@ -21,8 +21,8 @@ def report(
     ] = None,
 ) -> None:
     """Render reward/accuracy, group-outcome, clip/KL/entropy, length and straggler plots."""
-    from grpo.learner.report import render_report
     from grpo.errors import GrpoError
+    from grpo.learner.report import render_report
 
     try:
         written = render_report(run_dir, out_dir)

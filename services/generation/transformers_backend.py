@@ -24,8 +24,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from grpo.learner.tiny_model import load_tokenizer
 from grpo.errors import ContractError, InvalidArgumentError, NotFoundError
+from grpo.learner.tiny_model import load_tokenizer
 from grpo.services.generation.backend import (
     BackendConfig,
     CompletionResult,

@@ -29,8 +29,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo.learner.tiny_model import load_tokenizer
 from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from grpo.learner.tiny_model import load_tokenizer
 from grpo.services.generation.backend import (
     BackendConfig,
     CompletionResult,

@@ -20,9 +20,9 @@ from typing import Any
 import grpc
 import torch
 
+from grpo.errors import FailedPreconditionError
 from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
 from grpo.learner.trainer import Trainer
-from grpo.errors import FailedPreconditionError
 from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.registry import ServiceParts, ServiceSpec
@@ -179,7 +179,6 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
         trainer=trainer,
         tokenizer=tokenizer,
         parallel=parallel,
-        exit_on_error=True,
     )
     binding = ServiceBinding(
         name="grpo.v1.Learner",

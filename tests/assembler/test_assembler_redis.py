@@ -14,13 +14,13 @@ import pytest
 import redis
 from assembler_helpers import rollout, score
 
+from grpo.errors import ContractError
 from grpo.services.assembler.assembler import Assembler
 from grpo.services.assembler.config import AssemblerConfig, DynamicSamplingConfig
 from grpo.services.assembler.service import StreamGroupSink
 from grpo.services.assembler.stats import stats_from_counters, stats_identity_gap
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import RolloutScores
-from grpo.errors import ContractError
 from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 
@@ -251,8 +251,8 @@ def test_malformed_rollout_is_refused(env) -> None:  # type: ignore[no-untyped-d
 def test_discovery_enabled_outside_kubernetes_fails_fast(redis_url: str, monkeypatch: Any) -> None:
     """`discovery.enabled` wires KubernetesDiscovery into the assembler's workers: outside a
     cluster (no service-account token, no kubeconfig) the build refuses to start."""
-    from grpo.services.assembler.service import SERVICE, AssemblerSettings
     from grpo.errors import FailedPreconditionError
+    from grpo.services.assembler.service import SERVICE, AssemblerSettings
 
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

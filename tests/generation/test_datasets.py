@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from grpo.errors import InvalidArgumentError
 from grpo.services.datasets import (
     arith_solution,
     arith_tasks,
@@ -17,7 +18,6 @@ from grpo.services.datasets import (
     load_math500,
     worked_examples,
 )
-from grpo.errors import InvalidArgumentError
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo.learner.sft import final_answer, greedy_accuracy, run_sft
 from grpo.errors import InvalidArgumentError
+from grpo.learner.sft import final_answer, greedy_accuracy, run_sft
 from grpo.v1 import common_pb2
 
 from .conftest import TUNED_COMPLETION, TUNED_PROMPT

@@ -11,13 +11,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.learner.checkpoint import (
     CheckpointState,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
-from grpo.errors import InvalidArgumentError, NotFoundError
 
 
 def _train_a_bit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched) -> None:

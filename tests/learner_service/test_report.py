@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo.cli_report import app
+from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.learner.report import (
     REPORT_FILES,
     _assembler_shares,
@@ -16,7 +17,6 @@ from grpo.learner.report import (
     load_metrics,
     render_report,
 )
-from grpo.errors import InvalidArgumentError, NotFoundError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

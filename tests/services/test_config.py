@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from typer.testing import CliRunner
 
 from grpo.cli import app
-from grpo.services.config import load_settings, settings_reference
 from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.services.config import load_settings, settings_reference
 from grpo.services.logging import JsonFormatter
 from grpo.services.registry import SERVICES, ServiceSpec, load_spec
 from grpo.services.server import ServerSettings

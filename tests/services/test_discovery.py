@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceSpec
 
+from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.services.discovery import (
     DiscoverySettings,
     KubernetesDiscovery,
@@ -24,7 +25,6 @@ from grpo.services.discovery import (
     routes_from_services,
     verifier_from_service,
 )
-from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.services.routing import Route, RoutingTable
 
 
