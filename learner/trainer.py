@@ -35,10 +35,9 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.learner.batch import TrainingBatch, build_batch
+from grpo.learner.batch import GroupRows, TrainingBatch, pad_batch
 from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.logprobs import entropy_from_logits
-from grpo.v1 import common_pb2
 
 __all__ = ["Trainer", "TrainerConfig", "resolve_device"]
 
@@ -123,7 +122,7 @@ class Trainer:
         algo: ``grpo.learner.config.LearnerAlgoConfig`` (estimator, std, clip band, reduction,
             KL estimator and weight β, process normalization, TIS cap).
         config: optimizer/batching/device settings.
-        pad_token_id, eos_token_id: the tokenizer's ids (see ``build_batch``).
+        pad_token_id, eos_token_id: the tokenizer's ids (see ``pad_batch``).
         ref_model: π_ref, required when β > 0 (frozen, eval mode, no gradient).
         parallel: data-parallel context; None for a single process.
     """
@@ -257,11 +256,12 @@ class Trainer:
         return adv, outcome
 
     # ------------------------------------------------------------------ the step
-    def step(self, groups: Sequence[common_pb2.Group]) -> dict[str, float]:
+    def step(self, groups: Sequence[GroupRows]) -> dict[str, float]:
         """Train on one batch of closed groups; returns the step's metrics.
 
         Args:
-            groups: this rank's whole groups (B / world_size of them under data parallel).
+            groups: this rank's whole groups (B / world_size of them under data parallel), as
+                rows (``grpo.services.learner.batch.group_rows`` reads them from protos).
 
         Returns:
             Flat dict of floats: ``batch_diagnostics`` names plus ``loss/*`` (merged over
@@ -270,14 +270,14 @@ class Trainer:
             ``optim/grad_norm`` (before clipping), ``optim/lr``, ``time/*_s`` (seconds).
 
         Raises:
-            InvalidArgumentError / ContractError: malformed groups (see ``build_batch``).
+            InvalidArgumentError / ContractError: malformed groups (see ``pad_batch``).
             ValueError: a configuration the loss rejects (see ``policy_loss``).
         """
         from grpo.learner.losses import loss_denominators, policy_loss
 
         t_start = time.perf_counter()
         cfg = self.config
-        batch = build_batch(
+        batch = pad_batch(
             groups,
             pad_token_id=self.pad_token_id,
             eos_token_id=self.eos_token_id,

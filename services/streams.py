@@ -25,22 +25,46 @@ fields (str -> str) ride beside it. Semantics every service relies on:
   acknowledged; nothing else ever trims. A stream with no group is never trimmed.
 
 Redis Cluster is not supported (the dedup marker and the stream are separate keys).
+
+**The consumer protocol** (one implementation, used by the rollout worker, the assembler and
+the learner): :class:`StreamConsumer` runs *reclaim -> consume*; the caller carries out the
+entry's *effect* and makes it durable, then calls :meth:`StreamConsumer.ack` (or
+:meth:`StreamConsumer.dead_letter` for an entry that can never succeed). Entries the caller
+holds in memory (e.g. waiting for a verifier) are never reclaimed back to the same caller.
+:class:`Outage` is the one reconnect policy: a Redis error starts an outage, each retry
+waits an exponentially growing pause, the outage's length is recorded, and an outage longer
+than the budget is fatal. :class:`ConsumerLoop` is the one crash policy: an iteration that
+fails is retried; a Redis outage past its budget (or ``fatal``) ends the loop thread, the
+service's ``serve`` sees the dead worker, drains and exits non-zero, and the supervisor
+restarts the process, which resumes from its pending entries ("report dead").
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import redis
 from google.protobuf.message import DecodeError, Message
 
-from grpo.services.errors import DeadlineExceededError, InvalidArgumentError
+from grpo.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
+from grpo.services.registry import LoopWorker
 
-__all__ = ["PAYLOAD_FIELD", "StreamEntry", "StreamNames", "Streams"]
+__all__ = [
+    "PAYLOAD_FIELD",
+    "REDIS_ERRORS",
+    "ConsumerLoop",
+    "Outage",
+    "OutageBudgetExceededError",
+    "StreamConsumer",
+    "StreamEntry",
+    "StreamNames",
+    "Streams",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +72,13 @@ PAYLOAD_FIELD = b"pb"
 """Stream entry field holding the serialized protobuf message."""
 
 MessageT = TypeVar("MessageT", bound=Message)
+
+REDIS_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+"""Errors meaning "Redis cannot be reached right now" (a restart, a network cut, loading the
+append-only file: ``BusyLoadingError`` is a ``ConnectionError``); retried by ``Outage``."""
 
 # KEYS[1] stream, KEYS[2] dedup marker; ARGV[1] marker TTL in seconds (0 = none);
 # ARGV[2..] field/value pairs. Returns the new id, or false when the marker exists.
@@ -376,6 +407,32 @@ class Streams:
                 break
         return out
 
+    def claim_own(
+        self,
+        stream: str,
+        group: str,
+        consumer: str,
+        message_type: type[MessageT],
+        count: int = 16,
+    ) -> list[StreamEntry[MessageT]]:
+        """The entries pending for ``consumer`` itself (XPENDING + XCLAIM with idle 0).
+
+        For a consumer that restarted under the same name: what its previous process read
+        and never acknowledged. Entries deleted from the stream meanwhile are skipped.
+
+        Returns:
+            At most ``count`` entries, oldest first.
+        """
+        rows: Any = self.client.xpending_range(
+            stream, group, min="-", max="+", count=count, consumername=consumer
+        )
+        ids: list[Any] = [_text(row["message_id"]) for row in rows]
+        if not ids:
+            return []
+        claimed: Any = self.client.xclaim(stream, group, consumer, 0, ids)
+        live = [c for c in claimed if c and c[1] is not None]
+        return self._decode(stream, group, live, message_type)
+
     # ---- lag and backpressure -----------------------------------------------------------
 
     def _group_info(self, stream: str, group: str) -> dict[str, Any] | None:
@@ -480,3 +537,317 @@ class Streams:
             cuts.append(cut)
         min_id = min(cuts, key=_id_key)
         return int(self.client.xtrim(stream, minid=min_id, approximate=False))  # type: ignore[arg-type]
+
+
+# ---- the consumer protocol ---------------------------------------------------------------
+
+
+class OutageBudgetExceededError(UnavailableError):
+    """Redis stayed unreachable longer than the outage budget (the caller should die)."""
+
+
+class Outage:
+    """Retry policy for one dependency (Redis, a verifier): backoff between tries, a budget.
+
+    ``failed(exc)`` is called for each Redis error (``REDIS_ERRORS``); the first one opens an
+    outage. It returns the pause before the next try: ``backoff_initial_s`` doubling per failed
+    try up to ``backoff_max_s``. ``ok()`` closes the outage (its length joins ``total_s``).
+    redis-py reconnects by itself on the next command, so "reconnect" is simply the retry.
+
+    Thread-safe. Times are ``clock()`` seconds (monotonic by default).
+    """
+
+    def __init__(
+        self,
+        budget_s: float,
+        *,
+        backoff_initial_s: float = 0.1,
+        backoff_max_s: float = 2.0,
+        what: str = "redis",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Args:
+            budget_s: longest tolerated outage in seconds (> 0); past it ``failed`` raises.
+            backoff_initial_s: first pause (seconds, > 0).
+            backoff_max_s: longest pause (seconds, >= backoff_initial_s).
+            what: name of the dependency in log lines.
+            clock: time source in seconds.
+
+        Raises:
+            InvalidArgumentError: a non-positive budget or pause, or max < initial.
+        """
+        if budget_s <= 0 or backoff_initial_s <= 0 or backoff_max_s < backoff_initial_s:
+            raise InvalidArgumentError(
+                f"Outage needs budget_s > 0 and 0 < backoff_initial_s <= backoff_max_s, got "
+                f"{budget_s}, {backoff_initial_s}, {backoff_max_s}"
+            )
+        self.budget_s = budget_s
+        self._initial = backoff_initial_s
+        self._max = backoff_max_s
+        self._what = what
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._tries = 0
+        self._total = 0.0
+        self.outages = 0
+
+    @property
+    def in_outage(self) -> bool:
+        """True between the first failure of an outage and the next ``ok()``."""
+        with self._lock:
+            return self._since is not None
+
+    @property
+    def open_s(self) -> float:
+        """Seconds of the outage in progress (0.0 when none)."""
+        with self._lock:
+            return 0.0 if self._since is None else self._clock() - self._since
+
+    @property
+    def total_s(self) -> float:
+        """Seconds spent in outages so far, the one in progress included."""
+        with self._lock:
+            now = self._clock()
+            return self._total + (0.0 if self._since is None else now - self._since)
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failed try; return the pause (seconds) before the next one.
+
+        Raises:
+            OutageBudgetExceededError: the outage has lasted longer than ``budget_s``.
+        """
+        with self._lock:
+            now = self._clock()
+            if self._since is None:
+                self._since, self._tries = now, 0
+                self.outages += 1
+                log.warning("%s unreachable, retrying with backoff: %s", self._what, exc)
+            elapsed = now - self._since
+            self._tries += 1
+            if elapsed > self.budget_s:
+                raise OutageBudgetExceededError(
+                    f"{self._what} unreachable for {elapsed:.1f} s (> budget {self.budget_s} s): "
+                    f"{exc}"
+                ) from exc
+            return float(min(self._max, self._initial * 2 ** (self._tries - 1)))
+
+    def ok(self) -> float:
+        """Record a success; closes the outage in progress (logged with its length).
+
+        Returns:
+            The length in seconds of the outage this closed (0.0 when none was open).
+        """
+        with self._lock:
+            if self._since is None:
+                return 0.0
+            length = self._clock() - self._since
+            self._total += length
+            self._since = None
+        log.warning("%s reachable again after %.1f s", self._what, length)
+        return length
+
+    def call(self, fn: Callable[[], Any], *, stop: threading.Event | None = None) -> Any:
+        """Run ``fn()`` until it succeeds, pausing per the policy after each Redis error.
+
+        Use for steps that must not be repeated from the start of an iteration (e.g. the
+        learner's acknowledgement after a checkpoint). ``fn`` must be safe to repeat.
+
+        Raises:
+            OutageBudgetExceededError: the outage outlasted the budget.
+            UnavailableError: ``stop`` was set while waiting.
+            Whatever ``fn`` raises besides ``REDIS_ERRORS``.
+        """
+        while True:
+            try:
+                result = fn()
+            except REDIS_ERRORS as exc:
+                pause = self.failed(exc)
+                if stop is not None and stop.wait(pause):
+                    raise UnavailableError(f"stopped while {self._what} was unreachable") from exc
+                if stop is None:
+                    time.sleep(pause)
+                continue
+            self.ok()
+            return result
+
+
+class StreamConsumer(Generic[MessageT]):
+    """One consumer of one consumer group: reclaim -> consume -> (effect) -> acknowledge.
+
+    ``poll()`` returns, first, entries other consumers left pending longer than
+    ``reclaim_idle_ms`` (checked at most every ``reclaim_every_s``; XAUTOCLAIM), then new ones
+    (XREADGROUP ``>``). The caller makes each entry's effect durable and then calls ``ack``;
+    an entry that can never succeed goes to ``dead_letter``. Ids passed to ``hold`` (entries
+    the caller still works on, e.g. awaiting a verifier) are filtered out of reclaims until
+    they are acknowledged or ``release``d, so a slow caller never receives its own work twice.
+    """
+
+    def __init__(
+        self,
+        streams: Streams,
+        stream: str,
+        group: str,
+        consumer: str,
+        message_type: type[MessageT],
+        *,
+        reclaim_idle_ms: int,
+        reclaim_every_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Args:
+            streams: the stream client.
+            stream, group, consumer: what is read, by which group, under which name.
+            message_type: protobuf type of the entries.
+            reclaim_idle_ms: pending entries idle this long are taken over (ms, >= 0; 0 =
+                every pending entry, for a sole consumer restarting).
+            reclaim_every_s: least time between two reclaim scans (seconds, >= 0).
+            clock: monotonic seconds.
+
+        Raises:
+            InvalidArgumentError: negative ``reclaim_idle_ms`` or ``reclaim_every_s``.
+        """
+        if reclaim_idle_ms < 0 or reclaim_every_s < 0:
+            raise InvalidArgumentError(
+                f"reclaim_idle_ms and reclaim_every_s must be >= 0, got {reclaim_idle_ms}, "
+                f"{reclaim_every_s}"
+            )
+        self.streams = streams
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.message_type = message_type
+        self.reclaim_idle_ms = reclaim_idle_ms
+        self.reclaim_every_s = reclaim_every_s
+        self._clock = clock
+        self._next_reclaim = 0.0
+        self._group_ready = False
+        self._own_done = False
+        self._held: set[str] = set()
+
+    def ensure_group(self) -> None:
+        """Create the consumer group (from the stream's start) once."""
+        if not self._group_ready:
+            self.streams.ensure_group(self.stream, self.group)
+            self._group_ready = True
+
+    def reclaim(self, count: int, *, min_idle_ms: int | None = None) -> list[StreamEntry[MessageT]]:
+        """Take over pending entries now (not waiting for ``reclaim_every_s``); held ids skipped.
+
+        Args:
+            count: most entries returned.
+            min_idle_ms: idle bound for this scan (default ``reclaim_idle_ms``).
+        """
+        self.ensure_group()
+        idle = self.reclaim_idle_ms if min_idle_ms is None else min_idle_ms
+        entries = self.streams.reclaim(
+            self.stream, self.group, self.consumer, self.message_type, idle, count=count
+        )
+        return [e for e in entries if e.id not in self._held]
+
+    def poll(self, count: int, block_ms: int | None) -> list[StreamEntry[MessageT]]:
+        """Reclaimed entries (when a scan is due) first, then new ones, at most ``count``.
+
+        Args:
+            count: most entries returned (>= 1).
+            block_ms: how long to wait for new entries when nothing was reclaimed (None = do
+                not wait).
+
+        Returns:
+            Entries now pending for this consumer, oldest first within each kind.
+        """
+        self.ensure_group()
+        entries: list[StreamEntry[MessageT]] = []
+        if not self._own_done:
+            # A restarted consumer under the same name takes its own pending entries back at
+            # once (its previous process is gone), without waiting for them to go idle.
+            entries = [
+                e
+                for e in self.streams.claim_own(
+                    self.stream, self.group, self.consumer, self.message_type, count
+                )
+                if e.id not in self._held
+            ]
+            self._own_done = len(entries) < count
+        now = self._clock()
+        if len(entries) < count and now >= self._next_reclaim:
+            self._next_reclaim = now + self.reclaim_every_s
+            entries += self.reclaim(count - len(entries))
+        if len(entries) < count:
+            entries += self.streams.consume(
+                self.stream,
+                self.group,
+                self.consumer,
+                self.message_type,
+                count=count - len(entries),
+                block_ms=None if entries else block_ms,
+            )
+        return entries
+
+    def hold(self, ids: Iterable[str]) -> None:
+        """Mark entries as still being worked on by this consumer (not reclaimed to it)."""
+        self._held.update(ids)
+
+    def release(self, ids: Iterable[str]) -> None:
+        """Forget held ids without acknowledging them (they may be reclaimed again)."""
+        self._held.difference_update(ids)
+
+    @property
+    def held(self) -> int:
+        """How many entries are held."""
+        return len(self._held)
+
+    def ack(self, ids: Iterable[str]) -> int:
+        """Acknowledge entries whose effect is durable; returns how many were pending."""
+        ids = list(ids)
+        self._held.difference_update(ids)
+        return self.streams.ack(self.stream, self.group, ids)
+
+    def dead_letter(self, entry: StreamEntry[MessageT], reason: str) -> None:
+        """Copy ``entry`` to ``<stream>:dead`` with ``reason`` and acknowledge it (atomic)."""
+        self._held.discard(entry.id)
+        fields: dict[Any, Any] = {PAYLOAD_FIELD: entry.message.SerializeToString()}
+        self.streams._dead_letter(self.stream, self.group, entry.id, fields, reason)
+
+
+class ConsumerLoop(LoopWorker):
+    """A ``LoopWorker`` with the one reconnect and crash policy of every stream consumer.
+
+    ``run_once`` is retried after any error. A Redis error (``REDIS_ERRORS``) is retried with
+    ``outage``'s backoff; once the outage outlasts its budget, or an iteration raises an error
+    listed in ``fatal_errors``, the loop thread ends and ``failure`` holds the error:
+    ``is_alive()`` turns False and ``serve`` drains the process and exits non-zero, so the
+    supervisor restarts it ("report dead"). Nothing unacknowledged is lost: the restarted
+    process reclaims it.
+    """
+
+    fatal_errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, outage: Outage) -> None:
+        """Args: outage: the Redis reconnect policy of this loop."""
+        super().__init__()
+        self.outage = outage
+        self.failure: BaseException | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+                self.outage.ok()
+            except REDIS_ERRORS as exc:
+                try:
+                    pause = self.outage.failed(exc)
+                except OutageBudgetExceededError as fatal:
+                    self._die(fatal)
+                    return
+                self._stop.wait(pause)
+            except self.fatal_errors as exc:
+                self._die(exc)
+                return
+            except Exception:
+                log.exception("%s iteration failed; retrying", self.thread_name)
+                self._stop.wait(self.error_backoff_s)
+
+    def _die(self, exc: BaseException) -> None:
+        self.failure = exc
+        log.error("%s stops and reports dead: %s", self.thread_name, exc)

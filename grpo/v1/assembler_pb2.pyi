@@ -26,7 +26,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class AssemblerStats(_message.Message):
-    __slots__ = ("rollouts_received", "groups_opened", "groups_accepted", "groups_rejected_all_correct", "groups_rejected_all_wrong", "groups_timed_out", "groups_rejected_too_few_valid", "groups_pending", "rewards_missing", "regenerations", "generated_tokens", "kept_tokens", "verifier_failures")
+    __slots__ = ("rollouts_received", "groups_opened", "groups_accepted", "groups_rejected_all_correct", "groups_rejected_all_wrong", "groups_timed_out", "groups_rejected_too_few_valid", "groups_pending", "rewards_missing", "regenerations", "generated_tokens", "kept_tokens", "verifier_failures", "rollouts_late", "groups_closed_short", "rollouts_in_closed_groups", "rollouts_held", "verifier_outage_s", "redis_outage_s")
     ROLLOUTS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     GROUPS_OPENED_FIELD_NUMBER: _ClassVar[int]
     GROUPS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,12 @@ class AssemblerStats(_message.Message):
     GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     KEPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_LATE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_CLOSED_SHORT_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_IN_CLOSED_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_HELD_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_OUTAGE_S_FIELD_NUMBER: _ClassVar[int]
+    REDIS_OUTAGE_S_FIELD_NUMBER: _ClassVar[int]
     rollouts_received: int
     groups_opened: int
     groups_accepted: int
@@ -53,7 +59,13 @@ class AssemblerStats(_message.Message):
     generated_tokens: int
     kept_tokens: int
     verifier_failures: int
-    def __init__(self, rollouts_received: _Optional[int] = ..., groups_opened: _Optional[int] = ..., groups_accepted: _Optional[int] = ..., groups_rejected_all_correct: _Optional[int] = ..., groups_rejected_all_wrong: _Optional[int] = ..., groups_timed_out: _Optional[int] = ..., groups_rejected_too_few_valid: _Optional[int] = ..., groups_pending: _Optional[int] = ..., rewards_missing: _Optional[int] = ..., regenerations: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., verifier_failures: _Optional[int] = ...) -> None: ...
+    rollouts_late: int
+    groups_closed_short: int
+    rollouts_in_closed_groups: int
+    rollouts_held: int
+    verifier_outage_s: float
+    redis_outage_s: float
+    def __init__(self, rollouts_received: _Optional[int] = ..., groups_opened: _Optional[int] = ..., groups_accepted: _Optional[int] = ..., groups_rejected_all_correct: _Optional[int] = ..., groups_rejected_all_wrong: _Optional[int] = ..., groups_timed_out: _Optional[int] = ..., groups_rejected_too_few_valid: _Optional[int] = ..., groups_pending: _Optional[int] = ..., rewards_missing: _Optional[int] = ..., regenerations: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., verifier_failures: _Optional[int] = ..., rollouts_late: _Optional[int] = ..., groups_closed_short: _Optional[int] = ..., rollouts_in_closed_groups: _Optional[int] = ..., rollouts_held: _Optional[int] = ..., verifier_outage_s: _Optional[float] = ..., redis_outage_s: _Optional[float] = ...) -> None: ...
 
 class GetStatsResponse(_message.Message):
     __slots__ = ("stats",)

@@ -26,12 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from grpo.errors import ContractError
 from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.assembler.group import GroupPhase, assemble_group, scored_member
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import RolloutScores
-from grpo.errors import ContractError
 from grpo.v1 import common_pb2
 
 __all__ = ["Assembler", "GroupSink", "Scorer", "SubmitResult"]
@@ -70,11 +70,14 @@ class SubmitResult:
         accepted: rollouts newly recorded.
         duplicates: rollouts already recorded, or arriving after their group closed.
         closed: ids of groups this call closed.
+        held: positions (in the submitted sequence) of rollouts not recorded because their
+            verifier was unavailable; submit them again later.
     """
 
     accepted: int
     duplicates: int
     closed: tuple[str, ...]
+    held: tuple[int, ...] = ()
 
 
 class Assembler:
@@ -101,11 +104,16 @@ class Assembler:
         self._on_close = on_close
         self._sampler = DynamicSampler(config.dynamic_sampling, config.min_valid_members)
 
-    def submit(self, rollouts: Sequence[common_pb2.Rollout]) -> SubmitResult:
+    def submit(
+        self, rollouts: Sequence[common_pb2.Rollout], *, hold_unavailable: bool = True
+    ) -> SubmitResult:
         """Score, record and, where complete, close groups (idempotent per (group id, index)).
 
         Args:
             rollouts: any rollouts, any groups, any order.
+            hold_unavailable: leave rollouts whose verifier was unavailable unrecorded (in
+                ``held``); False records them with the reward missing (the outage budget of
+                the caller ran out).
 
         Returns:
             SubmitResult with counts and the groups closed by this call.
@@ -126,10 +134,18 @@ class Assembler:
         if not rollouts:
             return SubmitResult(0, 0, ())
         known = self.store.stored_indices(rollouts)
-        fresh = [r for r, k in zip(rollouts, known, strict=True) if not k]
+        fresh_at = [i for i, k in enumerate(known) if not k]
+        fresh = [rollouts[i] for i in fresh_at]
         scores = self._scorer.score(fresh) if fresh else []
+        held = tuple(
+            i
+            for i, verdict in zip(fresh_at, scores, strict=True)
+            if hold_unavailable and getattr(verdict, "unavailable", False)
+        )
         members = []
-        for rollout, verdict in zip(fresh, scores, strict=True):
+        for i, rollout, verdict in zip(fresh_at, fresh, scores, strict=True):
+            if i in held:
+                continue
             if verdict.outcome is None:
                 self.store.add("verifier_failures")
                 log.warning(
@@ -154,7 +170,12 @@ class Assembler:
             }
         )
         closed = tuple(g for g in to_close if self._close(g, "complete"))
-        return SubmitResult(accepted=accepted, duplicates=len(rollouts) - accepted, closed=closed)
+        return SubmitResult(
+            accepted=accepted,
+            duplicates=len(rollouts) - accepted - len(held),
+            closed=closed,
+            held=held,
+        )
 
     def sweep(self, now: float | None = None, limit: int = 100) -> tuple[str, ...]:
         """Close groups whose deadline passed (members that never arrived are left out).
@@ -202,7 +223,19 @@ class Assembler:
         increments[f"groups_{decision.verdict.value}"] = 1
         increments["groups_timed_out"] = int(timed_out)
         increments["rewards_missing"] = sum(1 for m in group.members if m.missing)
+        increments["rollouts_in_closed_groups"] = len(group.members)
+        short = len(group.members) < meta.group_size
+        increments["groups_closed_short"] = int(short)
         committed = self.store.commit_close(group_id, increments)
+        if committed and short:
+            log.warning(
+                "group %s closed short: %d of %d members (deadline %s), %s",
+                group_id,
+                len(group.members),
+                meta.group_size,
+                meta.close_status,
+                decision.verdict.value,
+            )
         if committed and self._on_close is not None:
             self._on_close(group, decision.verdict)
         return committed

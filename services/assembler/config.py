@@ -16,7 +16,46 @@ __all__ = [
     "DynamicSamplingConfig",
     "DynamicSamplingMode",
     "VerifierClientConfig",
+    "check_reclaim_before_deadline",
+    "reclaim_idle_ms_for",
 ]
+
+RECLAIM_SHARE = 0.25
+"""Default reclaim delay as a share of the group deadline (``reclaim_idle_ms_for``)."""
+MAX_RECLAIM_SHARE = 0.5
+"""Longest reclaim delay as a share of the group deadline (``check_reclaim_before_deadline``):
+the other half is left for regenerating and scoring what the dead consumer held."""
+
+
+def reclaim_idle_ms_for(group_deadline_s: float) -> int:
+    """The reclaim delay derived from a group deadline: ``RECLAIM_SHARE`` of it, in ms.
+
+    A consumer (rollout worker, assembler) that dies holding part of a group leaves entries
+    pending; another one takes them over after this idle time, well before the group's
+    deadline closes it short.
+    """
+    return max(100, int(group_deadline_s * 1000 * RECLAIM_SHARE))
+
+
+def check_reclaim_before_deadline(reclaim_idle_ms: int, group_deadline_s: float, what: str) -> None:
+    """Refuse a reclaim delay that races the group deadline.
+
+    Args:
+        reclaim_idle_ms: the consumer's reclaim delay (ms).
+        group_deadline_s: the assembler's group deadline (seconds).
+        what: the setting's name for the message (e.g. ``"rollout worker reclaim_idle_ms"``).
+
+    Raises:
+        ValueError: ``reclaim_idle_ms`` exceeds ``MAX_RECLAIM_SHARE`` of the deadline.
+    """
+    limit = group_deadline_s * 1000 * MAX_RECLAIM_SHARE
+    if reclaim_idle_ms > limit:
+        raise ValueError(
+            f"{what} ({reclaim_idle_ms} ms) races the group deadline "
+            f"({group_deadline_s} s): a job reclaimed that late may miss its group's close; "
+            f"keep it <= {int(limit)} ms (half the deadline; default: a quarter, "
+            f"{reclaim_idle_ms_for(group_deadline_s)} ms)"
+        )
 
 
 class DynamicSamplingMode(StrEnum):
@@ -64,7 +103,23 @@ class VerifierClientConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     timeout_s: float = Field(
-        default=30.0, gt=0, description="Deadline of one ScoreBatch call (seconds)."
+        default=30.0,
+        gt=0,
+        description="Deadline of one ScoreBatch call (seconds); a hung verifier costs at most "
+        "this per attempt.",
+    )
+    outage_budget_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long verifiers may be unavailable (UNAVAILABLE, DEADLINE_EXCEEDED after "
+        "retries) while the assembler holds the rollouts unscored and unacknowledged; only after "
+        "this are their rewards marked missing (seconds).",
+    )
+    dns_refresh_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A 'dns:///name:port' target's channel is replaced this often, so pods that "
+        "joined a headless Service get calls (gRPC re-resolves by itself when a pod leaves).",
     )
     max_attempts: int = Field(
         default=3, ge=1, le=10, description="Attempts per call, the first one included."
@@ -152,5 +207,15 @@ class AssemblerConfig(BaseModel):
         description="Pending rollouts idle this long (a dead consumer's) are reclaimed (ms).",
     )
     sweep_interval_s: float = Field(
-        default=1.0, gt=0, description="How often expired groups are looked for (seconds)."
+        default=1.0,
+        gt=0,
+        description="How often expired groups are looked for (seconds); a thread of its own, "
+        "so deadlines fire while a verifier call is in flight.",
     )
+
+    @model_validator(mode="after")
+    def _check_reclaim(self) -> AssemblerConfig:
+        check_reclaim_before_deadline(
+            self.reclaim_idle_ms, self.group_deadline_s, "assembler.reclaim_idle_ms"
+        )
+        return self

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
 from grpo.errors import InvalidArgumentError
+from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
 from grpo.v1 import common_pb2
 
 __all__ = ["Decision", "DynamicSampler", "GroupVerdict", "regenerated_group_id"]

@@ -2,13 +2,24 @@
 
 ``grpo serve assembler --config FILE`` builds, from :class:`AssemblerSettings`:
 
-- :class:`AssemblerWorker`, a background thread that reads the rollouts stream in a consumer
-  group, hands batches to :class:`~grpo.services.assembler.assembler.Assembler`, and
-  acknowledges them only after ``submit`` returned (member writes and closes durable in Redis);
-  every ``reclaim_every_s`` it takes over entries left pending by a dead consumer (XAUTOCLAIM)
-  and every ``sweep_interval_s`` it closes groups whose deadline passed;
+- :class:`AssemblerWorker`, a background thread that follows the one stream-consumer
+  protocol (``grpo.services.streams.StreamConsumer``): it takes back its own pending entries
+  after a restart, every ``reclaim_every_s`` takes over entries a dead consumer left pending
+  (XAUTOCLAIM), reads new ones, hands them to
+  :class:`~grpo.services.assembler.assembler.Assembler` and acknowledges them only after
+  ``submit`` returned (member writes and closes durable in Redis). Before its first read it
+  waits until every routed verifier answers health SERVING. Rollouts whose verifier is
+  unavailable are *held*: unacknowledged, retried with backoff, and no new rollout is read
+  meanwhile (the rollouts stream's lag grows and holds generation back), until the verifier
+  outage lasts longer than ``assembler.verifier.outage_budget_s``; only then are their rewards
+  marked missing. A Redis outage is ridden out for ``redis_outage_s`` (then the process
+  reports dead and is restarted);
+- a sweeper thread closing groups whose deadline passed every ``sweep_interval_s``, also while
+  a verifier call is in flight (paused only while a verifier outage is declared, so the
+  assembler's own outage never closes groups short);
 - the servicer: ``SubmitRollouts`` (same path as the stream, idempotent per (group id, index))
-  and ``GetStats`` (counters kept in Redis, so a restarted assembler keeps them).
+  and ``GetStats`` (counters kept in Redis, so a restarted assembler keeps them, plus this
+  process's live values: rollouts held, outage seconds).
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grpo.errors import ContractError
 from grpo.services.assembler.assembler import Assembler
 from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.assembler.sampling import GroupVerdict
@@ -31,12 +43,20 @@ from grpo.services.assembler.stats import stats_from_counters
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import VerifierClient
 from grpo.services.discovery import DiscoverySettings, discovery_worker
-from grpo.errors import ContractError
 from grpo.services.redis_server import connect
-from grpo.services.registry import BackgroundWorker, LoopWorker, ServiceParts, ServiceSpec
+from grpo.services.registry import BackgroundWorker, ServiceParts, ServiceSpec
 from grpo.services.routing import RouteConfig, RoutingTable
 from grpo.services.server import ServerSettings, ServiceBinding
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.streams import (
+    REDIS_ERRORS,
+    ConsumerLoop,
+    Outage,
+    OutageBudgetExceededError,
+    StreamConsumer,
+    StreamEntry,
+    StreamNames,
+    Streams,
+)
 from grpo.v1 import assembler_pb2, assembler_pb2_grpc, common_pb2
 
 __all__ = [
@@ -78,6 +98,19 @@ class AssemblerSettings(BaseModel):
     )
     reclaim_every_s: float = Field(
         default=5.0, gt=0, description="How often pending entries of dead consumers are reclaimed."
+    )
+    redis_outage_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest Redis outage ridden out (reconnecting with backoff) before the "
+        "assembler reports dead and is restarted (seconds).",
+    )
+    wait_for_verifiers_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Before its first read, wait up to this long for every routed verifier "
+        "to answer health SERVING (seconds; 0 = do not wait). After it, rollouts whose "
+        "verifier is down are held (see assembler.verifier.outage_budget_s).",
     )
     group_log: Path | None = Field(
         default=None,
@@ -133,8 +166,8 @@ class _GroupLog:
             fh.write(json.dumps(line) + "\n")
 
 
-class AssemblerWorker(LoopWorker):
-    """Background consumer of the rollouts stream (see the module docstring)."""
+class AssemblerWorker(ConsumerLoop):
+    """Background consumer of the rollouts stream, plus the deadline sweeper (module docstring)."""
 
     thread_name = "assembler-worker"
 
@@ -147,79 +180,174 @@ class AssemblerWorker(LoopWorker):
         *,
         consumer: str,
         reclaim_every_s: float = 5.0,
+        redis_outage_s: float = 120.0,
+        verifiers_down: Any = None,
+        wait_for_verifiers_s: float = 0.0,
     ) -> None:
-        """Args: assembler: the domain object; streams/names: Redis streams; config: batch
-        and timing settings; consumer: this consumer's name; reclaim_every_s: reclaim period."""
+        """Args:
+        assembler: the domain object.
+        streams, names: Redis streams and the run's names.
+        config: batch, timing and verifier settings.
+        consumer: this consumer's name (stable across restarts to take back its own entries).
+        reclaim_every_s: period of reclaim scans for dead consumers' entries (seconds).
+        redis_outage_s: Redis outage budget (seconds).
+        verifiers_down: returns the routed verifier addresses not serving
+            (``VerifierClient.ready``); None = do not wait.
+        wait_for_verifiers_s: longest wait for them before the first read (seconds).
+        """
+        super().__init__(Outage(redis_outage_s, what="redis (assembler)"))
         self._assembler = assembler
         self._streams = streams
         self._names = names
         self._config = config
-        self._consumer = consumer
-        self._reclaim_every_s = reclaim_every_s
-        super().__init__()
-        self._next_sweep = 0.0
-        self._next_reclaim = 0.0
+        self.rollouts = StreamConsumer(
+            streams,
+            names.rollouts,
+            config.consumer_group,
+            consumer,
+            common_pb2.Rollout,
+            reclaim_idle_ms=config.reclaim_idle_ms,
+            reclaim_every_s=reclaim_every_s,
+        )
+        verifier = config.verifier
+        self.verifier_outage = Outage(
+            verifier.outage_budget_s,
+            backoff_initial_s=max(verifier.backoff_initial_s, 0.05),
+            backoff_max_s=max(verifier.backoff_max_s, verifier.backoff_initial_s, 0.05),
+            what="verifiers",
+        )
+        self._verifiers_down = verifiers_down
+        self._wait_for_verifiers_s = wait_for_verifiers_s
+        self._waited_since: float | None = None
+        self._ready = verifiers_down is None or wait_for_verifiers_s == 0
+        self._held: list[StreamEntry[common_pb2.Rollout]] = []
+        self._retry_at = 0.0
+        self._sweeper: threading.Thread | None = None
+
+    @property
+    def held(self) -> int:
+        """Rollouts held unacknowledged while their verifier is unavailable."""
+        return len(self._held)
 
     def start(self) -> None:
-        """Create the consumer group if needed and start the loop thread."""
+        """Create the consumer group if needed, start the sweeper and the loop thread."""
         self._streams.ensure_group(self._names.rollouts, self._config.consumer_group)
         super().start()
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="assembler-sweeper",
+                                         daemon=True)  # fmt: skip
+        self._sweeper.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop the loop and the sweeper; held rollouts stay pending (a restart takes them)."""
+        super().stop(timeout_s)
+        if self._sweeper is not None:
+            self._sweeper.join(timeout_s)
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.wait(self._config.sweep_interval_s):
+            if self.verifier_outage.in_outage and self._held:
+                continue  # our own outage must not close groups short
+            try:
+                self._assembler.sweep()
+            except REDIS_ERRORS as exc:
+                log.debug("sweep skipped, redis unreachable: %s", exc)
+            except Exception:
+                log.exception("sweep failed; retrying")
+
+    def _wait_ready(self) -> bool:
+        """True once every routed verifier serves (or the wait is over)."""
+        now = time.monotonic()
+        if self._waited_since is None:
+            self._waited_since = now
+        down = self._verifiers_down()
+        if not down:
+            self._ready = True
+            return True
+        if now - self._waited_since > self._wait_for_verifiers_s:
+            log.warning("verifiers %s still not serving; consuming anyway (rollouts held)", down)
+            self._ready = True
+            return True
+        self._stop.wait(0.5)
+        return False
 
     def run_once(self) -> int:
-        """One iteration: reclaim (when due), read a batch, submit, ack, sweep (when due).
+        """One iteration: retry held rollouts (when due) or read a batch; submit; acknowledge.
 
         Returns:
-            Number of stream entries processed.
+            Number of stream entries acknowledged.
         """
+        if not self._ready and not self._wait_ready():
+            return 0
         cfg = self._config
-        now = time.monotonic()
-        entries = []
-        if now >= self._next_reclaim:
-            self._next_reclaim = now + self._reclaim_every_s
-            entries += self._streams.reclaim(
-                self._names.rollouts,
-                cfg.consumer_group,
-                self._consumer,
-                common_pb2.Rollout,
-                cfg.reclaim_idle_ms,
-                cfg.consume_count,
-            )
+        if self._held:
+            pause = self._retry_at - time.monotonic()
+            if pause > 0:
+                self._stop.wait(min(pause, 0.5))
+                return 0
+            entries = self._held
+        else:
+            entries = self.rollouts.poll(cfg.consume_count, cfg.block_ms)
         if not entries:
-            entries = self._streams.consume(
-                self._names.rollouts,
-                cfg.consumer_group,
-                self._consumer,
-                common_pb2.Rollout,
-                cfg.consume_count,
-                cfg.block_ms,
-            )
-        if entries:
-            self._submit([e.message for e in entries])
-            self._streams.ack(self._names.rollouts, cfg.consumer_group, [e.id for e in entries])
-        if time.monotonic() >= self._next_sweep:
-            self._next_sweep = time.monotonic() + cfg.sweep_interval_s
-            self._assembler.sweep()
-        return len(entries)
+            return 0
+        self.rollouts.hold(e.id for e in entries)
+        budget_left = True
+        if self.verifier_outage.in_outage:
+            try:
+                self.verifier_outage.failed(_StillDown())
+            except OutageBudgetExceededError:
+                budget_left = False
+        held = self._submit(entries, hold_unavailable=budget_left)
+        done = [e.id for i, e in enumerate(entries) if i not in held]
+        self.rollouts.ack(done)
+        self._held = [entries[i] for i in sorted(held)]
+        if held:
+            try:
+                pause = self.verifier_outage.failed(_StillDown())
+            except OutageBudgetExceededError:
+                pause = 0.0  # the next try records them as missing
+            self._retry_at = time.monotonic() + pause
+        else:
+            length = self.verifier_outage.ok()
+            if length:
+                self._assembler.store.add("verifier_outage_ms", int(length * 1000))
+        return len(done)
 
-    def _submit(self, rollouts: list[Any]) -> None:
+    def _submit(self, entries: list[StreamEntry[common_pb2.Rollout]], *,
+                hold_unavailable: bool) -> set[int]:  # fmt: skip
+        """Submit; returns the positions held (verifier unavailable)."""
+        rollouts = [e.message for e in entries]
         try:
-            self._assembler.submit(rollouts)
+            return set(self._assembler.submit(rollouts, hold_unavailable=hold_unavailable).held)
         except ContractError:
             # One malformed rollout must not block the others: submit one by one and drop
             # (log) the offenders, which can never become valid by retrying.
-            for rollout in rollouts:
+            held: set[int] = set()
+            for i, rollout in enumerate(rollouts):
                 try:
-                    self._assembler.submit([rollout])
+                    result = self._assembler.submit([rollout], hold_unavailable=hold_unavailable)
                 except ContractError as exc:
                     log.error("dropping malformed rollout: %s", exc)
+                    continue
+                if result.held:
+                    held.add(i)
+            return held
+
+
+class _StillDown(Exception):
+    """Marks one more failed try of a verifier outage (the reason was logged by the client)."""
+
+    def __str__(self) -> str:
+        return "verifier unavailable"
 
 
 class AssemblerServicer(assembler_pb2_grpc.AssemblerServicer):
     """Thin adapter: SubmitRollouts -> Assembler.submit; GetStats -> the Redis counters."""
 
-    def __init__(self, assembler: Assembler) -> None:
-        """Args: assembler: the domain object shared with the stream worker."""
+    def __init__(self, assembler: Assembler, worker: AssemblerWorker | None = None) -> None:
+        """Args: assembler: the domain object shared with the stream worker; worker: the
+        stream worker whose live values (held rollouts, outages) GetStats reports."""
         self._assembler = assembler
+        self._worker = worker
 
     def SubmitRollouts(
         self, request: assembler_pb2.SubmitRolloutsRequest, context: Any
@@ -235,8 +363,15 @@ class AssemblerServicer(assembler_pb2_grpc.AssemblerServicer):
     ) -> assembler_pb2.GetStatsResponse:
         """Counters since the run's state was created (they survive assembler restarts)."""
         store = self._assembler.store
+        worker = self._worker
         return assembler_pb2.GetStatsResponse(
-            stats=stats_from_counters(store.counters(), store.pending())
+            stats=stats_from_counters(
+                store.counters(),
+                store.pending(),
+                rollouts_held=worker.held if worker is not None else 0,
+                verifier_outage_open_s=worker.verifier_outage.open_s if worker else 0.0,
+                redis_outage_s=worker.outage.total_s if worker is not None else 0.0,
+            )
         )
 
 
@@ -291,6 +426,9 @@ def _build(settings: AssemblerSettings) -> ServiceParts:
         settings.assembler,
         consumer=consumer,
         reclaim_every_s=settings.reclaim_every_s,
+        redis_outage_s=settings.redis_outage_s,
+        verifiers_down=verifier.ready if verifier is not None else None,
+        wait_for_verifiers_s=settings.wait_for_verifiers_s,
     )
     workers: list[BackgroundWorker] = [worker]
     if verifier is not None:
@@ -300,7 +438,7 @@ def _build(settings: AssemblerSettings) -> ServiceParts:
     binding = ServiceBinding(
         name="grpo.v1.Assembler",
         add_to_server=assembler_pb2_grpc.add_AssemblerServicer_to_server,
-        servicer=AssemblerServicer(assembler),
+        servicer=AssemblerServicer(assembler, worker),
     )
 
     def close() -> None:

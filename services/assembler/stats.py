@@ -24,9 +24,9 @@ from grpo.v1 import assembler_pb2
 
 __all__ = ["COUNTERS", "stats_from_counters", "stats_identity_gap"]
 
-#: Counter names stored in Redis; each is a field of ``AssemblerStats`` except the derived
-#: ``groups_pending`` and the extra ``rollouts_late`` (rollouts that arrived after their group
-#: closed; reported in logs only).
+#: Counter names stored in Redis; each is a field of ``AssemblerStats`` except
+#: ``verifier_outage_ms`` (reported as ``verifier_outage_s``). ``groups_pending``,
+#: ``rollouts_held`` and ``redis_outage_s`` are live values, not counters.
 COUNTERS: tuple[str, ...] = (
     "rollouts_received",
     "rollouts_late",
@@ -41,11 +41,19 @@ COUNTERS: tuple[str, ...] = (
     "generated_tokens",
     "kept_tokens",
     "verifier_failures",
+    "groups_closed_short",
+    "rollouts_in_closed_groups",
+    "verifier_outage_ms",
 )
 
 
 def stats_from_counters(
-    counters: Mapping[str, int], groups_pending: int
+    counters: Mapping[str, int],
+    groups_pending: int,
+    *,
+    rollouts_held: int = 0,
+    verifier_outage_open_s: float = 0.0,
+    redis_outage_s: float = 0.0,
 ) -> assembler_pb2.AssemblerStats:
     """Build the AssemblerStats message from raw counters (absent counters are 0).
 
@@ -53,10 +61,18 @@ def stats_from_counters(
         counters: counter name -> value, as stored in Redis.
         groups_pending: groups not yet closed, counted from the group state itself (the set
             of open groups), not derived from the counters, so the identity is a real check.
+        rollouts_held: rollouts held unscored by this process (verifier unavailable).
+        verifier_outage_open_s: seconds of the verifier outage in progress (not yet counted).
+        redis_outage_s: seconds this process could not reach Redis.
     """
-    stats = assembler_pb2.AssemblerStats(groups_pending=groups_pending)
+    stats = assembler_pb2.AssemblerStats(
+        groups_pending=groups_pending,
+        rollouts_held=rollouts_held,
+        verifier_outage_s=counters.get("verifier_outage_ms", 0) / 1000 + verifier_outage_open_s,
+        redis_outage_s=redis_outage_s,
+    )
     for name in COUNTERS:
-        if name != "rollouts_late":
+        if name != "verifier_outage_ms":
             setattr(stats, name, int(counters.get(name, 0)))
     return stats
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import redis
 
+from grpo.errors import ContractError, UnavailableError
 from grpo.services.assembler.group import GroupPhase
 from grpo.services.assembler.stats import COUNTERS
-from grpo.errors import ContractError, UnavailableError
 from grpo.v1 import common_pb2
 
 __all__ = ["GroupMeta", "GroupStore", "RecordResult"]

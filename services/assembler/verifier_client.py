@@ -5,12 +5,22 @@ verifier addresses). Items are batched per address with ``ScoreBatch`` (at most 
 per call), each call under a deadline; retryable failures (UNAVAILABLE, DEADLINE_EXCEEDED,
 RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNKNOWN) are retried with exponential backoff, rotating
 over the route's addresses, up to ``max_attempts``. A call that still fails yields ``None`` for
-its items — the assembler marks those members missing; a verifier failure is never a reward 0.
+its items with the reason; a verifier failure is never a reward 0. A failure that means "no
+verifier could be reached in time" (UNAVAILABLE or DEADLINE_EXCEEDED on the last attempt) is
+flagged ``unavailable``: an outage, not a verdict, so the assembler keeps such rollouts pending
+instead of marking them missing (``grpo.services.assembler.service``).
+
+Load spread per call: a ``dns:///name:port`` target (a headless Service: one DNS name, every
+ready pod's address) gets one channel with gRPC's ``round_robin`` policy, so calls rotate over
+all pods; gRPC re-resolves when a pod's connection drops, and the channel is replaced every
+``dns_refresh_s`` so pods that joined are picked up. A plain ``host:port`` keeps gRPC's default
+(one connection). ``ready()`` checks that every routed address answers health SERVING.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
@@ -20,13 +30,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from grpo.services.assembler.config import VerifierClientConfig
 from grpo.errors import GrpoError
+from grpo.services.assembler.config import VerifierClientConfig
 from grpo.services.routing import RoutingTable
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
-__all__ = ["RolloutScores", "VerifierClient"]
+__all__ = ["ROUND_ROBIN", "RolloutScores", "VerifierClient"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +51,10 @@ _RETRYABLE = frozenset(
         grpc.StatusCode.UNKNOWN,
     }
 )
+_OUTAGE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+"""gRPC service config selecting client-side round-robin over every resolved address."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +65,14 @@ class RolloutScores:
         outcome: the outcome Score, or None when it could not be obtained (missing).
         process: the process Score, or None when no process verifier is routed or it failed.
         failure: why the outcome is None ('' when it is not).
+        unavailable: True when a routed verifier (outcome or process) could not be reached
+            in time: an outage, not a verdict on the rollout.
     """
 
     outcome: common_pb2.Score | None
     process: common_pb2.Score | None
     failure: str = ""
+    unavailable: bool = False
 
 
 def _channel_credentials(config: VerifierClientConfig) -> grpc.ChannelCredentials | None:
@@ -90,6 +108,8 @@ class VerifierClient:
         self._lock = threading.Lock()
         self._stubs: dict[str, verifier_pb2_grpc.VerifierStub] = {}
         self._channels: dict[str, grpc.Channel] = {}
+        self._born: dict[str, float] = {}
+        self._retired: list[tuple[float, grpc.Channel]] = []
         self._rotation = itertools.count()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="verifier-call")
         self.failed_calls = 0
@@ -99,32 +119,81 @@ class VerifierClient:
         """The routing table consulted on every call (discovery may replace its routes)."""
         return self._routing
 
+    def _channel(self, address: str) -> grpc.Channel:
+        """The channel of ``address`` (caller holds the lock); DNS targets are refreshed."""
+        now = time.monotonic()
+        channel = self._channels.get(address)
+        is_dns = address.startswith("dns:")
+        if (
+            channel is not None
+            and is_dns
+            and now - self._born[address] > self._config.dns_refresh_s
+        ):
+            # Keep the old channel until its calls' deadlines have passed, then close it.
+            self._retired.append((now + 2 * self._config.timeout_s, channel))
+            channel = None
+        if channel is None:
+            limit = self._config.max_message_bytes
+            options: list[tuple[str, object]] = [
+                ("grpc.max_send_message_length", limit),
+                ("grpc.max_receive_message_length", limit),
+            ]
+            if is_dns:
+                options.append(("grpc.service_config", ROUND_ROBIN))
+            credentials = _channel_credentials(self._config)
+            channel = (
+                grpc.insecure_channel(address, options=options)
+                if credentials is None
+                else grpc.secure_channel(address, credentials, options=options)
+            )
+            self._channels[address] = channel
+            self._born[address] = now
+            self._stubs.pop(address, None)
+        for entry in [r for r in self._retired if r[0] <= now]:
+            self._retired.remove(entry)
+            entry[1].close()
+        return channel
+
     def _stub(self, address: str) -> verifier_pb2_grpc.VerifierStub:
         with self._lock:
+            channel = self._channel(address)
             stub = self._stubs.get(address)
             if stub is None:
-                limit = self._config.max_message_bytes
-                options = [
-                    ("grpc.max_send_message_length", limit),
-                    ("grpc.max_receive_message_length", limit),
-                ]
-                credentials = _channel_credentials(self._config)
-                channel = (
-                    grpc.insecure_channel(address, options=options)
-                    if credentials is None
-                    else grpc.secure_channel(address, credentials, options=options)
-                )
-                self._channels[address] = channel
                 stub = self._stubs[address] = verifier_pb2_grpc.VerifierStub(channel)
             return stub
 
+    def ready(self, timeout_s: float = 1.0) -> list[str]:
+        """Addresses of the routing table that do not answer health SERVING now.
+
+        Args:
+            timeout_s: deadline of each health check (seconds).
+
+        Returns:
+            The addresses not serving (empty = every routed verifier serves).
+        """
+        addresses = sorted({a for r in self._routing.snapshot().values() for a in r.addresses})
+        down = []
+        for address in addresses:
+            with self._lock:
+                channel = self._channel(address)
+            try:
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
+                )
+                if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                    down.append(address)
+            except grpc.RpcError:
+                down.append(address)
+        return down
+
     def _call_batch(
         self, addresses: Sequence[str], items: list[verifier_pb2.ScoreRequest]
-    ) -> tuple[list[common_pb2.Score] | None, str]:
-        """One ScoreBatch with retries; returns (scores or None, failure detail)."""
+    ) -> tuple[list[common_pb2.Score] | None, str, bool]:
+        """One ScoreBatch with retries; returns (scores or None, failure detail, unavailable)."""
         cfg = self._config
         start = next(self._rotation)
         detail = ""
+        unavailable = False
         for attempt in range(cfg.max_attempts):
             address = addresses[(start + attempt) % len(addresses)]
             try:
@@ -136,12 +205,14 @@ class VerifierClient:
                         f"verifier {address} returned {len(reply.scores)} scores "
                         f"for {len(items)} items"
                     )
+                    unavailable = False
                     break
-                return list(reply.scores), ""
+                return list(reply.scores), "", False
             except grpc.RpcError as exc:
                 code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
                 text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
                 detail = f"verifier {address}: {code.name}: {text}"
+                unavailable = code in _OUTAGE
                 if code not in _RETRYABLE:
                     break
             if attempt + 1 < cfg.max_attempts:
@@ -149,12 +220,13 @@ class VerifierClient:
         with self._lock:
             self.failed_calls += 1
         log.warning("verifier call failed after retries: %s", detail)
-        return None, detail
+        return None, detail, unavailable
 
     def _score_kind(
         self, requests: dict[tuple[str, ...], list[int]], rollouts: Sequence[common_pb2.Rollout]
-    ) -> dict[int, tuple[common_pb2.Score | None, str]]:
-        """Score rollout indices grouped by address list; returns index -> (score, failure)."""
+    ) -> dict[int, tuple[common_pb2.Score | None, str, bool]]:
+        """Score rollout indices grouped by address list; returns index -> (score, failure,
+        unavailable)."""
         jobs = []
         for addresses, idxs in requests.items():
             for lo in range(0, len(idxs), self._config.max_batch):
@@ -166,11 +238,11 @@ class VerifierClient:
                     for i in chunk
                 ]
                 jobs.append((chunk, self._pool.submit(self._call_batch, addresses, items)))
-        out: dict[int, tuple[common_pb2.Score | None, str]] = {}
+        out: dict[int, tuple[common_pb2.Score | None, str, bool]] = {}
         for chunk, future in jobs:
-            scores, detail = future.result()
+            scores, detail, unavailable = future.result()
             for pos, i in enumerate(chunk):
-                out[i] = (scores[pos] if scores is not None else None, detail)
+                out[i] = (scores[pos] if scores is not None else None, detail, unavailable)
         return out
 
     def score(self, rollouts: Sequence[common_pb2.Rollout]) -> list[RolloutScores]:
@@ -181,7 +253,8 @@ class VerifierClient:
 
         Returns:
             One RolloutScores per rollout, in order. Unrouted task types and failed calls give
-            ``outcome=None`` with the reason in ``failure``; never raises for those.
+            ``outcome=None`` with the reason in ``failure`` (``unavailable`` set when no
+            verifier answered in time); never raises for those.
         """
         outcome_req: dict[tuple[str, ...], list[int]] = defaultdict(list)
         process_req: dict[tuple[str, ...], list[int]] = defaultdict(list)
@@ -203,16 +276,24 @@ class VerifierClient:
         processes = process_future.result()
         results = []
         for i in range(len(rollouts)):
-            outcome, failure = outcomes.get(i, (None, unrouted.get(i, "")))
-            process = processes.get(i, (None, ""))[0]
-            results.append(RolloutScores(outcome=outcome, process=process, failure=failure))
+            outcome, failure, out_down = outcomes.get(i, (None, unrouted.get(i, ""), False))
+            process, process_failure, proc_down = processes.get(i, (None, "", False))
+            results.append(
+                RolloutScores(
+                    outcome=outcome,
+                    process=process,
+                    failure=failure or (process_failure if proc_down else ""),
+                    unavailable=out_down or proc_down,
+                )
+            )
         return results
 
     def close(self) -> None:
         """Close every channel and the call pool."""
         self._pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
-            for channel in self._channels.values():
+            for channel in list(self._channels.values()) + [c for _, c in self._retired]:
                 channel.close()
             self._channels.clear()
+            self._retired.clear()
             self._stubs.clear()

@@ -21,6 +21,11 @@ A job the backend rejects as invalid (e.g. a prompt longer than the context) is 
 ``<prompts>:dead`` with the reason and acknowledged; any other failure leaves it pending for a
 retry by reclaim.
 
+The loop follows the one stream-consumer protocol (``grpo.services.streams.StreamConsumer``:
+reclaim -> consume -> write rollouts -> acknowledge) and its crash policy
+(``ConsumerLoop``): a Redis outage is ridden out with backoff for ``redis_outage_s`` seconds,
+after which the worker reports dead and its supervisor restarts it.
+
 Prometheus metrics: ``grpo_rollouts_written_total``, ``grpo_generated_tokens_total``,
 ``grpo_prompt_jobs_done_total``, ``grpo_prompt_jobs_dead_total``,
 ``grpo_worker_policy_version``, ``grpo_worker_generate_seconds`` (batched generate wall time).
@@ -40,10 +45,17 @@ import redis
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.services.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError
 from grpo.services.generation.backend import GenerationBackend, SamplingConfig
-from grpo.services.registry import LoopWorker
-from grpo.services.streams import StreamEntry, StreamNames, Streams
+from grpo.services.learner.publish import read_policy
+from grpo.services.streams import (
+    ConsumerLoop,
+    Outage,
+    StreamConsumer,
+    StreamEntry,
+    StreamNames,
+    Streams,
+)
 from grpo.v1 import common_pb2
 
 if TYPE_CHECKING:
@@ -118,9 +130,15 @@ class RolloutWorkerConfig(BaseModel):
     error_backoff_s: float = Field(
         default=1.0, gt=0, description="Pause after an unexpected error before retrying (seconds)."
     )
+    redis_outage_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest Redis outage ridden out (reconnecting with backoff) before the "
+        "worker reports dead and is restarted (seconds).",
+    )
 
 
-class RolloutWorker(LoopWorker):
+class RolloutWorker(ConsumerLoop):
     """Consumes prompt jobs and produces groups of rollouts; a ``BackgroundWorker``."""
 
     thread_name = "rollout-worker"
@@ -150,9 +168,17 @@ class RolloutWorker(LoopWorker):
         self._backend = backend
         self._config = config
         self._hook = on_rollout_written
-        super().__init__()
+        super().__init__(Outage(config.redis_outage_s, what="redis (rollout worker)"))
         self.error_backoff_s = config.error_backoff_s
-        self._group_ready = False
+        self.jobs = StreamConsumer(
+            self._streams,
+            self._names.prompts,
+            config.consumer_group,
+            config.consumer,
+            common_pb2.PromptJob,
+            reclaim_idle_ms=config.reclaim_idle_ms,
+            reclaim_every_s=0.0,
+        )
         self.groups_done = 0
         self.rollouts_written = 0
 
@@ -165,25 +191,12 @@ class RolloutWorker(LoopWorker):
         Returns:
             Rollouts written in this call (0 when held back or nothing arrived).
         """
-        names, cfg = self._names, self._config
-        if not self._group_ready:
-            self._streams.ensure_group(names.prompts, cfg.consumer_group)
-            self._group_ready = True
+        cfg = self._config
         self.maybe_reload_weights()
-        if self._streams.lag(names.rollouts, cfg.downstream_group) >= cfg.max_rollout_lag:
+        if self._streams.lag(self._names.rollouts, cfg.downstream_group) >= cfg.max_rollout_lag:
             self._stop.wait(cfg.idle_sleep_s)
             return 0
-        k = cfg.jobs_per_batch
-        entries = self._streams.reclaim(
-            names.prompts, cfg.consumer_group, cfg.consumer, common_pb2.PromptJob,
-            cfg.reclaim_idle_ms, count=k,
-        )  # fmt: skip
-        if len(entries) < k:
-            entries += self._streams.consume(
-                names.prompts, cfg.consumer_group, cfg.consumer, common_pb2.PromptJob,
-                count=k - len(entries), block_ms=None if entries else cfg.block_ms,
-            )  # fmt: skip
-        return self.process(entries)
+        return self.process(self.jobs.poll(cfg.jobs_per_batch, cfg.block_ms))
 
     def maybe_reload_weights(self) -> bool:
         """Load the published policy if its version is newer than the backend's.
@@ -191,11 +204,8 @@ class RolloutWorker(LoopWorker):
         Returns:
             True if weights were loaded.
         """
-        raw = self._client.get(self._names.policy_key)
-        if raw is None:
-            return False
-        weights = common_pb2.PolicyWeights.FromString(raw)  # type: ignore[arg-type]
-        if weights.policy_version <= self._backend.policy_version:
+        weights = read_policy(self._client, self._names)
+        if weights is None or weights.policy_version <= self._backend.policy_version:
             return False
         located = self._weights_to_load(weights)
         if located is None:
@@ -321,7 +331,7 @@ class RolloutWorker(LoopWorker):
 
     def _ack(self, ids: list[str]) -> None:
         if ids:
-            self._streams.ack(self._names.prompts, self._config.consumer_group, ids)
+            self.jobs.ack(ids)
             self.groups_done += len(ids)
             GROUPS_DONE.inc(len(ids))
 
@@ -331,11 +341,4 @@ class RolloutWorker(LoopWorker):
             extra={"entry_id": entry.id, "reason": reason},
         )
         DEAD_JOBS.inc()
-        names = self._names
-        pipe = self._client.pipeline(transaction=True)
-        pipe.xadd(
-            f"{names.prompts}:dead",
-            {b"pb": entry.message.SerializeToString(), b"_source_id": entry.id, b"_reason": reason},
-        )
-        pipe.xack(names.prompts, self._config.consumer_group, entry.id)
-        pipe.execute()
+        self.jobs.dead_letter(entry, reason)

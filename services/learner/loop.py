@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from grpo.learner.batch import check_group, outcome_reward
+from grpo.services.learner.batch import check_group, group_rows, outcome_reward
 from grpo.learner.checkpoint import (
     CheckpointState,
     latest_checkpoint,
@@ -346,7 +346,7 @@ class LearnerLoop:
             self.parallel.broadcast_groups(groups)
             shard = shard_groups(groups, self.parallel.rank, self.parallel.world_size)
         staleness = _staleness(groups, self.policy_version)
-        metrics = self.trainer.step(shard)
+        metrics = self.trainer.step([group_rows(g) for g in shard])
         step = self.trainer.step_count
         tokens = sum(len(m.rollout.completion.token_ids) for g in groups for m in g.members)
         with self._lock:

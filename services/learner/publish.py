@@ -4,9 +4,14 @@
 ``config.json`` and the tokenizer files, loadable by every generation backend) into a temporary
 folder, renames it into place (atomic), and only then SETs the serialized ``PolicyWeights`` at
 ``StreamNames.policy_key``; a reader that sees a version therefore always finds its folder
-complete. Versions are monotonic: a restarted learner continues after the highest version in
-Redis, never reusing a number generation has already loaded. Old folders beyond ``keep`` are
-removed (generation loads a folder within seconds of its publication).
+complete. Versions are never reused: ``next_version`` is one above the highest version in
+Redis *and* on disk, so a learner resumed from a checkpoint older than the newest published
+weights (the steps after it were lost) publishes a fresh number rather than one generation has
+already loaded. Old folders beyond ``keep`` are removed (generation loads a folder within
+seconds of its publication), but never the version just written nor the one announced in Redis.
+
+``read_policy`` is the one reader of the policy key (rollout workers, the learner, the run
+driver).
 """
 
 from __future__ import annotations
@@ -21,7 +26,14 @@ import redis
 
 from grpo.v1 import common_pb2
 
-__all__ = ["publish_weights", "published_version", "weights_dir"]
+__all__ = [
+    "highest_folder_version",
+    "next_version",
+    "publish_weights",
+    "published_version",
+    "read_policy",
+    "weights_dir",
+]
 
 
 def weights_dir(run_dir: Path, version: int) -> Path:
@@ -29,12 +41,51 @@ def weights_dir(run_dir: Path, version: int) -> Path:
     return run_dir / "weights" / f"v{version}"
 
 
-def published_version(client: redis.Redis, policy_key: str) -> int:
-    """The policy version currently at ``policy_key``, or -1 when nothing is published."""
-    raw = client.get(policy_key)
+def _policy_key(names_or_key: Any) -> str:
+    return names_or_key if isinstance(names_or_key, str) else str(names_or_key.policy_key)
+
+
+def read_policy(client: redis.Redis, names_or_key: Any) -> common_pb2.PolicyWeights | None:
+    """The ``PolicyWeights`` announced at the policy key, or None when nothing is published.
+
+    Args:
+        client: Redis connection (binary responses).
+        names_or_key: the run's ``StreamNames`` or the policy key itself.
+
+    Raises:
+        redis.RedisError: Redis cannot be read.
+        google.protobuf.message.DecodeError: the key holds something else.
+    """
+    raw = client.get(_policy_key(names_or_key))
     if raw is None:
-        return -1
-    return int(common_pb2.PolicyWeights.FromString(raw).policy_version)  # type: ignore[arg-type]
+        return None
+    return common_pb2.PolicyWeights.FromString(raw)  # type: ignore[arg-type]
+
+
+def published_version(client: redis.Redis, policy_key: Any) -> int:
+    """The policy version currently at the policy key, or -1 when nothing is published."""
+    weights = read_policy(client, policy_key)
+    return -1 if weights is None else int(weights.policy_version)
+
+
+def _version_folders(run_dir: Path) -> list[Path]:
+    root = run_dir / "weights"
+    if not root.is_dir():
+        return []
+    return sorted(
+        (p for p in root.glob("v*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:])
+    )
+
+
+def highest_folder_version(run_dir: Path) -> int:
+    """The highest ``v<N>`` folder under ``<run_dir>/weights``, or -1 when there is none."""
+    folders = _version_folders(run_dir)
+    return int(folders[-1].name[1:]) if folders else -1
+
+
+def next_version(client: redis.Redis, policy_key: Any, run_dir: Path) -> int:
+    """One above every version announced in Redis or present on disk (never a reused number)."""
+    return max(published_version(client, policy_key), highest_folder_version(run_dir)) + 1
 
 
 def publish_weights(
@@ -56,7 +107,7 @@ def publish_weights(
         model: a transformers ``PreTrainedModel`` (saved with ``save_pretrained``).
         tokenizer: saved beside it (``save_pretrained``) so the folder is self-contained.
         run_dir: the run directory.
-        version: the new policy version (greater than any published one).
+        version: the new policy version (``next_version``: above any published one).
         step: learner step that produced the weights.
         keep: how many most recent version folders to keep (>= 1).
 
@@ -82,9 +133,8 @@ def publish_weights(
         published_unix_s=time.time(),
     )
     client.set(policy_key, weights.SerializeToString())
-    folders = sorted(
-        (p for p in final.parent.glob("v*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:])
-    )
-    for old in folders[: -max(1, keep)]:
-        shutil.rmtree(old, ignore_errors=True)
+    in_use = published_version(client, policy_key)
+    for old in _version_folders(run_dir)[: -max(1, keep)]:
+        if int(old.name[1:]) not in (version, in_use):
+            shutil.rmtree(old, ignore_errors=True)
     return weights

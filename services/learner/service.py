@@ -119,6 +119,7 @@ def follower_main(rank: int, world_size: int, settings_json: str, init_method: s
     Runs until rank 0 broadcasts the stop signal (``LearnerLoop`` does so when it stops).
     """
     from grpo.learner.distributed import init_data_parallel, shard_groups
+    from grpo.services.learner.batch import group_rows
 
     settings = LearnerServiceSettings.model_validate_json(settings_json)
     parallel = init_data_parallel(rank, world_size, init_method, fsdp=settings.fsdp)
@@ -137,7 +138,7 @@ def follower_main(rank: int, world_size: int, settings_json: str, init_method: s
         groups = parallel.broadcast_groups(None)
         if groups is None:
             break
-        trainer.step(shard_groups(groups, rank, world_size))
+        trainer.step([group_rows(g) for g in shard_groups(groups, rank, world_size)])
     torch.distributed.destroy_process_group()
 
 

@@ -57,6 +57,17 @@ class LearnerServiceSettings(BaseModel):
     block_ms: int = Field(
         default=500, ge=1, description="Longest wait for new groups per read (milliseconds)."
     )
+    redis_outage_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest Redis outage ridden out (reconnecting with backoff) before the "
+        "learner reports dead and is restarted from its checkpoint (seconds).",
+    )
+    assembler_address: str = Field(
+        default="",
+        description="host:port of the Assembler whose GetStats counters join each metrics line "
+        "(assembler/*); '' = none.",
+    )
     torch_threads: int = Field(default=1, ge=1, description="torch intra-op threads per process.")
     dtype: Literal["float32", "bfloat16", "float64"] = Field(
         default="float32", description="Parameter dtype of π_θ (and π_ref)."

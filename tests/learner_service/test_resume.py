@@ -98,7 +98,6 @@ def test_sigkill_then_restart_loses_and_repeats_nothing(
     settings["max_steps"] = 5
     parts = build(LearnerServiceSettings.model_validate(settings))
     loop = parts.workers[0]
-    loop.exit_on_error = False
     assert loop.status().step == 2  # restored before any new step
     loop.start()
     try:
