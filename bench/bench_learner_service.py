@@ -64,10 +64,10 @@ def _time(fn, repeats: int = 5) -> float:
 def main() -> None:
     from transformers import AutoModelForCausalLM
 
-    from grpo.learner.batch import build_batch
     from grpo.learner.config import LearnerAlgoConfig
     from grpo.learner.tiny_model import init_tiny_model, load_tokenizer
     from grpo.learner.trainer import Trainer, TrainerConfig
+    from grpo.services.learner.batch import build_batch, group_rows
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,9 +100,9 @@ def main() -> None:
 
         t_bare = _time(bare)
         t64 = trainer()
-        t_step = _time(lambda: t64.step(groups))
+        t_step = _time(lambda: t64.step([group_rows(g) for g in groups]))
         t_sep = trainer(minibatches=2)
-        t_separate = _time(lambda: t_sep.step(groups))
+        t_separate = _time(lambda: t_sep.step([group_rows(g) for g in groups]))
         print(f"rows={batch.num_rows} tokens/row<= {batch.response_ids.shape[1]}")
         print(f"bare fwd+bwd+AdamW       {t_bare * 1e3:8.1f} ms   1.00x")
         print(f"Trainer.step (mb=64)     {t_step * 1e3:8.1f} ms   {t_step / t_bare:.2f}x bare")
@@ -112,7 +112,7 @@ def main() -> None:
         )
         for micro in (32, 16, 8):
             tm = trainer(micro_batch_size=micro)
-            t = _time(lambda tm=tm: tm.step(groups), repeats=3)
+            t = _time(lambda tm=tm: tm.step([group_rows(g) for g in groups]), repeats=3)
             print(f"micro_batch_size={micro:<3}      {t * 1e3:8.1f} ms   {t / t_step:.2f}x mb=64")
 
 

@@ -1,8 +1,11 @@
-"""The padded training batch the learner builds from a list of closed groups.
+"""The padded training batch the learner builds from rows of rollouts grouped by prompt.
 
-``build_batch`` turns ``common_pb2.Group`` messages (the groups stream payload) into one
-``TrainingBatch``: every present member of every group is one row, rows of a group are
-contiguous, groups keep their order.
+``pad_batch`` turns ``GroupRows`` (a domain form of a closed group: one ``RolloutRow`` per
+present member, with its outcome reward and process step ends already resolved) into one
+``TrainingBatch``: every row of every group is one batch row, rows of a group are contiguous,
+groups keep their order. Reading the wire form (``grpo.v1.Group`` protos) into rows is the
+service edge's job (``grpo.services.learner.batch``), so this module imports no proto, gRPC
+or service code.
 
 Layout of a row (S = P + T columns)::
 
@@ -16,25 +19,80 @@ real tokens only, so a left-padded row sees the same positions as the unpadded s
 sampler saw (teacher-forced log-probs then match sampling log-probs to ~1e-6, DESIGN.md).
 
 Response mask: a response ends at its first EOS, which is inside the mask; anything after it
-and the right padding are outside. A response cut at the length limit (finish reason LENGTH)
-has no EOS and is flagged ``truncated``. Members without a valid outcome reward (``missing``,
-a non-OK status, a non-finite reward) are marked invalid in ``reward_valid`` and keep NaN in
-``rewards``; they are never filled with 0 (DESIGN.md "Learner math").
+and the right padding are outside. A response cut at the length limit (no EOS and not
+``stopped``) is flagged ``truncated``. Rows without a valid outcome reward (``reward`` None)
+are marked invalid in ``reward_valid`` and keep NaN in ``rewards``; they are never filled
+with 0 (DESIGN.md "Learner math").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 import torch
 
 from grpo.errors import ContractError, InvalidArgumentError
-from grpo.services.score_status import is_verdict
-from grpo.v1 import common_pb2
 
-__all__ = ["TrainingBatch", "build_batch", "check_group", "outcome_reward"]
+__all__ = ["GroupRows", "RolloutRow", "TrainingBatch", "check_group_rows", "pad_batch"]
+
+
+@dataclass(frozen=True)
+class RolloutRow:
+    """One rollout of a group, as the learner trains on it.
+
+    Attributes:
+        slot: member index of the rollout inside its group (0..G-1).
+        prompt_ids: the prompt's token ids (unpadded, non-empty).
+        response_ids: the generated token ids, as sampled (EOS included when emitted).
+        behavior_logprobs: μ's log-probability of each generated token (natural log), one
+            per ``response_ids`` entry.
+        stopped: the sampler ended the response on EOS or a stop string (finish reason
+            STOP); a response without EOS that did not stop was cut at the length limit.
+        policy_version: the policy version that sampled it.
+        reward: the outcome reward, or None when it is missing (never 0 for missing).
+        step_ends: token index (0-based, within the response) ending each process step.
+        step_rewards: the reward of each process step (same length as ``step_ends``).
+        top_k: the top-k the sampler used (0 = off).
+        top_p: the top-p the sampler used (1 = off).
+    """
+
+    slot: int
+    prompt_ids: Sequence[int]
+    response_ids: Sequence[int]
+    behavior_logprobs: Sequence[float]
+    stopped: bool
+    policy_version: int
+    reward: float | None
+    step_ends: Sequence[int] = ()
+    step_rewards: Sequence[float] = ()
+    top_k: int = 0
+    top_p: float = 1.0
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """One closed group: the rows of its present members and what the diagnostics need.
+
+    Attributes:
+        group_id: the group's id.
+        prompt_id: the prompt's id.
+        task_type: ``Task.type`` of the prompt (a diagnostics slice).
+        group_size: G requested for the group (members absent from ``rows`` count as
+            missing rewards).
+        rows: the present members, each with a distinct ``slot`` < ``group_size``.
+        metadata: the task's metadata labels (source, difficulty, ...).
+        straggler_wait_s: seconds between the first and the last scored member.
+    """
+
+    group_id: str
+    prompt_id: str
+    task_type: str
+    group_size: int
+    rows: Sequence[RolloutRow]
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    straggler_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +114,8 @@ class TrainingBatch:
         row_valid: [N] bool, ``reward_valid`` gathered to rows.
         policy_versions: [N] int64, policy version that sampled each row.
         straggler_wait_s: [P] float64, seconds between first and last scored member per group.
+        sampling_top_k: [N] int64, the top-k the sampler used for each row (0 = off).
+        sampling_top_p: [N] float64, the top-p the sampler used for each row (1 = off).
     Python fields:
         prompt_len: P_len, the column where responses start.
         step_ends: per row, token index (0-based, within the response) ending each process step.
@@ -78,6 +138,8 @@ class TrainingBatch:
     row_valid: torch.Tensor
     policy_versions: torch.Tensor
     straggler_wait_s: torch.Tensor
+    sampling_top_k: torch.Tensor
+    sampling_top_p: torch.Tensor
     prompt_len: int
     step_ends: list[list[int]] = field(default_factory=list)
     step_rewards: list[list[float]] = field(default_factory=list)
@@ -121,128 +183,77 @@ class TrainingBatch:
         return replace(self, **moved)
 
 
-def outcome_reward(member: common_pb2.ScoredRollout) -> float | None:
-    """The outcome reward of a scored rollout, or None when it is missing.
-
-    A reward is valid only when the member is not ``missing``, the outcome status is a verdict
-    on the response (``grpo.services.score_status``: anything but INTERNAL) and the value is
-    finite.
-    """
-    if member.missing or not member.HasField("outcome"):
-        return None
-    if not is_verdict(member.outcome):
-        return None
-    value = float(member.outcome.reward)
-    return value if math.isfinite(value) else None
-
-
-def _process_steps(
-    member: common_pb2.ScoredRollout,
-) -> tuple[list[tuple[int, int]], list[float]]:
-    """Character spans and rewards of the member's process steps that fit its response."""
-    if not member.HasField("process") or member.process.status != common_pb2.SCORE_STATUS_OK:
-        return [], []
-    spans: list[tuple[int, int]] = []
-    rewards: list[float] = []
-    for step in member.process.steps:
-        if not math.isfinite(step.reward):
-            continue
-        spans.append((int(step.char_start), int(step.char_end)))
-        rewards.append(float(step.reward))
-    return spans, rewards
-
-
-def check_group(group: common_pb2.Group) -> None:
-    """Check that a group can be trained on (the checks ``build_batch`` relies on).
+def check_group_rows(group: GroupRows) -> None:
+    """Check that a group can be trained on (the checks ``pad_batch`` relies on).
 
     Raises:
-        InvalidArgumentError: the group has no members, or fewer than 2 slots (G < 2).
-        ContractError: a member index is outside the group, two members share an index, a
-            member has no prompt tokens, or its behavior log-probs / char offsets do not have
-            one entry per token id.
+        InvalidArgumentError: the group has no rows, or fewer than 2 slots (G < 2).
+        ContractError: a slot is outside the group or repeated, a row has no prompt tokens,
+            its behavior log-probs do not have one entry per response token, or its process
+            steps and step rewards differ in length.
     """
     gid = group.group_id
-    if not group.members:
+    if not group.rows:
         raise InvalidArgumentError(f"group {gid!r} has no members")
-    size = max(int(group.group_size), len(group.members))
+    size = max(int(group.group_size), len(group.rows))
     if size < 2:
         raise InvalidArgumentError(f"group {gid!r} has group size {size}; GRPO needs >= 2")
     seen: set[int] = set()
-    for member in group.members:
-        comp = member.rollout.completion
-        slot = int(member.rollout.index)
-        if slot >= size or slot in seen:
+    for row in group.rows:
+        slot = int(row.slot)
+        if not 0 <= slot < size or slot in seen:
             raise ContractError(
                 f"group {gid!r}: member index {slot} is outside group size {size} or repeated"
             )
         seen.add(slot)
-        if not member.rollout.prompt_token_ids:
+        if not row.prompt_ids:
             raise ContractError(f"group {gid!r} member {slot}: empty prompt_token_ids")
-        n_tok = len(comp.token_ids)
-        if len(comp.behavior_logprobs) != n_tok:
+        n_tok = len(row.response_ids)
+        if len(row.behavior_logprobs) != n_tok:
             raise ContractError(
-                f"group {gid!r} member {slot}: {len(comp.behavior_logprobs)} "
+                f"group {gid!r} member {slot}: {len(row.behavior_logprobs)} "
                 f"behavior_logprobs for {n_tok} token_ids"
             )
-        if comp.token_char_offsets and len(comp.token_char_offsets) != n_tok:
+        if len(row.step_ends) != len(row.step_rewards):
             raise ContractError(
-                f"group {gid!r} member {slot}: {len(comp.token_char_offsets)} "
-                f"token_char_offsets for {n_tok} token_ids"
+                f"group {gid!r} member {slot}: {len(row.step_ends)} process step ends for "
+                f"{len(row.step_rewards)} step rewards"
             )
-        _step_ends(member, f"group {gid!r} member {slot}")
 
 
-def _step_ends(member: common_pb2.ScoredRollout, where: str) -> tuple[list[int], list[float]]:
-    """Token index ending each process step of ``member`` and the steps' rewards.
-
-    Raises:
-        ContractError: steps without token char offsets, or a span outside the tokens.
-    """
-    from grpo.learner.process import step_end_tokens
-
-    spans, rewards = _process_steps(member)
-    if not spans:
-        return [], []
-    comp = member.rollout.completion
-    if not comp.token_char_offsets:
-        raise ContractError(f"{where}: process steps without token_char_offsets")
-    try:
-        ends = step_end_tokens(spans, list(comp.token_char_offsets), text_length=len(comp.text))
-    except ValueError as exc:
-        raise ContractError(f"{where}: bad process step span: {exc}") from None
-    return [int(e) for e in ends], rewards
-
-
-def build_batch(
-    groups: Sequence[common_pb2.Group],
+def pad_batch(
+    groups: Sequence[GroupRows],
     *,
     pad_token_id: int,
     eos_token_id: int,
     mask_truncated: bool = False,
 ) -> TrainingBatch:
-    """Build the padded training batch from closed groups.
+    """Build the padded training batch from closed groups' rows.
 
     Args:
-        groups: P closed groups (the groups stream payload); members ordered by index.
+        groups: P closed groups; each row's ``slot`` places it in the group.
         pad_token_id: id used for padding (may equal ``eos_token_id``).
         eos_token_id: EOS id; the first EOS ends a response and is inside the mask.
         mask_truncated: exclude responses cut at the length limit from the loss.
 
     Returns:
         A ``TrainingBatch`` with N rows (present members) and rewards shaped [P, G], G the
-        largest ``group_size`` among the groups.
+        largest ``group_size`` among the groups. A reward that is None or not finite is
+        missing (NaN, ``reward_valid`` False). Process steps ending past a response's first
+        EOS are dropped.
 
     Raises:
-        InvalidArgumentError: no groups, or a group fails ``check_group``.
-        ContractError: a group fails ``check_group``, or a process step span lies outside the
-            response's tokens.
+        InvalidArgumentError: no groups, or a group fails ``check_group_rows``.
+        ContractError: a group fails ``check_group_rows``.
     """
     from grpo.learner.masks import response_mask
 
     if not groups:
-        raise InvalidArgumentError("build_batch needs at least one group, got none")
+        raise InvalidArgumentError("pad_batch needs at least one group, got none")
+    for group in groups:
+        check_group_rows(group)
     num_groups = len(groups)
-    group_size = max(max(int(g.group_size), len(g.members)) for g in groups)
+    group_size = max(max(int(g.group_size), len(g.rows)) for g in groups)
     rewards = torch.full((num_groups, group_size), float("nan"), dtype=torch.float32)
     valid = torch.zeros((num_groups, group_size), dtype=torch.bool)
 
@@ -255,27 +266,25 @@ def build_batch(
     versions: list[int] = []
     step_ends: list[list[int]] = []
     step_rewards: list[list[float]] = []
-    for group in groups:
-        check_group(group)
+    top_ks: list[int] = []
+    top_ps: list[float] = []
     for p, group in enumerate(groups):
-        for member in group.members:
-            rollout = member.rollout
-            comp = rollout.completion
-            slot = int(rollout.index)
-            reward = outcome_reward(member)
-            if reward is not None:
-                rewards[p, slot] = reward
+        for row in group.rows:
+            slot = int(row.slot)
+            if row.reward is not None and math.isfinite(row.reward):
+                rewards[p, slot] = float(row.reward)
                 valid[p, slot] = True
-            ends, step_r = _step_ends(member, f"group {group.group_id!r} member {slot}")
-            prompts.append(list(rollout.prompt_token_ids))
-            responses.append(list(comp.token_ids))
-            behaviors.append(list(comp.behavior_logprobs))
-            stopped.append(comp.finish_reason == common_pb2.FINISH_REASON_STOP)
+            prompts.append(list(row.prompt_ids))
+            responses.append(list(row.response_ids))
+            behaviors.append(list(row.behavior_logprobs))
+            stopped.append(bool(row.stopped))
             row_prompt.append(p)
             row_slot.append(slot)
-            versions.append(int(comp.policy_version))
-            step_ends.append(ends)
-            step_rewards.append(step_r if ends else [])
+            versions.append(int(row.policy_version))
+            top_ks.append(int(row.top_k))
+            top_ps.append(float(row.top_p))
+            step_ends.append([int(e) for e in row.step_ends])
+            step_rewards.append([float(r) for r in row.step_rewards])
 
     n_rows = len(responses)
     prompt_len = max(len(x) for x in prompts)
@@ -325,11 +334,13 @@ def build_batch(
         row_valid=valid[rp, rs],
         policy_versions=torch.tensor(versions, dtype=torch.long),
         straggler_wait_s=torch.tensor([g.straggler_wait_s for g in groups], dtype=torch.float64),
+        sampling_top_k=torch.tensor(top_ks, dtype=torch.long),
+        sampling_top_p=torch.tensor(top_ps, dtype=torch.float64),
         prompt_len=prompt_len,
         step_ends=step_ends,
         step_rewards=step_rewards,
         group_ids=[g.group_id for g in groups],
         prompt_ids=[g.prompt_id for g in groups],
-        task_types=[g.members[0].rollout.task.type for g in groups],
-        group_metadata=[dict(g.members[0].rollout.task.metadata) for g in groups],
+        task_types=[g.task_type for g in groups],
+        group_metadata=[dict(g.metadata) for g in groups],
     )

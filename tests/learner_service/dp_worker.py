@@ -24,6 +24,7 @@ def train_one_step(
     from grpo.learner.config import LearnerAlgoConfig
     from grpo.learner.tiny_model import load_tokenizer
     from grpo.learner.trainer import Trainer, TrainerConfig
+    from grpo.services.learner.batch import group_rows
 
     torch.set_num_threads(1)
     tok = load_tokenizer(model_dir)
@@ -36,7 +37,7 @@ def train_one_step(
         eos_token_id=tok.eos_token_id,
         parallel=parallel,
     )
-    trainer.step(groups)
+    trainer.step([group_rows(g) for g in groups])
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 

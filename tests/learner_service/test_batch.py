@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grpo.errors import ContractError, InvalidArgumentError
-from grpo.learner.batch import build_batch
+from grpo.services.learner.batch import build_batch
 from grpo.v1 import common_pb2
 
 PAD, EOS = 0, 1

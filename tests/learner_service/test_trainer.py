@@ -13,7 +13,13 @@ from transformers import AutoModelForCausalLM
 from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.tiny_model import load_tokenizer
 from grpo.learner.trainer import Trainer, TrainerConfig
+from grpo.services.learner.batch import group_rows
 from grpo.v1 import common_pb2
+
+
+def _rows(groups):
+    """The learner's rows of proto groups (what the learner service hands the trainer)."""
+    return [group_rows(g) for g in groups]
 
 
 def _trainer(model_dir: Path, *, algo=None, dtype=torch.float32, ref=False, **cfg) -> Trainer:
@@ -40,7 +46,7 @@ def test_step_moves_parameters_with_a_nan_reward(tiny_model_dir: Path, make_grou
     groups[1].members[1].missing = True
     trainer = _trainer(tiny_model_dir, ref=True, algo=LearnerAlgoConfig(kl_coef=0.05, tis_cap=2.0))
     before = _params(trainer)
-    metrics = trainer.step(groups)
+    metrics = trainer.step(_rows(groups))
     after = _params(trainer)
     assert all(math.isfinite(v) for v in metrics.values()), metrics
     assert metrics["groups/missing"] == 2.0
@@ -62,7 +68,9 @@ def test_micro_batch_split_does_not_change_the_update(tiny_model_dir: Path, make
     results = []
     for micro in (12, 5, 1):
         trainer = _trainer(tiny_model_dir, dtype=torch.float64, micro_batch_size=micro)
-        metrics = trainer.step([common_pb2.Group.FromString(g.SerializeToString()) for g in groups])
+        metrics = trainer.step(
+            [group_rows(common_pb2.Group.FromString(g.SerializeToString())) for g in groups]
+        )
         results.append((_params(trainer), metrics["loss/total"]))
     ref_params, ref_loss = results[0]
     for params, loss in results[1:]:
@@ -76,7 +84,7 @@ def test_several_epochs_and_minibatches_clip(tiny_model_dir: Path, make_groups) 
     trainer = _trainer(
         tiny_model_dir, lr=2e-2, ppo_epochs=2, minibatches=2, warmup_steps=2, max_grad_norm=0.5
     )
-    metrics = trainer.step(groups)
+    metrics = trainer.step(_rows(groups))
     # The second epoch sees a moved policy: ratios leave 1 and the band clips some tokens.
     assert metrics["loss/ratio_max"] > 1.0 or metrics["loss/ratio_min"] < 1.0
     assert metrics["loss/clip_frac_low"] + metrics["loss/clip_frac_high"] > 0
@@ -89,8 +97,8 @@ def test_process_credit_changes_the_update(tiny_model_dir: Path, make_groups) ->
     groups = make_groups(num_groups=2, group_size=4, seed=2)
     outcome_only = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(process_weight=0.0))
     with_process = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(process_weight=1.0))
-    m0 = outcome_only.step(groups)
-    m1 = with_process.step(groups)
+    m0 = outcome_only.step(_rows(groups))
+    m1 = with_process.step(_rows(groups))
     assert m1["adv/token_abs_mean"] != pytest.approx(m0["adv/token_abs_mean"])
     p0, p1 = _params(outcome_only), _params(with_process)
     assert max(float((p0[k] - p1[k]).abs().max()) for k in p0) > 1e-5
@@ -103,7 +111,7 @@ def test_cuda_step_matches_cpu(tiny_model_dir: Path, make_groups) -> None:
     cpu = _trainer(tiny_model_dir, dtype=torch.float64, device="cpu")
     gpu = _trainer(tiny_model_dir, dtype=torch.float64, device="auto")
     assert gpu.device.type == "cuda"
-    m_cpu, m_gpu = cpu.step(groups), gpu.step(groups)
+    m_cpu, m_gpu = cpu.step(_rows(groups)), gpu.step(_rows(groups))
     assert m_gpu["loss/total"] == pytest.approx(m_cpu["loss/total"], rel=1e-6)
     p_cpu, p_gpu = _params(cpu), _params(gpu)
     for k in p_cpu:
