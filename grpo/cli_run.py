@@ -1,4 +1,5 @@
-"""``grpo run CONFIG``: the main job on one machine (see ``grpo.services.pipeline.run``)."""
+"""``grpo run CONFIG``: the main job on one machine (``grpo.services.pipeline.run.run_local``:
+prepare the policy, start the local cluster, drive the run)."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ def run(
 
     from grpo.errors import GrpoError
     from grpo.services.pipeline.config import load_run_config
+    from grpo.services.pipeline.driver import Progress
     from grpo.services.pipeline.processes import become_subreaper
-    from grpo.services.pipeline.run import Pipeline, Progress, default_run_dir
+    from grpo.services.pipeline.run import default_run_dir, run_local
 
     logging.basicConfig(level=logging.WARNING)
     console = Console()
@@ -73,7 +75,7 @@ def run(
     except GrpoError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
-    out = run_dir or default_run_dir(cfg)
+    out = (run_dir or default_run_dir(cfg)).resolve()
     _quiet_transformers()
     become_subreaper()
     # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
@@ -105,12 +107,12 @@ def run(
         return t
 
     live = Live(table(Progress()), console=console, refresh_per_second=2, transient=False)
-    pipeline = Pipeline(cfg, out, on_progress=lambda p: live.update(table(p)), log_fn=console.log)
-    console.log(f"run dir {pipeline.run_dir}")
+    console.log(f"run dir {out}")
     try:
-        pipeline.tasks = None
         live.start()
-        summary = pipeline.run(steps)
+        summary = run_local(
+            cfg, out, steps=steps, on_progress=lambda p: live.update(table(p)), log_fn=console.log
+        )
     except GrpoError as exc:
         live.stop()
         console.print(f"[red]run failed:[/red] {exc}")
@@ -119,7 +121,7 @@ def run(
         live.stop()
         console.print(
             f"[yellow]interrupted before GRPO started[/yellow] (SFT or its evaluation); "
-            f"no summary written; partial outputs in {pipeline.run_dir}"
+            f"no summary written; partial outputs in {out}"
         )
         raise typer.Exit(code=130) from None
     finally:
@@ -129,12 +131,12 @@ def run(
         f"SFT accuracy {summary['sft_accuracy']:.3f} -> final {summary['final_accuracy']:.3f} "
         f"({summary['accuracy_gain_points']:+.1f} points) after {summary['steps']} steps, "
         f"{summary['generated_tokens']} generated tokens, {summary['wall_clock_s']:.0f} s "
-        f"(stop: {summary['stop_reason']}); summary in {pipeline.run_dir / 'summary.json'}"
+        f"(stop: {summary['stop_reason']}); summary in {out / 'summary.json'}"
     )
     try:
         from grpo.learner.report import render_report
 
-        plots = render_report(pipeline.run_dir)
+        plots = render_report(out)
         console.print("plots: " + ", ".join(str(p) for p in plots))
     except (GrpoError, ImportError) as exc:
         console.print(f"[yellow]no plots: {exc}[/yellow]")

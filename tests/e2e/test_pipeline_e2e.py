@@ -1,9 +1,11 @@
 """End to end: every service as a real `grpo serve` process, a real Redis, the real tiny model.
 
 One run of configs/e2e-tiny.yaml (SFT off, dynamic sampling off so every complete group
-reaches the learner) trains to step 3, the learner is SIGKILLed (checkpoints every 2 steps, so
-step 3 is lost with the process), restarted from its checkpoint, and the run continues to
-step 6. Then it checks, from Redis and the run directory:
+reaches the learner) on 3·B training prompts fed once: the learner can do exactly 3 steps, so
+when it is SIGKILLed it is at step 3 with its last checkpoint at step 2 (checkpoints every 2
+steps) — the kill lands between checkpoints by construction, not by timing. It is restarted
+from that checkpoint and a second driver, allowed a second pass over the prompts, resumes
+feeding and takes the run to step 6. Then it checks, from Redis and the run directory:
 
 - every group on the groups stream has G members, indices 0..G-1, all of one prompt;
 - the learner's lineage (groups.jsonl, the last checkpoint) holds each group id once, and
@@ -20,16 +22,21 @@ import json
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.assembler.stats import stats_identity_gap
-from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.cluster import LocalCluster
+from grpo.services.pipeline.config import RunConfig, load_run_config
+from grpo.services.pipeline.driver import LEARNER_GROUP, RunDriver
+from grpo.services.pipeline.policy import prepare_policy
 from grpo.services.pipeline.processes import group_members
-from grpo.services.pipeline.run import LEARNER_GROUP, Pipeline
+from grpo.services.pipeline.tasks import load_run_tasks
 from grpo.services.redis_server import connect
 from grpo.v1 import common_pb2
 
@@ -51,7 +58,7 @@ def _lineage(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path, redis_url: str, redis_namespace: str):  # type: ignore[no-untyped-def]
+def cluster(tmp_path: Path, redis_url: str, redis_namespace: str) -> Iterator[LocalCluster]:
     overrides = {
         "redis_url": redis_url,
         "namespace": redis_namespace,
@@ -61,46 +68,69 @@ def pipeline(tmp_path: Path, redis_url: str, redis_namespace: str):  # type: ign
         "generation.max_new_tokens": 16,
         "learner.batch_groups": B,
         "learner.checkpoint_every": 2,
+        "data.train_size": 3 * B,  # one pass = exactly 3 learner steps
+        "data.prompt_repeats": 1,
         "data.heldout_size": 0,
         "budget.steps": 6,
     }
     cfg = load_run_config(REPO / "configs" / "e2e-tiny.yaml", overrides)
-    p = Pipeline(cfg, tmp_path / "run")
-    yield p
-    p.stop_services()
+    c = LocalCluster(cfg, tmp_path / "run")
+    yield c
+    c.stop()
 
 
-def test_kill_and_resume_loses_and_repeats_no_group(pipeline: Pipeline) -> None:
-    p = pipeline
+def _driver(cluster: LocalCluster, config: RunConfig) -> RunDriver:
+    assert cluster.streams is not None
+    return RunDriver(
+        config,
+        load_run_tasks(config),
+        streams=cluster.streams,
+        names=cluster.names,
+        endpoints=cluster,
+        out_dir=cluster.run_dir,
+    )
+
+
+def test_kill_and_resume_loses_and_repeats_no_group(cluster: LocalCluster) -> None:
+    p = cluster
+    cfg = p.config
     started = time.monotonic()
-    p.prepare_model()
-    p.start_services()
+    p.start_redis()
+    p.start(prepare_policy(cfg, p.run_dir, load_run_tasks(cfg), print), "arith")
     t0 = time.monotonic()
-    assert p.train(steps=3) == "steps"
+    assert _driver(p, cfg).train(steps=3) == "steps"
     t1 = time.monotonic()
-    p.supervisor.kill("learner")  # SIGKILL, usually with steps since the last checkpoint
+    # Only 3·B prompts were fed: the learner is at step 3 and cannot move on.
+    assert p.learner_status().step == 3
+    p.supervisor.kill("learner")  # SIGKILL: step 3 is lost with the process
     checkpoint = latest_checkpoint(p.run_dir / "checkpoints")
     assert checkpoint is not None
     resume_step = json.loads((checkpoint / "meta.json").read_text())["step"]
+    assert resume_step == 2
     before_kill = _lineage(p.run_dir)
+    assert sorted({r["step"] for r in before_kill}) == [1, 2, 3]
     p.start_learner()
     p.supervisor.wait_healthy(["learner"], timeout_s=120)
-    assert p.learner_status().step >= resume_step
-    assert p.train(steps=6) == "steps"
+    assert p.learner_status().step >= resume_step  # it may redo step 3 at once
+    second_pass = cfg.model_copy(update={"data": cfg.data.model_copy(update={"prompt_repeats": 2})})
+    assert _driver(p, second_pass).train(steps=6) == "steps"
     print(
         f"phases: start {t0 - started:.1f} s, 3 steps {t1 - t0:.1f} s, "
         f"resume+rest {time.monotonic() - t1:.1f} s, killed at checkpoint {resume_step}"
     )
     # Quiesce generation, let the assembler drain the rollouts stream, then read its counters.
     p.supervisor.kill("rollout-worker-0", signal.SIGTERM)
-    assert p.streams is not None
-    deadline = time.monotonic() + 60
-    while p.streams.lag(p.names.rollouts, "assembler") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    streams = p.streams
+    assert streams is not None
+    wait_until(
+        lambda: streams.lag(p.names.rollouts, "assembler") == 0,
+        timeout_s=60,
+        what="the assembler to drain the rollouts stream",
+    )
     stats = p.assembler_stats()
     pids = [proc.popen.pid for proc in p.supervisor.services.values()]
     client = connect(p.redis_url)
-    p.stop_services()
+    p.stop()
     assert group_members(set(pids)) == [], "service processes left behind"
 
     names = p.names

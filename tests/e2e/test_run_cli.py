@@ -10,10 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.driver import NO_SIGNAL_GROUPS, RunDriver
 from grpo.services.pipeline.processes import orphans
-from grpo.services.pipeline.run import NO_SIGNAL_GROUPS, Pipeline
+from grpo.services.pipeline.tasks import load_run_tasks
+from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import assembler_pb2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,18 +80,28 @@ def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
     assert summary["steps"] >= 1
 
 
-def test_no_signal_warning_once_enough_groups_close_without_a_kept_one(tmp_path: Path) -> None:
+def test_no_signal_warning_once_enough_groups_close_without_a_kept_one(
+    tmp_path: Path, redis_client: Any, redis_namespace: str
+) -> None:
     logged: list[str] = []
     cfg = load_run_config(REPO / "configs" / "e2e-tiny.yaml")
-    pipeline = Pipeline(cfg, tmp_path / "run", log_fn=logged.append)
+    pipeline = RunDriver(
+        cfg,
+        load_run_tasks(cfg),
+        streams=Streams(redis_client),
+        names=StreamNames(redis_namespace),
+        endpoints=None,  # type: ignore[arg-type]  # the warning needs no service
+        out_dir=tmp_path / "run",
+        log_fn=logged.append,
+    )
     few = assembler_pb2.AssemblerStats(groups_rejected_all_wrong=NO_SIGNAL_GROUPS - 1)
-    assert not pipeline._warn_if_no_signal(few)
+    assert not pipeline.warn_if_no_signal(few)
     kept = assembler_pb2.AssemblerStats(groups_rejected_all_wrong=500, groups_accepted=1)
-    assert not pipeline._warn_if_no_signal(kept)
+    assert not pipeline.warn_if_no_signal(kept)
     assert logged == []
     none_kept = assembler_pb2.AssemblerStats(
         groups_rejected_all_wrong=NO_SIGNAL_GROUPS - 10, groups_rejected_all_correct=10
     )
-    assert pipeline._warn_if_no_signal(none_kept)
+    assert pipeline.warn_if_no_signal(none_kept)
     assert len(logged) == 1 and "mostly all wrong" in logged[0]
     assert f"{NO_SIGNAL_GROUPS - 10} all wrong, 10 all correct" in logged[0]

@@ -1,0 +1,210 @@
+"""The local cluster of a run: Redis, one settings YAML per service, the service processes.
+
+``LocalCluster`` starts Redis (``grpo.services.redis_server.resolve_redis``: ``redis_url``,
+else ``$REDIS_URL``, else an embedded server), writes each service's settings into
+``<run_dir>/services/`` (validated against the service's own model first), launches the
+verifiers, the assembler, the learner and the rollout worker(s) as ``grpo serve`` processes on
+loopback ports through ``ProcessSupervisor`` and waits until each answers health checks.
+``check()`` is the one place a dead service is handled; ``stop()`` stops everything, Redis
+last, and reports any process left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from grpo.errors import FailedPreconditionError
+from grpo.services.pipeline.config import RunConfig
+from grpo.services.pipeline.processes import ProcessSupervisor
+from grpo.services.pipeline.service_configs import (
+    assembler_settings,
+    learner_settings,
+    rollout_worker_settings,
+    verifier_settings,
+    write_service_config,
+)
+from grpo.services.redis_server import EmbeddedRedis, connect, resolve_redis_url
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_grpc
+
+__all__ = ["LocalCluster", "namespace_for"]
+
+log = logging.getLogger(__name__)
+
+
+def namespace_for(config: RunConfig, run_dir: Path) -> str:
+    """``config.namespace``, or ``run-<run dir name>`` with non-alphanumerics as ``-``."""
+    return config.namespace or "run-" + "".join(c if c.isalnum() else "-" for c in run_dir.name)
+
+
+class LocalCluster:
+    """Redis plus every service of a run as a local process (see the module docstring)."""
+
+    def __init__(
+        self, config: RunConfig, run_dir: Path, *, log_fn: Callable[[str], None] | None = None
+    ) -> None:
+        """Args: config: the run; run_dir: the run folder (``services/``, ``logs/`` go there);
+        log_fn: receives human-readable milestones."""
+        self.config = config
+        self.run_dir = run_dir.resolve()
+        self.namespace = namespace_for(config, self.run_dir)
+        self.names = StreamNames(self.namespace)
+        self.supervisor = ProcessSupervisor(self.run_dir / "logs")
+        self._log = log_fn or log.info
+        self._redis_server: EmbeddedRedis | None = None
+        self.redis_url = ""
+        self.client: Any = None
+        self.streams: Streams | None = None
+        self.model: Path | str | None = None
+
+    # ---------------------------------------------------------------- Redis
+    def start_redis(self) -> str:
+        """Connect to the run's Redis, starting an embedded server when none is named.
+
+        Returns:
+            Its URL (also ``self.redis_url``).
+
+        Raises:
+            UnavailableError: the named server does not answer.
+        """
+        url = resolve_redis_url(self.config.redis_url)
+        if not url:
+            self._redis_server = EmbeddedRedis()
+            self._redis_server.__enter__()
+            url = self._redis_server.url
+            self._log(f"embedded Redis at {url}")
+        self.redis_url = url
+        self.client = connect(url)
+        self.streams = Streams(self.client)
+        return url
+
+    # ---------------------------------------------------------------- services
+    def _service_yaml(self, name: str, settings: dict[str, Any], service: str) -> Path:
+        return write_service_config(service, settings, self.run_dir / "services" / f"{name}.yaml")
+
+    def start(self, model: Path | str, task_type: str) -> None:
+        """Write each service's YAML and launch verifiers, assembler, learner and workers.
+
+        Args:
+            model: folder (or hub id) of the initial policy.
+            task_type: the routing key of the run's tasks.
+
+        Raises:
+            InvalidArgumentError: a derived service config does not validate.
+            FailedPreconditionError / DeadlineExceededError: a service failed to start (its
+                log tail is in the message).
+        """
+        import torch
+
+        cfg = self.config
+        self.model = model
+        if not self.redis_url:
+            self.start_redis()
+        torch.set_num_threads(1)
+        sup = self.supervisor
+        verifier_names = [cfg.verifiers.outcome]
+        if cfg.verifiers.process:
+            verifier_names.append(cfg.verifiers.process)
+        for name in verifier_names:
+            sup.start(name, self._service_yaml(name, verifier_settings(cfg, name), name))
+        route: dict[str, list[str]] = {"outcome": [self.verifier_address(cfg.verifiers.outcome)]}
+        if cfg.verifiers.process:
+            route["process"] = [self.verifier_address(cfg.verifiers.process)]
+        settings = assembler_settings(
+            cfg,
+            redis_url=self.redis_url,
+            namespace=self.namespace,
+            routing={task_type: route},
+            group_log=self.run_dir / "assembler_groups.jsonl",
+        )
+        sup.start("assembler", self._service_yaml("assembler", settings, "assembler"))
+        self.start_learner()
+        for i in range(cfg.generation.workers):
+            name = f"rollout-worker-{i}"
+            settings = rollout_worker_settings(
+                cfg, redis_url=self.redis_url, namespace=self.namespace, model_path=model, index=i
+            )
+            sup.start(
+                name, self._service_yaml(name, settings, "rollout-worker"), service="rollout-worker"
+            )
+        sup.wait_healthy(list(sup.services), cfg.budget.startup_timeout_s)
+        self._log("services: " + ", ".join(f"{n}@{p.port}" for n, p in sup.services.items()))
+
+    def start_learner(self) -> None:
+        """(Re)start the learner process; it resumes from its last checkpoint in the run dir."""
+        if self.model is None:
+            raise FailedPreconditionError("LocalCluster.start_learner before start()")
+        settings = learner_settings(
+            self.config,
+            redis_url=self.redis_url,
+            namespace=self.namespace,
+            model_path=self.model,
+            run_dir=self.run_dir,
+        )
+        self.supervisor.start("learner", self._service_yaml("learner", settings, "learner"))
+
+    def check(self) -> None:
+        """The one place a dead service is handled: today a run fails when any service exited
+        (supervised restarts extend this method).
+
+        Raises:
+            FailedPreconditionError: a service process exited (the message quotes each dead
+                service's log tail).
+        """
+        dead = self.supervisor.dead()
+        if dead:
+            tails = "\n".join(
+                f"--- {n}:\n{self.supervisor.services[n].log_tail(1500)}" for n in dead
+            )
+            raise FailedPreconditionError(f"service(s) {dead} exited:\n{tails}")
+
+    # ---------------------------------------------------------------- addresses and RPCs
+    def address(self, name: str) -> str:
+        """``127.0.0.1:<port>`` of a started service.
+
+        Raises:
+            FailedPreconditionError: no service of that name was started.
+        """
+        proc = self.supervisor.services.get(name)
+        if proc is None:
+            raise FailedPreconditionError(f"service {name!r} is not part of this cluster")
+        return proc.address
+
+    def verifier_address(self, name: str) -> str:
+        """Address of the verifier service ``name`` (see ``address``)."""
+        return self.address(name)
+
+    def learner_status(self) -> learner_pb2.GetStatusResponse:
+        """The learner's GetStatus (raises grpc.RpcError when it is down)."""
+        with grpc.insecure_channel(self.address("learner")) as channel:
+            stub = learner_pb2_grpc.LearnerStub(channel)
+            return stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
+
+    def assembler_stats(self) -> assembler_pb2.AssemblerStats:
+        """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
+        with grpc.insecure_channel(self.address("assembler")) as channel:
+            stub = assembler_pb2_grpc.AssemblerStub(channel)
+            return stub.GetStats(assembler_pb2.GetStatsRequest(), timeout=10).stats
+
+    # ---------------------------------------------------------------- stop
+    def stop(self) -> list[int]:
+        """Stop every service (SIGTERM, then SIGKILL after the grace), then Redis.
+
+        Returns:
+            Pids of processes still alive afterwards that had to be killed (should be empty).
+        """
+        codes = self.supervisor.stop_all(self.config.budget.stop_grace_s)
+        if codes:
+            self._log("stopped services: " + ", ".join(f"{n}={c}" for n, c in codes.items()))
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self._redis_server is not None:
+            self._redis_server.__exit__(None, None, None)
+            self._redis_server = None
+        return self.supervisor.reap_orphans()

@@ -1,0 +1,360 @@
+"""The run driver: feeds prompts with backpressure, evaluates the held-out set, stops on a
+budget and writes the summary. It talks to the services only through an ``Endpoints`` view
+(the learner's GetStatus, the assembler's GetStats, the outcome verifier's address, a health
+check) and to Redis through the run's streams, so the same class runs inside ``grpo run``
+next to a ``LocalCluster`` or on its own against remote services.
+
+``RunDriver.train(steps)`` loops: health check, ``PromptFeeder.pump``, poll the learner and
+the assembler, stop on ``budget.steps`` learner steps, ``budget.generated_tokens``,
+``budget.wall_clock_s`` or an exhausted feeder, and evaluate the latest published policy every
+``eval.every_steps`` steps. ``evaluate`` is the one held-out evaluation call
+(``grpo.services.pipeline.heldout.heldout_accuracy``); each evaluation is appended to
+``eval.jsonl``. ``summary`` builds ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from grpo.services.pipeline.config import RunConfig
+from grpo.services.pipeline.feeder import PromptFeeder
+from grpo.services.pipeline.heldout import heldout_accuracy
+from grpo.services.pipeline.tasks import RunTasks
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import assembler_pb2, common_pb2, learner_pb2
+
+__all__ = [
+    "LEARNER_GROUP",
+    "NO_SIGNAL_GROUPS",
+    "WORKER_GROUP",
+    "Endpoints",
+    "Progress",
+    "RunDriver",
+]
+
+log = logging.getLogger(__name__)
+
+LEARNER_GROUP = "learner"
+"""Consumer group of the learner on the groups stream (learner service default)."""
+NO_SIGNAL_GROUPS = 200
+"""Closed groups without one kept for training before the driver warns (``train``)."""
+WORKER_GROUP = "rollout-workers"
+"""Consumer group of the rollout workers on the prompts stream (worker default)."""
+POLL_S = 0.5
+"""Seconds between two iterations of the driver loop."""
+
+
+class Endpoints(Protocol):
+    """What the driver needs from the services of a run."""
+
+    def learner_status(self) -> learner_pb2.GetStatusResponse:
+        """The learner's GetStatus (raises grpc.RpcError when it is down)."""
+        ...
+
+    def assembler_stats(self) -> assembler_pb2.AssemblerStats:
+        """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
+        ...
+
+    def verifier_address(self, name: str) -> str:
+        """``host:port`` of the verifier service ``name``."""
+        ...
+
+    def check(self) -> None:
+        """Raise when the run cannot go on (a service died and is not being restarted)."""
+        ...
+
+
+@dataclass
+class Progress:
+    """What the live display shows; also the last line of the run log.
+
+    Attributes:
+        step: learner steps done.
+        policy_version: latest published policy version.
+        reward: mean outcome reward of the last learner batch (nan before the first step).
+        heldout_accuracy: last held-out greedy accuracy (nan before the first evaluation).
+        tokens_per_s: generated tokens per second of wall clock since training started.
+        stats: the assembler's counters.
+        elapsed_s: seconds since training started.
+        last_metrics: the learner's metrics of its last step.
+    """
+
+    step: int = 0
+    policy_version: int = 0
+    reward: float = float("nan")
+    heldout_accuracy: float = float("nan")
+    tokens_per_s: float = 0.0
+    stats: assembler_pb2.AssemblerStats = field(default_factory=assembler_pb2.AssemblerStats)
+    elapsed_s: float = 0.0
+    last_metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _first_metric(metrics: dict[str, float], *names: str) -> float:
+    for name in names:
+        if name in metrics:
+            return float(metrics[name])
+    return float("nan")
+
+
+class RunDriver:
+    """Feeds, evaluates, enforces the budget and summarises one run (module docstring)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        tasks: RunTasks,
+        *,
+        streams: Streams,
+        names: StreamNames,
+        endpoints: Endpoints,
+        out_dir: Path,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_fn: Callable[[str], None] | None = None,
+    ) -> None:
+        """Args:
+        config: the run; tasks: its task sets; streams, names: the run's Redis streams;
+        endpoints: the services (see ``Endpoints``); out_dir: where ``eval.jsonl`` and
+        ``summary.json`` go; on_progress: called each poll; log_fn: human-readable milestones.
+        """
+        self.config = config
+        self.tasks = tasks
+        self.streams = streams
+        self.names = names
+        self.endpoints = endpoints
+        self.out_dir = out_dir
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._on_progress = on_progress
+        self._log = log_fn or log.info
+        self.progress = Progress()
+        self.evals: list[dict[str, Any]] = []
+        self._started_at = 0.0
+        self._feeder: PromptFeeder | None = None
+
+    # ---------------------------------------------------------------- evaluation
+    def evaluate(self, model: Path | str, label: str) -> float:
+        """Held-out accuracy of the policy in ``model`` (appended to ``eval.jsonl``).
+
+        Returns:
+            Accuracy in [0, 1]; nan when the held-out set is empty.
+        """
+        if not self.tasks.heldout:
+            return float("nan")
+        started = time.perf_counter()
+        outcome = None
+        if self.tasks.task_type == "code":
+            outcome = self.endpoints.verifier_address(self.config.verifiers.outcome)
+        result = heldout_accuracy(
+            Path(model),
+            self.tasks.heldout,
+            config=self.config,
+            task_type=self.tasks.task_type,
+            outcome_address=outcome,
+        )
+        row = {
+            "label": label,
+            "step": self.progress.step,
+            "generated_tokens": self.progress.stats.generated_tokens,
+            "accuracy": result.accuracy,
+            "correct": result.correct,
+            "total": result.total,
+            "eval_s": round(time.perf_counter() - started, 2),
+            "model_dir": str(model),
+            "wall_clock_s": round(time.time() - self._started_at, 2) if self._started_at else 0,
+        }
+        self.evals.append(row)
+        with (self.out_dir / "eval.jsonl").open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        self._log(
+            f"held-out accuracy ({label}): {result.accuracy:.3f} ({result.correct}/{result.total})"
+        )
+        return float(result.accuracy)
+
+    # ---------------------------------------------------------------- feeding and polling
+    def make_feeder(self) -> PromptFeeder:
+        """The prompt feeder of this run (backpressure bounds from ``generation``/``learner``)."""
+        cfg = self.config
+        return PromptFeeder(
+            self.streams,
+            self.names,
+            self.tasks.train,
+            group_size=cfg.generation.group_size,
+            prompts_ahead=cfg.generation.prompts_ahead,
+            groups_ahead=2 * cfg.learner.batch_groups,
+            worker_group=WORKER_GROUP,
+            learner_group=LEARNER_GROUP,
+            seed=cfg.seed,
+            repeats=cfg.data.prompt_repeats,
+        )
+
+    def published_policy(self) -> common_pb2.PolicyWeights | None:
+        """The latest PolicyWeights the learner published, or None."""
+        raw: Any = self.streams.client.get(self.names.policy_key)
+        return common_pb2.PolicyWeights.FromString(raw) if raw else None
+
+    def wait_for_publish(
+        self, step: int, timeout_s: float = 60.0
+    ) -> common_pb2.PolicyWeights | None:
+        """Wait until the learner has published the weights of ``step`` (or give up).
+
+        Returns:
+            The latest PolicyWeights (possibly older than ``step`` after the timeout or when a
+            service died), or None.
+        """
+        deadline = time.monotonic() + timeout_s
+        policy = self.published_policy()
+        while (policy is None or policy.step < step) and time.monotonic() < deadline:
+            try:
+                self.endpoints.check()
+            except Exception:
+                break
+            time.sleep(0.2)
+            policy = self.published_policy()
+        return policy
+
+    def poll(self) -> Progress:
+        """Refresh ``self.progress`` from the learner and the assembler."""
+        status = self.endpoints.learner_status()
+        stats = self.endpoints.assembler_stats()
+        p = self.progress
+        p.step = int(status.step)
+        p.policy_version = int(status.policy_version)
+        p.last_metrics = dict(status.last_metrics)
+        p.reward = _first_metric(p.last_metrics, "reward/mean", "groups/reward_mean")
+        p.stats = stats
+        p.elapsed_s = time.time() - self._started_at if self._started_at else 0.0
+        p.tokens_per_s = stats.generated_tokens / max(p.elapsed_s, 1e-9)
+        if self._on_progress is not None:
+            self._on_progress(p)
+        return p
+
+    def train(self, steps: int | None = None) -> str:
+        """Feed and monitor until the step, token or time budget is reached.
+
+        Args:
+            steps: learner steps to reach (default ``budget.steps``).
+
+        Returns:
+            Why it stopped: "steps", "generated_tokens", "wall_clock" or "exhausted".
+
+        Raises:
+            FailedPreconditionError: a service died (``Endpoints.check``).
+        """
+        cfg = self.config
+        target = steps or cfg.budget.steps
+        if not self._started_at:
+            self._started_at = time.time()
+        if self._feeder is None:
+            self._feeder = self.make_feeder()
+        feeder = self._feeder
+        deadline = time.monotonic() + cfg.budget.wall_clock_s
+        next_eval = cfg.eval.every_steps or 0
+        idle_since = time.monotonic()
+        warned_no_signal = False
+        while True:
+            self.endpoints.check()
+            feeder.pump()
+            try:
+                progress = self.poll()
+            except grpc.RpcError as exc:
+                log.warning("status poll failed: %s", exc)
+                time.sleep(POLL_S)
+                continue
+            if progress.step >= target:
+                return "steps"
+            token_budget = cfg.budget.generated_tokens
+            if token_budget and progress.stats.generated_tokens >= token_budget:
+                return "generated_tokens"
+            if time.monotonic() > deadline:
+                return "wall_clock"
+            if feeder.exhausted and progress.stats.groups_pending == 0:
+                if time.monotonic() - idle_since > 60:
+                    return "exhausted"
+            else:
+                idle_since = time.monotonic()
+            if not warned_no_signal:
+                warned_no_signal = self.warn_if_no_signal(progress.stats)
+            if next_eval and progress.step >= next_eval:
+                next_eval += cfg.eval.every_steps
+                policy = self.published_policy()
+                if policy is not None and policy.path:
+                    progress.heldout_accuracy = self.evaluate(
+                        Path(policy.path), f"step {progress.step}"
+                    )
+            time.sleep(POLL_S)
+
+    def warn_if_no_signal(self, stats: assembler_pb2.AssemblerStats) -> bool:
+        """Log once that dynamic sampling has kept no group out of ``NO_SIGNAL_GROUPS`` closed
+        ones (the policy solves none of the prompts, or all of them): the run then only burns
+        generation until a budget ends it. Returns True when it warned."""
+        rejected = stats.groups_rejected_all_correct + stats.groups_rejected_all_wrong
+        if stats.groups_accepted or rejected < NO_SIGNAL_GROUPS:
+            return False
+        kind = (
+            "all wrong"
+            if stats.groups_rejected_all_wrong >= stats.groups_rejected_all_correct
+            else "all correct"
+        )
+        self._log(
+            f"warning: {rejected} groups closed and none was kept for training (mostly {kind}; "
+            f"{stats.groups_rejected_all_wrong} all wrong, {stats.groups_rejected_all_correct} "
+            "all correct): no group has a reward spread to learn from. Check the warm start "
+            "(held-out accuracy above), the task difficulty, or assembler.dynamic_sampling."
+        )
+        return True
+
+    # ---------------------------------------------------------------- summary
+    def summary(
+        self,
+        *,
+        stop_reason: str,
+        sft_accuracy: float,
+        final_accuracy: float,
+        final_step: int,
+        policy: common_pb2.PolicyWeights | None,
+        started: float,
+        leftover_processes: list[int],
+    ) -> dict[str, Any]:
+        """Write and return ``summary.json`` (accuracies, steps, the assembler's counters).
+
+        Args:
+            stop_reason: why training stopped (``train``'s answer, "interrupted" or "error").
+            sft_accuracy, final_accuracy: held-out accuracy before and after GRPO.
+            final_step: learner steps done when training stopped.
+            policy: the final published policy (None when none was published).
+            started: ``time.time()`` when the run began (SFT included).
+            leftover_processes: pids killed after the services stopped (should be empty).
+        """
+        stats = self.progress.stats
+        summary = {
+            "config": self.config.name,
+            "stop_reason": stop_reason,
+            "sft_accuracy": sft_accuracy,
+            "final_accuracy": final_accuracy,
+            "accuracy_gain_points": round(100 * (final_accuracy - sft_accuracy), 2),
+            "steps": max(final_step, self.progress.step),
+            "final_policy_version": policy.policy_version if policy is not None else 0,
+            "final_policy_step": policy.step if policy is not None else 0,
+            "generated_tokens": stats.generated_tokens,
+            "kept_tokens": stats.kept_tokens,
+            "rollouts": stats.rollouts_received,
+            "groups_accepted": stats.groups_accepted,
+            "groups_rejected_all_correct": stats.groups_rejected_all_correct,
+            "groups_rejected_all_wrong": stats.groups_rejected_all_wrong,
+            "groups_rejected_too_few_valid": stats.groups_rejected_too_few_valid,
+            "groups_timed_out": stats.groups_timed_out,
+            "rewards_missing": stats.rewards_missing,
+            "grpo_wall_clock_s": round(self.progress.elapsed_s, 1),
+            "wall_clock_s": round(time.time() - started, 1),
+            "leftover_processes": leftover_processes,
+            "evals": self.evals,
+        }
+        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
