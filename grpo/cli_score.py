@@ -1,35 +1,21 @@
-"""``grpo score {math,steps,code}``: score a JSONL file of responses, in-process or over gRPC.
+"""``grpo score {math,steps,code,custom}``: score a JSONL file of responses with a verifier.
 
-Input, one JSON object per line:
-
-- every kind: ``id`` (text or number; default ``line-N``) and ``response`` (text);
-- ``math``: ``gold`` (the reference answer); ``steps``: ``gold`` optional (unused);
-- ``code``: ``tests`` + ``entry_point`` (HumanEval ``check(candidate)`` source), or
-  ``test_list`` with optional ``test_imports`` (MBPP asserts), or ``io_pairs`` (a list of
-  ``{"stdin", "expected_stdout"}`` objects or ``[stdin, stdout]`` pairs); optional
-  ``program_prefix`` (alias ``prompt``) is put before the extracted program.
-
-Output, one JSON object per scored line, in input order: ``id``, ``reward``, ``status``
-(``ok``, ``no_answer``, ``parse_error``, ``timeout``, ``runtime_error``, ``internal``),
-``extracted``, ``detail``, ``latency_s``, and ``steps`` (steps: ``start``, ``end``, ``status``,
-``reward``, ``detail``) or ``tests`` (code: ``name``, ``status``, ``detail``). A line that is
-not valid UTF-8 or JSON, lacks a field, or is refused by the verifier (INVALID_ARGUMENT) is
-reported with its line number and skipped. Without ``--endpoint`` the verifier runs in this
-process (``--workers`` worker processes / threads); with it, items go to that
-``grpo.v1.Verifier`` service in ``ScoreBatch`` requests, ``--workers`` at a time.
+A thin command over ``grpo.services.evaluation``: the input is read by
+``evaluation.inputs`` (field map, bad lines), scored by ``evaluation.scoring.score_stream``
+with an in-process verifier or one at ``--endpoint`` (``evaluation.scorers``), and written by
+``evaluation.results.ResultsFile`` (appended and flushed as results arrive; ``--resume``).
+docs/evaluation.md has the formats, exit codes and examples.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import json
-import math
-import statistics
+import signal
+import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -37,261 +23,129 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from grpo.errors import GrpoError, InvalidArgumentError, NotFoundError
-from grpo.services.score_status import is_verdict
-from grpo.v1 import common_pb2
+from grpo.errors import ContractError, GrpoError, InvalidArgumentError, UnavailableError
+from grpo.services.evaluation.inputs import FieldMap, InputSpec, ScoreItem, read_lines
+from grpo.services.evaluation.results import ResultsFile
+from grpo.services.evaluation.scoring import (
+    ScoreSummary,
+    invalid_row,
+    score_row,
+    score_stream,
+    summarize_rows,
+)
+from grpo.services.score_status import VERDICT_STATUSES
+from grpo.v1 import verifier_pb2
 
-__all__ = ["ScoreItem", "ScoreSummary", "app", "parse_line", "score_file"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "KINDS", "ScoreRun", "app", "score_file"]
 
-KINDS = ("math", "steps", "code")
+EXIT_FAILED = 101
+"""Exit code when the run could not finish (verifier lost, mismatched, bad options)."""
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C / SIGTERM (every finished result is kept; rerun with --resume)."""
+MAX_COUNT_EXIT = 100
+"""A finished run exits with the number of lines that got no score, capped here."""
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """A built-in kind: its verifier service, the task type, required fields and kind."""
+
+    service: str | None
+    task_type: str
+    verifier_kind: int | None
+    require_gold: bool = False
+    require_code_tests: bool = False
+    input_help: str = ""
+
+
+KINDS: dict[str, _Kind] = {
+    "math": _Kind(
+        "verifier-math",
+        "math",
+        verifier_pb2.VERIFIER_KIND_OUTCOME,
+        require_gold=True,
+        input_help="id, response, gold (the reference answer).",
+    ),
+    "steps": _Kind(
+        "verifier-steps",
+        "math",
+        verifier_pb2.VERIFIER_KIND_PROCESS,
+        input_help="id, response (gold optional, unused).",
+    ),
+    "code": _Kind(
+        "verifier-code",
+        "code",
+        verifier_pb2.VERIFIER_KIND_OUTCOME,
+        require_code_tests=True,
+        input_help="id, response, and tests + entry_point (HumanEval), test_list "
+        "[+ test_imports] (MBPP) or io_pairs (stdin/stdout); optional program_prefix.",
+    ),
+    "custom": _Kind(
+        None,
+        "",
+        None,
+        input_help="id, response, and whatever the verifier needs among prompt, gold, the "
+        "code test fields and metadata.",
+    ),
+}
+"""``grpo score`` subcommands."""
+
 app = typer.Typer(
-    help="Score a JSONL file of responses with a verifier (in-process or over gRPC).",
+    help="Score a JSONL file of responses with a verifier (in process or over gRPC).",
     no_args_is_help=True,
 )
 
 
-@dataclass(frozen=True)
-class ScoreItem:
-    """One input line: its number (1-based), id, task and response."""
-
-    line: int
-    id: str
-    task: common_pb2.Task
-    response: str
-
-
 @dataclass
-class ScoreSummary:
-    """What a run produced.
+class ScoreRun:
+    """What one ``score_file`` call did.
 
     Attributes:
-        scored: items scored (written to the output).
-        bad_lines: ``(line number, reason)`` of skipped lines.
-        statuses: status name -> count.
-        reward_mean: mean reward over items whose reward is a verdict: every status but
-            ``internal`` (no answer, a timeout or a crash score 0; None when there are none).
-        latency_p50_s, latency_p99_s: per-item verification latency percentiles (seconds).
-        items_per_s: scored items per second of wall-clock time.
+        summary: figures over every row of the output (resumed rows included).
+        resumed: rows already in the output (``--resume``), not scored again.
+        scored_now: rows written by this call (invalid lines included).
+        wall_s: seconds this call spent scoring.
+        verifier: the verifier's ``Describe`` answer.
     """
 
-    scored: int = 0
-    bad_lines: list[tuple[int, str]] = field(default_factory=list)
-    statuses: Counter[str] = field(default_factory=Counter)
-    reward_mean: float | None = None
-    latency_p50_s: float = 0.0
-    latency_p99_s: float = 0.0
-    items_per_s: float = 0.0
+    summary: ScoreSummary
+    resumed: int
+    scored_now: int
+    wall_s: float
+    verifier: verifier_pb2.VerifierDescribeResponse
+
+    @property
+    def unscored(self) -> int:
+        """Rows without a score: ``invalid_input`` or ``too_large`` (the exit code)."""
+        return self.summary.refused
 
 
-def _text(obj: dict[str, Any], key: str, *, required: bool = True) -> str:
-    value = obj.get(key)
-    if value is None:
-        if required:
-            raise InvalidArgumentError(f"missing field {key!r}")
-        return ""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise InvalidArgumentError(f"field {key!r} must be text, got {type(value).__name__}")
-    return str(value)
+def _scorer(kind: str, options: dict[str, Any]) -> Any:
+    from grpo.services.assembler.config import VerifierClientConfig
+    from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
 
-
-def _text_list(obj: dict[str, Any], key: str) -> list[str]:
-    value = obj.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidArgumentError(f"field {key!r} must be a list of strings")
-    return value
-
-
-def _io_pairs(value: Any) -> list[common_pb2.IoPair]:
-    if not isinstance(value, list):
-        raise InvalidArgumentError("field 'io_pairs' must be a list")
-    pairs = []
-    for i, pair in enumerate(value):
-        if isinstance(pair, dict) and isinstance(pair.get("stdin", ""), str):
-            stdin, expected = pair.get("stdin", ""), pair.get("expected_stdout")
-        elif isinstance(pair, list | tuple) and len(pair) == 2:
-            stdin, expected = pair
-        else:
-            raise InvalidArgumentError(f"io_pairs[{i}] must be {{stdin, expected_stdout}}")
-        if not isinstance(stdin, str) or not isinstance(expected, str):
-            raise InvalidArgumentError(f"io_pairs[{i}] stdin and expected_stdout must be text")
-        pairs.append(common_pb2.IoPair(stdin=stdin, expected_stdout=expected))
-    return pairs
-
-
-def _code_tests(obj: dict[str, Any]) -> common_pb2.CodeTests:
-    tests = common_pb2.CodeTests(
-        program_prefix=_text(obj, "program_prefix", required=False)
-        or _text(obj, "prompt", required=False)
-    )
-    if "tests" in obj:
-        tests.test_code = _text(obj, "tests")
-        tests.entry_point = _text(obj, "entry_point")
-    elif "test_list" in obj:
-        tests.test_list.extend(_text_list(obj, "test_list"))
-        tests.test_imports.extend(_text_list(obj, "test_imports"))
-        tests.entry_point = _text(obj, "entry_point", required=False)
-    elif "io_pairs" in obj:
-        tests.io_pairs.extend(_io_pairs(obj["io_pairs"]))
-    else:
-        raise InvalidArgumentError(
-            "code items need 'tests' + 'entry_point', 'test_list' or 'io_pairs'"
+    endpoint = options["endpoint"]
+    if endpoint:
+        client = VerifierClientConfig(
+            timeout_s=options["deadline_s"],
+            max_attempts=options["max_attempts"],
+            backoff_initial_s=0.5,
+            backoff_max_s=8.0,
+            max_batch=options["batch_size"],
+            tls_ca_file=options["tls_ca"],
+            tls_cert_file=options["tls_cert"],
+            tls_key_file=options["tls_key"],
         )
-    return tests
-
-
-def parse_line(kind: str, line_no: int, raw: bytes) -> ScoreItem | None:
-    """Parse one input line into a :class:`ScoreItem` (None for a blank line).
-
-    Args:
-        kind: ``math``, ``steps`` or ``code``.
-        line_no: 1-based line number (the default id is ``line-<line_no>``).
-        raw: the line's bytes.
-
-    Raises:
-        InvalidArgumentError: not UTF-8, not a JSON object, or a field missing / mistyped.
-    """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgumentError(f"not valid UTF-8 (byte {exc.start})") from None
-    if not text.strip():
-        return None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    if not isinstance(obj, dict):
-        raise InvalidArgumentError(f"expected a JSON object, got {type(obj).__name__}")
-    item_id = _text(obj, "id", required=False) or f"line-{line_no}"
-    response = _text(obj, "response")
-    task = common_pb2.Task(id=item_id, type="code" if kind == "code" else "math")
-    if kind == "code":
-        task.code_tests.CopyFrom(_code_tests(obj))
-    else:
-        task.gold_answer = _text(obj, "gold", required=kind == "math")
-    return ScoreItem(line_no, item_id, task, response)
-
-
-def _read_items(kind: str, path: Path, bad: list[tuple[int, str]]) -> list[ScoreItem]:
-    items = []
-    with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            try:
-                item = parse_line(kind, line_no, raw)
-            except InvalidArgumentError as exc:
-                bad.append((line_no, str(exc)))
-                continue
-            if item is not None:
-                items.append(item)
-    return items
-
-
-def _status_name(status: int) -> str:
-    name = common_pb2.ScoreStatus.Name(status)  # type: ignore[arg-type]
-    return str(name).removeprefix("SCORE_STATUS_").lower()
-
-
-def score_to_json(item_id: str, score: common_pb2.Score) -> dict[str, Any]:
-    """The output object of one scored item (fields in the module docstring)."""
-    out: dict[str, Any] = {
-        "id": item_id,
-        "reward": score.reward,
-        "status": _status_name(score.status),
-        "extracted": score.extracted_answer,
-        "detail": score.detail,
-        "latency_s": round(score.latency_s, 6),
-    }
-    if score.steps:
-        out["steps"] = [
-            {
-                "start": s.char_start,
-                "end": s.char_end,
-                "status": str(common_pb2.StepStatus.Name(s.status))  # type: ignore[arg-type]
-                .removeprefix("STEP_STATUS_")
-                .lower(),
-                "reward": s.reward,
-                "detail": s.detail,
-            }
-            for s in score.steps
-        ]
-    if score.tests:
-        out["tests"] = [
-            {
-                "name": t.name,
-                "status": str(common_pb2.TestStatus.Name(t.status))  # type: ignore[arg-type]
-                .removeprefix("TEST_STATUS_")
-                .lower(),
-                "detail": t.detail,
-            }
-            for t in score.tests
-        ]
-    return out
-
-
-Scorer = Callable[[Sequence[ScoreItem]], list[common_pb2.Score | Exception]]
-
-
-def _local_scorer(kind: str, workers: int) -> tuple[Scorer, Callable[[], None]]:
-    from grpo.verifiers.sdk import PoolSettings, Verifier
-
-    verifier: Verifier
-    if kind == "math":
-        from grpo.verifiers.math import MathConfig, MathVerifier
-
-        verifier = MathVerifier(MathConfig(pool=PoolSettings(workers=workers)))
-    elif kind == "steps":
-        from grpo.verifiers.steps import StepsConfig, StepsVerifier
-
-        verifier = StepsVerifier(StepsConfig(pool=PoolSettings(workers=workers)))
-    else:
-        from grpo.verifiers.code import CodeVerifier
-
-        verifier = CodeVerifier()
-
-    def run(batch: Sequence[ScoreItem]) -> list[common_pb2.Score | Exception]:
-        out: list[common_pb2.Score | Exception] = []
-        for item in batch:
-            try:
-                out.append(verifier.verify(item.task, item.response))
-            except GrpoError as exc:
-                out.append(exc)
-        return out
-
-    return run, verifier.close
-
-
-def _remote_scorer(endpoint: str, timeout_s: float) -> tuple[Scorer, Callable[[], None]]:
-    import grpc
-
-    from grpo.v1 import verifier_pb2, verifier_pb2_grpc
-
-    channel = grpc.insecure_channel(endpoint)
-    stub = verifier_pb2_grpc.VerifierStub(channel)
-
-    def one(item: ScoreItem) -> common_pb2.Score | Exception:
-        request = verifier_pb2.ScoreRequest(task=item.task, response=item.response)
-        try:
-            return stub.Score(request, timeout=timeout_s).score
-        except grpc.RpcError as exc:
-            return InvalidArgumentError(f"{exc.code().name}: {exc.details()}")
-
-    def run(batch: Sequence[ScoreItem]) -> list[common_pb2.Score | Exception]:
-        request = verifier_pb2.ScoreBatchRequest(
-            items=[verifier_pb2.ScoreRequest(task=i.task, response=i.response) for i in batch]
-        )
-        try:
-            return list(stub.ScoreBatch(request, timeout=timeout_s).scores)
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                raise
-            return [one(item) for item in batch]  # find which items were refused
-
-    return run, channel.close
-
-
-def _batches(items: list[ScoreItem], size: int) -> Iterator[list[ScoreItem]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+        return RemoteScorer(endpoint, client)
+    service = options["service"] or KINDS[kind].service
+    if service is None:
+        raise InvalidArgumentError("grpo score custom needs --endpoint or --service")
+    settings: dict[str, Any] = {"scoring": {"request_timeout_s": options["deadline_s"]}}
+    if service in ("verifier-math", "verifier-steps"):
+        settings["verifier"] = {"pool": {"workers": options["workers"]}}
+    elif service == "verifier-code":
+        settings["scoring"]["concurrency"] = options["workers"]
+    return LocalScorer.from_service(service, settings)
 
 
 def score_file(
@@ -299,164 +153,265 @@ def score_file(
     input_path: Path,
     output_path: Path,
     *,
+    task_type: str | None = None,
+    fields: FieldMap | None = None,
     endpoint: str | None = None,
+    service: str | None = None,
     workers: int = 2,
     batch_size: int = 16,
-    timeout_s: float = 300.0,
-    console: Console | None = None,
-) -> ScoreSummary:
-    """Score every line of ``input_path`` and write the results to ``output_path``.
+    max_request_bytes: int = 4 * 1024 * 1024,
+    deadline_s: float = 300.0,
+    max_attempts: int = 5,
+    tls_ca: Path | None = None,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> ScoreRun:
+    """Score every line of ``input_path`` (``-`` = stdin) into ``output_path``.
 
     Args:
-        kind: ``math``, ``steps`` or ``code``.
-        input_path: JSONL input (fields in the module docstring).
-        output_path: JSONL output, one object per scored item, in input order.
-        endpoint: ``HOST:PORT`` of a ``grpo.v1.Verifier`` service; None scores in-process.
-        workers: worker processes (in-process) or concurrent requests (remote).
-        batch_size: items per ``ScoreBatch`` request (remote) / per task (in-process).
-        timeout_s: deadline of one remote request in seconds.
-        console: where the progress bar is drawn (None: a default stderr console).
+        kind: ``math``, ``steps``, ``code`` or ``custom`` (any verifier; needs ``task_type``
+            and ``endpoint`` or ``service``).
+        input_path, output_path: JSONL input and output (docs/evaluation.md).
+        task_type: ``Task.type`` of every item (default: the kind's, ``math`` or ``code``).
+        fields: where each input field is read from.
+        endpoint: ``HOST:PORT`` of a ``grpo.v1.Verifier``; None scores in this process.
+        service: in-process verifier service for ``custom`` (``module:SERVICE``).
+        workers: concurrent batches; in process also the verifier's worker processes.
+        batch_size, max_request_bytes: batch limits (items, bytes).
+        deadline_s: deadline of one ScoreBatch attempt (seconds), as the assembler's
+            ``verifier.timeout_s``; in process, the request deadline of the servicer.
+        max_attempts: attempts per batch when the verifier is unavailable (backoff 0.5 s
+            doubling up to 8 s).
+        tls_ca, tls_cert, tls_key: PEM files for TLS / mutual TLS to ``endpoint``.
+        resume: keep the rows already in ``output_path`` and score only the rest.
+        overwrite: replace an output that holds results.
+        on_progress: ``(done, total)`` after each batch.
 
     Returns:
-        The :class:`ScoreSummary`.
+        A :class:`ScoreRun`.
 
     Raises:
-        InvalidArgumentError: unknown ``kind`` or ``workers < 1``.
-        OSError: the input cannot be read or the output written.
+        InvalidArgumentError: bad options, the output is the input, or an output with
+            results without ``resume``/``overwrite``.
+        FailedPreconditionError: the verifier does not serve this task type or kind.
+        UnavailableError: the verifier was lost (every finished row is in the output).
+        KeyboardInterrupt: interrupted (every finished row is in the output).
+        OSError: a file cannot be read or written.
     """
+    from grpo.services.evaluation.scorers import check_verifier
+
     if kind not in KINDS:
         raise InvalidArgumentError(f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
-    if workers < 1 or batch_size < 1:
-        raise InvalidArgumentError("--workers and --batch-size must be at least 1")
-    summary = ScoreSummary()
-    if not output_path.parent.is_dir():
-        raise NotFoundError(f"output folder {output_path.parent} does not exist")
-    items = _read_items(kind, input_path, summary.bad_lines)
-    start = time.perf_counter()
-    scorer, close = (
-        _remote_scorer(endpoint, timeout_s) if endpoint else _local_scorer(kind, workers)
+    spec_kind = KINDS[kind]
+    task_type = task_type or spec_kind.task_type
+    if not task_type:
+        raise InvalidArgumentError("grpo score custom needs --task-type (the verifier's)")
+    if workers < 1 or batch_size < 1 or max_request_bytes < 1:
+        raise InvalidArgumentError("--workers, --batch-size, --max-request-bytes must be >= 1")
+    spec = InputSpec(
+        task_type=task_type,
+        require_gold=spec_kind.require_gold,
+        require_code_tests=spec_kind.require_code_tests,
     )
-    results: dict[int, common_pb2.Score] = {}
-    progress = Progress(
-        *Progress.get_default_columns()[:1],
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console or Console(stderr=True),
-        transient=False,
+    stdin = str(input_path) == "-"
+    results = ResultsFile(
+        output_path,
+        key=lambda row: str(row["id"]),
+        resume=resume,
+        overwrite=overwrite,
+        inputs=() if stdin else (input_path,),
     )
     try:
-        with progress, cf.ThreadPoolExecutor(max_workers=workers) as pool:
-            bar = progress.add_task(f"score {kind}", total=len(items))
-            size = batch_size if endpoint else 1
-            futures = {pool.submit(scorer, b): b for b in _batches(items, size)}
-            for future in cf.as_completed(futures):
-                batch = futures[future]
-                for item, outcome in zip(batch, future.result(), strict=True):
-                    if isinstance(outcome, Exception):
-                        summary.bad_lines.append((item.line, str(outcome)))
-                    else:
-                        results[item.line] = outcome
-                progress.advance(bar, len(batch))
+        if stdin:
+            entries = list(read_lines(sys.stdin.buffer, spec, fields or FieldMap()))
+        else:
+            with input_path.open("rb") as fh:
+                entries = list(read_lines(fh, spec, fields or FieldMap()))
+        todo = [e for e in entries if e.id not in results.done]
+        options = dict(
+            endpoint=endpoint, service=service, workers=workers, batch_size=batch_size,
+            deadline_s=deadline_s, max_attempts=max_attempts, tls_ca=tls_ca,
+            tls_cert=tls_cert, tls_key=tls_key,
+        )  # fmt: skip
+        start = time.perf_counter()
+        written = 0
+        with _scorer(kind, options) as scorer:
+            info = scorer.describe()
+            hint = "use grpo score custom --task-type NAME for a verifier of your own"
+            check_verifier(
+                info, task_type=task_type, kind=spec_kind.verifier_kind, where=scorer.where,
+                hint=hint,
+            )  # fmt: skip
+            written += results.append(invalid_row(e) for e in todo if not isinstance(e, ScoreItem))
+            items = [e for e in todo if isinstance(e, ScoreItem)]
+            total = len(todo)
+            if on_progress is not None:
+                on_progress(written, total)
+
+            def sink(batch: list[Any]) -> None:
+                nonlocal written
+                written += results.append(score_row(item, outcome) for item, outcome in batch)
+                if on_progress is not None:
+                    on_progress(written, total)
+
+            score_stream(
+                items, scorer, sink, workers=workers, max_items=batch_size,
+                max_bytes=max_request_bytes,
+            )  # fmt: skip
+        results.sort(lambda row: int(row.get("line", 0)))
+        return ScoreRun(
+            summary=summarize_rows(results.rows()),
+            resumed=results.resumed_rows,
+            scored_now=written,
+            wall_s=time.perf_counter() - start,
+            verifier=info,
+        )
     finally:
-        close()
-    elapsed = time.perf_counter() - start
-    with output_path.open("w", encoding="utf-8") as out:
-        for item in items:
-            if item.line in results:
-                out.write(json.dumps(score_to_json(item.id, results[item.line])) + "\n")
-    scores = [results[i.line] for i in items if i.line in results]
-    summary.scored = len(scores)
-    summary.bad_lines.sort()
-    summary.statuses = Counter(_status_name(s.status) for s in scores)
-    verdicts = [s.reward for s in scores if is_verdict(s)]
-    summary.reward_mean = statistics.fmean(verdicts) if verdicts else None
-    latencies = sorted(s.latency_s for s in scores)
-    if latencies:
-        summary.latency_p50_s = _nearest_rank(latencies, 0.50)
-        summary.latency_p99_s = _nearest_rank(latencies, 0.99)
-    summary.items_per_s = len(scores) / elapsed if elapsed > 0 else 0.0
-    return summary
+        results.close()
 
 
-def _nearest_rank(sorted_values: list[float], q: float) -> float:
-    """The nearest-rank q-quantile (ceil(q·n)-th smallest): p99 of 10 items is the largest."""
-    return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
+def _verdict_names() -> str:
+    from grpo.services.evaluation.scoring import status_name
+
+    return ", ".join(sorted(status_name(s) for s in VERDICT_STATUSES))
 
 
-def summary_table(kind: str, summary: ScoreSummary) -> Table:
-    """A rich table of the summary: reward mean, status counts, latency p50/p99, items/s."""
-    table = Table(title=f"grpo score {kind}")
+def summary_table(title: str, run: ScoreRun) -> Table:
+    """A rich table of a run: rows, statuses, reward mean over verdicts, latency, items/s."""
+    s = run.summary
+    table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("scored", str(summary.scored))
-    table.add_row("bad lines (skipped)", str(len(summary.bad_lines)))
-    mean = "n/a" if summary.reward_mean is None else f"{summary.reward_mean:.4f}"
-    table.add_row("reward mean (all but internal)", mean)
-    for status, count in sorted(summary.statuses.items()):
+    table.add_row("rows in the output", str(s.rows))
+    table.add_row("  resumed (already there)", str(run.resumed))
+    table.add_row("  written now", str(run.scored_now))
+    table.add_row("verdicts (reward counts)", str(s.verdicts))
+    table.add_row("missing (verifier undecided)", str(s.missing))
+    table.add_row("no score (invalid_input, too_large)", str(s.refused))
+    mean = "n/a" if s.reward_mean is None else f"{s.reward_mean:.4f}"
+    table.add_row(f"reward mean over verdicts ({_verdict_names()})", mean)
+    for status, count in sorted(s.statuses.items()):
         table.add_row(f"status {status}", str(count))
-    table.add_row("latency p50 (ms)", f"{summary.latency_p50_s * 1e3:.1f}")
-    table.add_row("latency p99 (ms)", f"{summary.latency_p99_s * 1e3:.1f}")
-    table.add_row("items/s", f"{summary.items_per_s:.1f}")
+    table.add_row("latency p50 (ms)", f"{s.latency_p50_s * 1e3:.1f}")
+    table.add_row("latency p99 (ms)", f"{s.latency_p99_s * 1e3:.1f}")
+    rate = run.scored_now / run.wall_s if run.wall_s > 0 else 0.0
+    table.add_row("items/s (this run)", f"{rate:.1f}")
     return table
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM takes the Ctrl-C path (finished results are already on disk)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _command(kind: str) -> Callable[..., None]:
     def command(
         input: Annotated[
-            Path,
-            typer.Option("--input", "-i", help="JSONL input file.", exists=True, dir_okay=False),
+            Path, typer.Option("--input", "-i", help="JSONL input file; '-' reads stdin.")
         ],
-        output: Annotated[Path, typer.Option("--output", "-o", help="JSONL output file.")],
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="JSONL output (not the input file).")
+        ],
+        resume: Annotated[
+            bool, typer.Option(help="Keep the rows already in --output; score only the rest.")
+        ] = False,
+        overwrite: Annotated[
+            bool, typer.Option(help="Replace an --output that already holds results.")
+        ] = False,
+        field: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--field", help="NAME=KEY: read input field NAME from KEY (dots for nesting)."
+            ),
+        ] = None,
+        task_type: Annotated[
+            str | None,
+            typer.Option(help="Task.type sent to the verifier (default: math / code)."),
+        ] = None,
         endpoint: Annotated[
-            str | None, typer.Option(help="HOST:PORT of a verifier service; default in-process.")
+            str | None, typer.Option(help="HOST:PORT of a verifier service; default in process.")
+        ] = None,
+        service: Annotated[
+            str | None,
+            typer.Option(help="custom: module:SERVICE of a verifier to run in process."),
         ] = None,
         workers: Annotated[
-            int, typer.Option(min=1, help="Worker processes (in-process) or concurrent requests.")
+            int, typer.Option(min=1, help="Concurrent batches (in process: also worker processes).")
         ] = 2,
-        batch_size: Annotated[int, typer.Option(min=1, help="Items per ScoreBatch request.")] = 16,
+        batch_size: Annotated[int, typer.Option(min=1, help="Most items per ScoreBatch.")] = 16,
+        max_request_bytes: Annotated[
+            int, typer.Option(min=1, help="Most bytes per ScoreBatch; a larger item goes alone.")
+        ] = 4 * 1024 * 1024,
+        deadline: Annotated[
+            float, typer.Option(min=0.001, help="Deadline of one ScoreBatch attempt (seconds).")
+        ] = 300.0,
+        max_attempts: Annotated[
+            int, typer.Option(min=1, help="Attempts per batch while the verifier is unavailable.")
+        ] = 5,
+        tls_ca: Annotated[
+            Path | None, typer.Option(help="PEM CA of the verifier's certificate (TLS).")
+        ] = None,
+        tls_cert: Annotated[
+            Path | None, typer.Option(help="PEM client certificate (mutual TLS).")
+        ] = None,
+        tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
     ) -> None:
-        import grpc
-
         console = Console(stderr=True)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        progress = Progress(
+            *Progress.get_default_columns()[:1],
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        bar = progress.add_task(f"score {kind}", total=None)
         try:
-            summary = score_file(
-                kind,
-                input,
-                output,
-                endpoint=endpoint,
-                workers=workers,
-                batch_size=batch_size,
-                console=console,
+            with progress:
+                run = score_file(
+                    kind, input, output, task_type=task_type,
+                    fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
+                    workers=workers, batch_size=batch_size, max_request_bytes=max_request_bytes,
+                    deadline_s=deadline, max_attempts=max_attempts, tls_ca=tls_ca,
+                    tls_cert=tls_cert, tls_key=tls_key, resume=resume, overwrite=overwrite,
+                    on_progress=lambda done, total: progress.update(
+                        bar, completed=done, total=total
+                    ),
+                )  # fmt: skip
+        except KeyboardInterrupt:
+            console.print(
+                f"[yellow]interrupted: every finished result is in {output}; rerun with "
+                "--resume to score the rest"
             )
-        except grpc.RpcError as exc:
-            console.print(f"[red]verifier at {endpoint} failed: {exc.code().name}: {exc.details()}")
-            raise typer.Exit(1) from None
-        except (GrpoError, OSError) as exc:
-            console.print(f"[red]{type(exc).__name__}: {exc}")
-            raise typer.Exit(1) from None
-        for line_no, reason in summary.bad_lines:
-            console.print(f"[yellow]line {line_no}: skipped: {reason}[/yellow]")
-        console.print(summary_table(kind, summary))
-        if summary.scored == 0:
-            console.print("[red]no line was scored")
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (GrpoError, OSError, ValueError) as exc:
+            console.print(f"[red]error: {type(exc).__name__}: {exc}")
+            if isinstance(exc, UnavailableError | ContractError):
+                console.print(f"every finished result is in {output}; rerun with --resume")
+            raise typer.Exit(EXIT_FAILED) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        console.print(summary_table(f"grpo score {kind}: {output}", run))
+        if run.unscored:
+            console.print(
+                f"[yellow]{run.unscored} line(s) got no score (status invalid_input or "
+                f"too_large, with the reason in 'detail'); exit code {min(run.unscored, 100)}"
+            )
+        raise typer.Exit(min(run.unscored, MAX_COUNT_EXIT))
 
     command.__doc__ = (
         f"Score {kind} responses from --input into --output.\n\n"
-        f"Input lines: {_INPUT_HELP[kind]} Output lines: id, reward, status, extracted, "
-        "detail, latency_s, and steps or tests. Bad lines are reported and skipped; the exit "
-        "code is 1 when no line could be scored."
+        f"Input lines: {KINDS[kind].input_help} Output lines: line, id, status, reward (null "
+        "unless a verdict), extracted, detail, latency_s, verifier, and steps or tests; a bad "
+        "line gets status invalid_input with the reason. Results are appended as they "
+        "arrive. Exit code: the number of lines without a score (at most 100), 101 when the "
+        "run could not finish, 130 when interrupted."
     )
     return command
-
-
-_INPUT_HELP = {
-    "math": "id, response, gold (the reference answer).",
-    "steps": "id, response (gold optional).",
-    "code": "id, response, and tests + entry_point (HumanEval), test_list [+ test_imports] "
-    "(MBPP) or io_pairs (stdin/stdout); optional program_prefix.",
-}
 
 
 for _kind in KINDS:

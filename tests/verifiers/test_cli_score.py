@@ -1,149 +1,273 @@
-"""``grpo score``: JSONL in/out, bad lines skipped with their numbers, in-process and gRPC."""
+"""``grpo score``: every input line gets an output line, bad ones with their reason; in
+process and over gRPC; any verifier (Describe checked); TLS; stdin; the exit code counts."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from grpo.cli_score import app, parse_line, score_file
-from grpo.errors import InvalidArgumentError, NotFoundError
-from grpo.services.server import ServerSettings, create_server
+from grpo.cli_score import EXIT_FAILED, app, score_file
+from grpo.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+)
+from grpo.services.evaluation.inputs import FieldMap
+from grpo.services.server import create_server
+from grpo.verifiers.example import SERVICE as EXAMPLE_SERVICE
 from grpo.verifiers.math.service import SERVICE as MATH_SERVICE
-from grpo.verifiers.math.verifier import MathConfig
-from grpo.verifiers.sdk import PoolSettings
+from grpo.verifiers.steps.service import SERVICE as STEPS_SERVICE
 
-LINES = [
-    json.dumps({"id": "right", "response": r"so \boxed{\frac{1}{2}}", "gold": "0.5"}),
-    "{not json",
-    json.dumps({"id": 7, "response": "7+8=15,4+3+1=8:85", "gold": 85}),
-    json.dumps({"response": "no gold here"}),
-    "",
-    json.dumps({"id": "none", "response": "I give up", "gold": "3"}),
-    json.dumps({"id": "wrong", "response": "#### 1,001", "gold": "1000"}),
-]
+# line -> (id, status, reward) expected in the output; the bad lines of every kind
+LINES: list[tuple[bytes, tuple[str, str, float | None]]] = [
+    (json.dumps({"id": "right", "response": r"so \boxed{\frac{1}{2}}", "gold": "0.5"}).encode(),
+     ("right", "ok", 1.0)),
+    (b"{not json", ("line-2", "invalid_input", None)),
+    (json.dumps({"id": 7, "response": "7+8=15,4+3+1=8:85", "gold": 85}).encode(),
+     ("7", "ok", 1.0)),
+    (json.dumps({"id": "nogold", "response": "no gold here"}).encode(),
+     ("nogold", "invalid_input", None)),
+    (b"", ("", "", None)),  # blank: not an item
+    (json.dumps({"id": "none", "response": "I give up", "gold": "3"}).encode(),
+     ("none", "no_answer", 0.0)),
+    (json.dumps({"id": "wrong", "response": "#### 1,001", "gold": "1000"}).encode(),
+     ("wrong", "ok", 0.0)),
+    (b"\xff\xfe{}", ("line-8", "invalid_input", None)),
+    (b'{"id": "surrogate", "response": "x \\ud800", "gold": "1"}',
+     ("surrogate", "invalid_input", None)),
+    (b"[1, 2]", ("line-10", "invalid_input", None)),
+    (json.dumps({"id": "typed", "response": ["a"], "gold": "1"}).encode(),
+     ("typed", "invalid_input", None)),
+    (json.dumps({"id": "right", "response": "1", "gold": "1"}).encode(),
+     ("line-12", "invalid_input", None)),
+]  # fmt: skip
+REASONS = {
+    2: "invalid JSON",
+    4: "missing field 'gold'",
+    8: "not valid UTF-8",
+    9: "lone surrogate",
+    10: "expected a JSON object",
+    11: "field 'response' must be text",
+    12: "duplicate id 'right' (first on line 1)",
+}
 
 
 def _write_input(tmp_path: Path) -> Path:
     path = tmp_path / "in.jsonl"
-    path.write_bytes(("\n".join(LINES) + "\n").encode() + b"\xff\xfe{}\n")
+    path.write_bytes(b"".join(raw + b"\n" for raw, _ in LINES))
     return path
 
 
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def _check_output(path: Path) -> None:
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [(r["id"], r["status"], r["reward"]) for r in rows] == [
-        ("right", "ok", 1.0),
-        ("7", "ok", 1.0),
-        ("none", "no_answer", 0.0),
-        ("wrong", "ok", 0.0),
-    ]
-    assert rows[0]["extracted"] == r"\frac{1}{2}"
-    assert rows[1]["extracted"] == "85"
+    rows = _rows(path)
+    expected = [
+        (n, *want) for n, (_, want) in enumerate(LINES, start=1) if want[0]
+    ]  # blank line 5 has no row
+    assert [(r["line"], r["id"], r["status"], r["reward"]) for r in rows] == expected
+    by_line = {r["line"]: r for r in rows}
+    for line, reason in REASONS.items():
+        assert reason in by_line[line]["detail"], (line, by_line[line]["detail"])
+    assert by_line[1]["extracted"] == r"\frac{1}{2}" and by_line[3]["extracted"] == "85"
 
 
-def test_score_math_in_process_skips_bad_lines(tmp_path: Path) -> None:
-    out = tmp_path / "out.jsonl"
-    summary = score_file("math", _write_input(tmp_path), out, workers=1)
-    _check_output(out)
-    assert [n for n, _ in summary.bad_lines] == [2, 4, 8]
-    assert "missing field 'gold'" in summary.bad_lines[1][1]
-    assert "UTF-8" in summary.bad_lines[2][1]
-    assert summary.statuses == {"ok": 3, "no_answer": 1}
-    assert summary.reward_mean == pytest.approx(2 / 4)  # no_answer is a verdict of 0
-    assert summary.scored == 4 and summary.items_per_s > 0
-    latencies = sorted(json.loads(line)["latency_s"] for line in out.read_text().splitlines())
-    assert summary.latency_p99_s == pytest.approx(latencies[-1], abs=1e-6)  # p99 of 4 = max
+@pytest.fixture
+def serve_verifier() -> Iterator[Callable[..., str]]:
+    """``serve_verifier(spec, **settings) -> "127.0.0.1:PORT"``: a verifier service served
+    in this process on a free loopback port, stopped after the test."""
+    started: list[tuple[Any, Any]] = []
 
+    def start(spec: Any, **settings: Any) -> str:
+        server_settings = {"port": 0, "metrics_port": -1, **settings.pop("server", {})}
+        parsed = spec.settings_cls.model_validate({"server": server_settings, **settings})
+        parts = spec.build(parsed)
+        server = create_server(parts.bindings, parsed.server)
+        server.start()
+        started.append((server, parts))
+        return f"127.0.0.1:{server.port}"
 
-def test_missing_output_folder_fails_before_scoring(tmp_path: Path) -> None:
-    with pytest.raises(NotFoundError, match="output folder"):
-        score_file("math", _write_input(tmp_path), tmp_path / "nope" / "out.jsonl", workers=1)
-
-
-def test_score_math_over_grpc_matches_in_process(tmp_path: Path) -> None:
-    settings = MATH_SERVICE.settings_cls(
-        server=ServerSettings(port=0, metrics_port=-1),
-        verifier=MathConfig(pool=PoolSettings(workers=1, timeout_s=20)),
-    )
-    parts = MATH_SERVICE.build(settings)
-    server = create_server(parts.bindings, settings.server)
-    server.start()
-    try:
-        out = tmp_path / "remote.jsonl"
-        summary = score_file(
-            "math", _write_input(tmp_path), out, endpoint=f"127.0.0.1:{server.port}", batch_size=2
-        )
-    finally:
+    yield start
+    for server, parts in started:
         server.stop(0)
-        assert parts.close is not None
         parts.close()
+
+
+def test_score_math_in_process_every_line_gets_a_row(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    run = score_file("math", _write_input(tmp_path), out, workers=1)
     _check_output(out)
-    assert [n for n, _ in summary.bad_lines] == [2, 4, 8]
+    s = run.summary
+    assert (s.rows, s.verdicts, s.refused, s.missing) == (11, 4, 7, 0)
+    assert s.statuses == {"ok": 3, "no_answer": 1, "invalid_input": 7}
+    assert s.reward_mean == pytest.approx(2 / 4)  # no_answer is a verdict of 0
+    assert run.unscored == 7 and run.scored_now == 11 and run.resumed == 0
+    latencies = sorted(r["latency_s"] for r in _rows(out) if "latency_s" in r)
+    assert s.latency_p99_s == pytest.approx(latencies[-1], abs=1e-6)  # p99 of 4 = max
 
 
-def test_cli_steps_prints_summary_table(tmp_path: Path) -> None:
-    src = tmp_path / "steps.jsonl"
-    src.write_text(json.dumps({"id": "a", "response": "1+1=2, 2+2=5"}) + "\n")
+def test_score_math_over_grpc_matches_in_process(tmp_path: Path, serve_verifier: Any) -> None:
+    address = serve_verifier(MATH_SERVICE, verifier={"pool": {"workers": 1}})
+    out = tmp_path / "remote.jsonl"
+    run = score_file("math", _write_input(tmp_path), out, endpoint=address, batch_size=2)
+    _check_output(out)
+    assert run.verifier.name == "math" and run.unscored == 7
+
+
+def test_exit_code_counts_lines_without_a_score(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     result = CliRunner().invoke(
-        app, ["steps", "--input", str(src), "--output", str(out), "--workers", "1"]
+        app, ["math", "-i", str(_write_input(tmp_path)), "-o", str(out), "--workers", "1"]
     )
+    assert result.exit_code == 7, result.output
+    assert "7 line(s) got no score" in result.output
+    # the summary label is the shared verdict rule (grpo.services.score_status)
+    assert "reward mean over verdicts (no_answer, ok, parse_error" in result.output
+
+
+def test_output_guards(tmp_path: Path) -> None:
+    src = _write_input(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="is the input file"):
+        score_file("math", src, tmp_path / "." / "in.jsonl", workers=1)
+    with pytest.raises(NotFoundError, match="output folder"):
+        score_file("math", src, tmp_path / "nope" / "out.jsonl", workers=1)
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"line": 1, "id": "right", "status": "ok", "reward": 1.0}\n')
+    with pytest.raises(InvalidArgumentError, match="--resume"):
+        score_file("math", src, out, workers=1)
+    assert src.read_bytes().startswith(LINES[0][0])  # the input is untouched
+    run = score_file("math", src, out, workers=1, resume=True)
+    assert run.resumed == 1 and run.scored_now == 10 and run.summary.rows == 11
+
+
+def test_steps_via_cli_and_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    line = json.dumps({"key": "a", "text": "1+1=2, 2+2=5"}) + "\n"
+    result = CliRunner().invoke(
+        app,
+        ["steps", "-i", "-", "-o", str(out), "--workers", "1",
+         "--field", "id=key", "--field", "response=text"],
+        input=line,
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "latency p99" in result.output and "items/s" in result.output
-    row = json.loads(out.read_text())
-    assert row["reward"] == 0.5
+    (row,) = _rows(out)
+    assert row["id"] == "a" and row["reward"] == 0.5
     assert [(s["start"], s["end"], s["status"]) for s in row["steps"]] == [
         (0, 5, "valid"),
         (7, 12, "invalid"),
     ]
 
 
-def test_parse_code_line_formats() -> None:
-    humaneval = parse_line(
-        "code",
-        1,
-        json.dumps({"response": "x", "tests": "def check(c): pass", "entry_point": "f"}).encode(),
+def test_mismatched_verifier_is_refused_naming_what_it_serves(
+    tmp_path: Path, serve_verifier: Any
+) -> None:
+    src = _write_input(tmp_path)
+    steps = serve_verifier(STEPS_SERVICE, verifier={"pool": {"workers": 1}})
+    with pytest.raises(FailedPreconditionError, match=r"'math-steps'.*is not an outcome verifier"):
+        score_file("math", src, tmp_path / "a.jsonl", endpoint=steps)
+    exact = serve_verifier(EXAMPLE_SERVICE)
+    with pytest.raises(FailedPreconditionError, match=r"'exact-match'.*task types: exact"):
+        score_file("math", src, tmp_path / "b.jsonl", endpoint=exact)
+    result = CliRunner().invoke(
+        app, ["math", "-i", str(src), "-o", str(tmp_path / "c.jsonl"), "--endpoint", exact]
     )
-    assert humaneval is not None and humaneval.task.code_tests.entry_point == "f"
-    mbpp = parse_line(
-        "code", 2, json.dumps({"response": "x", "test_list": ["assert f(1) == 1"]}).encode()
-    )
-    assert mbpp is not None and list(mbpp.task.code_tests.test_list) == ["assert f(1) == 1"]
-    io = parse_line(
-        "code",
-        3,
-        json.dumps(
-            {"response": "x", "io_pairs": [["1\n", "2\n"], {"stdin": "", "expected_stdout": "0"}]}
-        ).encode(),
-    )
-    assert io is not None and [p.expected_stdout for p in io.task.code_tests.io_pairs] == [
-        "2\n",
-        "0",
+    assert result.exit_code == EXIT_FAILED
+    assert "grpo score custom --task-type" in result.output
+
+
+def test_custom_verifier_over_grpc_with_field_map(tmp_path: Path, serve_verifier: Any) -> None:
+    """The shipped example verifier (task type 'exact'); a task it refuses is invalid_input."""
+    src = tmp_path / "in.jsonl"
+    rows = [
+        {"qid": "a", "answer": "Paris", "out": "it is\nparis"},
+        {"qid": "b", "answer": "Rome", "out": "Milan"},
+        {"qid": "c", "out": "no gold"},  # the verifier requires gold_answer
     ]
-    with pytest.raises(InvalidArgumentError, match="io_pairs"):
-        parse_line("code", 4, json.dumps({"response": "x", "io_pairs": [[1]]}).encode())
-    with pytest.raises(InvalidArgumentError, match="test_list"):
-        parse_line("code", 5, json.dumps({"response": "x"}).encode())
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    address = serve_verifier(EXAMPLE_SERVICE)
+    out = tmp_path / "out.jsonl"
+    run = score_file(
+        "custom", src, out, task_type="exact", endpoint=address, batch_size=8,
+        fields=FieldMap.parse(["id=qid", "gold=answer", "response=out"]),
+    )  # fmt: skip
+    got = [(r["id"], r["status"], r["reward"]) for r in _rows(out)]
+    assert got == [("a", "ok", 1.0), ("b", "ok", 0.0), ("c", "invalid_input", None)]
+    assert "gold_answer is required" in _rows(out)[2]["detail"]
+    assert run.verifier.name == "exact-match" and run.unscored == 1
+    with pytest.raises(FailedPreconditionError, match="does not accept task type 'math'"):
+        score_file("custom", src, tmp_path / "x.jsonl", task_type="math", endpoint=address)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_oversized_item_is_sent_alone_then_refused_too_large(
+    tmp_path: Path, serve_verifier: Any
+) -> None:
+    """Batches split by bytes: small items share requests, a 300 kB item goes alone and the
+    server (200 kB message limit) refuses it: status too_large; the others are scored."""
+    address = serve_verifier(EXAMPLE_SERVICE, server={"max_message_bytes": 200_000})
+    src = tmp_path / "in.jsonl"
+    rows = [{"id": f"s{i}", "response": "x" * 40_000, "gold": "x"} for i in range(6)]
+    rows.insert(3, {"id": "huge", "response": "y" * 300_000, "gold": "y"})
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    run = score_file(
+        "custom", src, out, task_type="exact", endpoint=address, max_request_bytes=100_000
+    )
+    got = {r["id"]: r for r in _rows(out)}
+    assert got["huge"]["status"] == "too_large" and got["huge"]["reward"] is None
+    assert "300" in got["huge"]["detail"] and "bytes" in got["huge"]["detail"]
+    assert all(got[f"s{i}"]["status"] == "ok" for i in range(6))
+    assert run.unscored == 1
+
+
+def test_tls_endpoint(
+    tmp_path: Path, localhost_cert: tuple[Path, Path], serve_verifier: Any
+) -> None:
+    key, cert = localhost_cert
+    address = serve_verifier(
+        EXAMPLE_SERVICE, server={"tls_cert_file": str(cert), "tls_key_file": str(key)}
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "response": "Yes", "gold": "yes"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    port = address.rsplit(":", 1)[1]
+    score_file("custom", src, out, task_type="exact", endpoint=f"localhost:{port}", tls_ca=cert)
+    assert _rows(out)[0]["reward"] == 1.0
+    with pytest.raises(UnavailableError, match="failed 1 attempts"):
+        score_file(
+            "custom", src, tmp_path / "plain.jsonl", task_type="exact",
+            endpoint=f"localhost:{port}", max_attempts=1, deadline_s=3.0,
+        )  # fmt: skip
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None or sys.platform != "linux", reason="needs bubblewrap"
+)
 def test_score_code_in_process(tmp_path: Path) -> None:
     src = tmp_path / "code.jsonl"
     rows = [
-        {
-            "id": "ok",
-            "response": "print(int(input()) * 2)",
-            "io_pairs": [["2\n", "4"], ["5\n", "10"]],
-        },
+        {"id": "ok", "response": "print(int(input()) * 2)",
+         "io_pairs": [["2\n", "4"], ["5\n", "10"]]},
         {"id": "bad", "response": "print(1)", "io_pairs": [["2\n", "4"]]},
-    ]
+        {"id": "notests", "response": "print(1)"},
+        {"id": "badpairs", "response": "x", "io_pairs": [[1]]},
+    ]  # fmt: skip
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
     score_file("code", src, out, workers=1)
-    got = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["id"], r["reward"]) for r in got] == [("ok", 1.0), ("bad", 0.0)]
+    got = _rows(out)
+    assert [(r["id"], r["reward"]) for r in got] == [
+        ("ok", 1.0), ("bad", 0.0), ("notests", None), ("badpairs", None)
+    ]  # fmt: skip
     assert [t["status"] for t in got[0]["tests"]] == ["passed", "passed"]
+    assert "code items need" in got[2]["detail"] and "io_pairs[0]" in got[3]["detail"]

@@ -1,0 +1,347 @@
+"""Reading JSONL input lines into tasks: the field map, the required fields, and bad lines.
+
+One reader serves ``grpo score`` (each line a response to score) and ``grpo eval`` (each line a
+problem to generate for). A line becomes a ``common_pb2.Task`` (+ the response text) or an
+:class:`InvalidLine` carrying the reason; nothing is skipped silently except blank lines.
+
+Canonical field names (``TASK_FIELDS``) and the ``Task`` field each fills:
+
+- ``id`` -> ``Task.id`` (text or number; default ``line-N``);
+- ``response`` -> the response to score (``grpo score`` only);
+- ``prompt`` -> ``Task.prompt`` (and ``CodeTests.program_prefix`` for code when
+  ``program_prefix`` is absent);
+- ``gold`` -> ``Task.gold_answer``;
+- ``tests`` + ``entry_point`` (HumanEval ``check(candidate)``), ``test_list`` +
+  ``test_imports`` (MBPP asserts), ``io_pairs`` (``{"stdin", "expected_stdout"}`` objects or
+  ``[stdin, stdout]`` pairs), ``program_prefix`` -> ``Task.code_tests``;
+- ``metadata`` -> ``Task.metadata`` (an object of text values).
+
+A :class:`FieldMap` renames them (``gold=answer``: the gold answer is the line's ``answer``
+key; a dotted key ``meta.level`` reads a nested object). Bad lines: not UTF-8, not JSON, not a
+JSON object, a required field missing, a field of the wrong type, a string with a lone
+surrogate (``"\\ud800"``: valid JSON, not valid Unicode, and refused by protobuf), a duplicate
+id. Each is an :class:`InvalidLine` whose ``reason`` names the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo.errors import InvalidArgumentError
+from grpo.v1 import common_pb2
+
+__all__ = [
+    "CODE_TEST_FIELDS",
+    "TASK_FIELDS",
+    "FieldMap",
+    "InputSpec",
+    "InvalidLine",
+    "ScoreItem",
+    "parse_line",
+    "read_lines",
+]
+
+CODE_TEST_FIELDS = ("tests", "entry_point", "test_list", "test_imports", "io_pairs")
+TASK_FIELDS = (
+    "id",
+    "response",
+    "prompt",
+    "gold",
+    *CODE_TEST_FIELDS,
+    "program_prefix",
+    "metadata",
+)
+"""Canonical input field names (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Canonical field name -> the JSON key (dotted for nested objects) it is read from.
+
+    Attributes:
+        keys: only the renamed fields; every other field is read from its canonical name.
+    """
+
+    keys: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.keys) - set(TASK_FIELDS))
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown field(s) {', '.join(unknown)} in the field map; valid: "
+                f"{', '.join(TASK_FIELDS)}"
+            )
+        for name, key in self.keys.items():
+            if not key or any(not part for part in key.split(".")):
+                raise InvalidArgumentError(f"field map {name}={key!r}: the key is empty")
+
+    @classmethod
+    def parse(cls, specs: Iterable[str]) -> FieldMap:
+        """Build from ``NAME=KEY`` strings (the ``--field`` option), e.g. ``gold=answer``.
+
+        Raises:
+            InvalidArgumentError: a spec without ``=``, an unknown NAME, an empty KEY, or a
+                NAME given twice.
+        """
+        keys: dict[str, str] = {}
+        for spec in specs:
+            name, sep, key = spec.partition("=")
+            name, key = name.strip(), key.strip()
+            if not sep:
+                raise InvalidArgumentError(f"--field {spec!r} is not NAME=KEY (e.g. gold=answer)")
+            if name in keys:
+                raise InvalidArgumentError(f"--field {name} is given twice")
+            keys[name] = key
+        return cls(keys)
+
+    def key(self, name: str) -> str:
+        """The JSON key field ``name`` is read from."""
+        return self.keys.get(name, name)
+
+    def get(self, obj: Mapping[str, Any], name: str) -> Any:
+        """The value of field ``name`` in ``obj`` (None when absent)."""
+        value: Any = obj
+        for part in self.key(name).split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                return None
+            value = value[part]
+        return value
+
+    def mapped_keys(self) -> set[str]:
+        """Top-level JSON keys the canonical fields are read from."""
+        return {self.key(name).split(".")[0] for name in TASK_FIELDS}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What a line must carry, and the task type given to every task.
+
+    Attributes:
+        task_type: ``Task.type`` of every task (the verifier routing key, e.g. ``math``).
+        require_response: ``response`` is required (``grpo score``), else not read.
+        require_prompt: ``prompt`` is required (``grpo eval``).
+        require_gold: ``gold`` is required (math outcome verifiers).
+        require_code_tests: one of the code test forms is required (code verifiers).
+        extra_metadata: copy every other top-level text/number field of the line into
+            ``Task.metadata`` (``grpo eval`` slices results by them).
+    """
+
+    task_type: str
+    require_response: bool = True
+    require_prompt: bool = False
+    require_gold: bool = False
+    require_code_tests: bool = False
+    extra_metadata: bool = False
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One usable line: its 1-based line number, id, task and response ("" for eval)."""
+
+    line: int
+    id: str
+    task: common_pb2.Task
+    response: str = ""
+
+
+@dataclass(frozen=True)
+class InvalidLine:
+    """A line that cannot be used: its line number, id (``line-N`` when unreadable), why."""
+
+    line: int
+    id: str
+    reason: str
+
+
+def _check_unicode(value: str, what: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{what} holds a lone surrogate {value[exc.start]!r} at character {exc.start} "
+            "(valid JSON, not valid Unicode)"
+        ) from None
+    return value
+
+
+def _text(fields: FieldMap, obj: Mapping[str, Any], name: str, *, required: bool) -> str:
+    value = fields.get(obj, name)
+    key = fields.key(name)
+    if value is None:
+        if required:
+            raise InvalidArgumentError(f"missing field {key!r}")
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InvalidArgumentError(f"field {key!r} must be text, got {type(value).__name__}")
+    return _check_unicode(str(value), f"field {key!r}")
+
+
+def _text_list(fields: FieldMap, obj: Mapping[str, Any], name: str) -> list[str]:
+    value = fields.get(obj, name)
+    key = fields.key(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgumentError(f"field {key!r} must be a list of strings")
+    return [_check_unicode(v, f"field {key!r}") for v in value]
+
+
+def _io_pairs(fields: FieldMap, value: Any) -> list[common_pb2.IoPair]:
+    key = fields.key("io_pairs")
+    if not isinstance(value, list):
+        raise InvalidArgumentError(f"field {key!r} must be a list")
+    pairs = []
+    for i, pair in enumerate(value):
+        if isinstance(pair, dict):
+            stdin, expected = pair.get("stdin", ""), pair.get("expected_stdout")
+        elif isinstance(pair, list | tuple) and len(pair) == 2:
+            stdin, expected = pair
+        else:
+            raise InvalidArgumentError(f"{key}[{i}] must be {{stdin, expected_stdout}}")
+        if not isinstance(stdin, str) or not isinstance(expected, str):
+            raise InvalidArgumentError(f"{key}[{i}] stdin and expected_stdout must be text")
+        pairs.append(
+            common_pb2.IoPair(
+                stdin=_check_unicode(stdin, f"{key}[{i}]"),
+                expected_stdout=_check_unicode(expected, f"{key}[{i}]"),
+            )
+        )
+    return pairs
+
+
+def _code_tests(fields: FieldMap, obj: Mapping[str, Any], required: bool) -> common_pb2.CodeTests:
+    tests = common_pb2.CodeTests(
+        program_prefix=_text(fields, obj, "program_prefix", required=False)
+        or _text(fields, obj, "prompt", required=False)
+    )
+    if fields.get(obj, "tests") is not None:
+        tests.test_code = _text(fields, obj, "tests", required=True)
+        tests.entry_point = _text(fields, obj, "entry_point", required=True)
+    elif fields.get(obj, "test_list") is not None:
+        tests.test_list.extend(_text_list(fields, obj, "test_list"))
+        tests.test_imports.extend(_text_list(fields, obj, "test_imports"))
+        tests.entry_point = _text(fields, obj, "entry_point", required=False)
+    elif fields.get(obj, "io_pairs") is not None:
+        tests.io_pairs.extend(_io_pairs(fields, fields.get(obj, "io_pairs")))
+    elif required:
+        names = [fields.key(n) for n in ("tests", "entry_point", "test_list", "io_pairs")]
+        raise InvalidArgumentError(
+            f"code items need {names[0]!r} + {names[1]!r}, {names[2]!r} or {names[3]!r}"
+        )
+    return tests
+
+
+def _metadata(fields: FieldMap, obj: Mapping[str, Any], spec: InputSpec) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if spec.extra_metadata:
+        mapped = fields.mapped_keys()
+        for key, value in obj.items():
+            if key in mapped or isinstance(value, bool) or not isinstance(value, str | int | float):
+                continue
+            out[_check_unicode(str(key), "a key")] = _check_unicode(str(value), f"field {key!r}")
+    value = fields.get(obj, "metadata")
+    if value is None:
+        return out
+    key = fields.key("metadata")
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"field {key!r} must be an object of text values")
+    for name, item in value.items():
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise InvalidArgumentError(f"{key}.{name} must be text, got {type(item).__name__}")
+        out[_check_unicode(str(name), f"a key of {key!r}")] = _check_unicode(
+            str(item), f"{key}.{name}"
+        )
+    return out
+
+
+def parse_line(spec: InputSpec, fields: FieldMap, line_no: int, raw: bytes) -> ScoreItem | None:
+    """Parse one input line into a :class:`ScoreItem` (None for a blank line).
+
+    Args:
+        spec: required fields and the task type.
+        fields: where each canonical field is read from.
+        line_no: 1-based line number (the default id is ``line-<line_no>``).
+        raw: the line's bytes (a trailing newline is allowed).
+
+    Raises:
+        InvalidArgumentError: not UTF-8, not a JSON object, a field missing or mistyped, or a
+            lone surrogate; the message names the field.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"not valid UTF-8 (byte {exc.start})") from None
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise InvalidArgumentError(f"expected a JSON object, got {type(obj).__name__}")
+    item_id = _text(fields, obj, "id", required=False) or f"line-{line_no}"
+    response = _text(fields, obj, "response", required=spec.require_response)
+    task = common_pb2.Task(
+        id=item_id,
+        type=spec.task_type,
+        prompt=_text(fields, obj, "prompt", required=spec.require_prompt),
+        gold_answer=_text(fields, obj, "gold", required=spec.require_gold),
+        metadata=_metadata(fields, obj, spec),
+    )
+    wants_tests = spec.require_code_tests or any(
+        fields.get(obj, name) is not None for name in CODE_TEST_FIELDS
+    )
+    if wants_tests:
+        task.code_tests.CopyFrom(_code_tests(fields, obj, spec.require_code_tests))
+    return ScoreItem(line_no, item_id, task, response if spec.require_response else "")
+
+
+def _unreadable_id(raw: bytes, fields: FieldMap, line_no: int) -> str:
+    """The id of a bad line when it can still be read (so --resume recognises it)."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+        value = fields.get(obj, "id") if isinstance(obj, dict) else None
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return _check_unicode(str(value), "id") or f"line-{line_no}"
+    except (ValueError, InvalidArgumentError):
+        pass
+    return f"line-{line_no}"
+
+
+def read_lines(
+    lines: Iterable[bytes], spec: InputSpec, fields: FieldMap
+) -> Iterator[ScoreItem | InvalidLine]:
+    """Parse every line; yield a :class:`ScoreItem` or an :class:`InvalidLine` per non-blank line.
+
+    A second line with an id already seen is an :class:`InvalidLine` (``--resume`` and the
+    per-sample results are keyed by id).
+
+    Args:
+        lines: the raw lines (a binary file object works).
+        spec, fields: see :func:`parse_line`.
+    """
+    first_line: dict[str, int] = {}
+    for line_no, raw in enumerate(lines, start=1):
+        try:
+            item = parse_line(spec, fields, line_no, raw)
+        except InvalidArgumentError as exc:
+            item_id = _unreadable_id(raw, fields, line_no)
+            if item_id in first_line:
+                item_id = f"line-{line_no}"
+            first_line.setdefault(item_id, line_no)
+            yield InvalidLine(line_no, item_id, str(exc))
+            continue
+        if item is None:
+            continue
+        if item.id in first_line:
+            yield InvalidLine(
+                line_no,
+                f"line-{line_no}",
+                f"duplicate id {item.id!r} (first on line {first_line[item.id]})",
+            )
+            continue
+        first_line[item.id] = line_no
+        yield item

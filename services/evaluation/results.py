@@ -1,0 +1,197 @@
+"""An append-only JSONL results file that survives interruption and can be resumed.
+
+Every result is one JSON line, written and flushed as soon as it is known, so a Ctrl-C, a
+SIGTERM, a crash or a lost verifier keeps every finished result. Opening the file again with
+``resume=True`` reads the keys already there (``grpo score``: the item id; ``grpo eval``: the
+problem id and sample index) so that the caller skips them: no result is computed twice and
+none is missing. A last line cut short by a kill (no final newline) is dropped and recomputed.
+When a run is complete, :meth:`ResultsFile.sort` rewrites the file in input order (atomically:
+a temporary file renamed over it), so a finished file reads in input order and an unfinished
+one carries the input position in each line.
+
+Refusals that protect results: the output may not be the input file; an existing non-empty
+output is neither overwritten nor appended to unless ``resume`` or ``overwrite`` says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from grpo.errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["ResultsFile", "same_file"]
+
+Row = dict[str, Any]
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name the same file (resolved paths, hard links included)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+class ResultsFile:
+    """Append-only JSONL results with resume (see the module docstring).
+
+    Args:
+        path: the output file.
+        key: row -> its key (what ``--resume`` skips), e.g. ``lambda r: r["id"]``.
+        resume: keep the rows already in ``path`` and report their keys in :attr:`done`.
+        overwrite: start ``path`` afresh even when it holds results.
+        inputs: paths the output must differ from (the input file).
+
+    Attributes:
+        done: keys of the rows already in the file when it was opened.
+        resumed_rows: how many rows that was.
+        dropped_partial: True when a cut-off last line was removed on opening.
+
+    Raises:
+        InvalidArgumentError: ``path`` is one of ``inputs``; it holds results and neither
+            ``resume`` nor ``overwrite`` is set; or a line of it (not the last) is not JSON.
+        NotFoundError: the folder of ``path`` does not exist.
+        OSError: the file cannot be read or written.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        key: Callable[[Row], Hashable],
+        resume: bool = False,
+        overwrite: bool = False,
+        inputs: Iterable[Path] = (),
+    ) -> None:
+        self.path = path
+        self._key = key
+        for source in inputs:
+            if same_file(path, source):
+                raise InvalidArgumentError(
+                    f"the output {path} is the input file: choose another output path "
+                    "(writing it would destroy the input)"
+                )
+        if not path.parent.is_dir():
+            raise NotFoundError(f"output folder {path.parent} does not exist")
+        if resume and overwrite:
+            raise InvalidArgumentError("--resume and --overwrite exclude each other")
+        self.done: set[Hashable] = set()
+        self.resumed_rows = 0
+        self.dropped_partial = False
+        has_results = path.is_file() and path.stat().st_size > 0
+        if has_results and not (resume or overwrite):
+            raise InvalidArgumentError(
+                f"the output {path} already holds results: pass --resume to continue it, or "
+                "--overwrite to start over"
+            )
+        if resume and has_results:
+            self._load_existing()
+        mode = "ab" if resume else "wb"
+        self._fh: IO[bytes] | None = path.open(mode)
+
+    def _load_existing(self) -> None:
+        with self.path.open("rb+") as fh:
+            data = fh.read()
+            end = len(data)
+            if data and not data.endswith(b"\n"):
+                end = data.rfind(b"\n") + 1  # the cut-off last line: recompute it
+                fh.truncate(end)
+                self.dropped_partial = True
+        for line_no, raw in enumerate(data[:end].splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"{self.path} line {line_no} is not JSON: not a results file of this "
+                    "command; choose another output or --overwrite"
+                ) from None
+            try:
+                self.done.add(self._key(row))
+            except (KeyError, TypeError):
+                raise InvalidArgumentError(
+                    f"{self.path} line {line_no} lacks the fields of a results row: not a "
+                    "results file of this command; choose another output or --overwrite"
+                ) from None
+            self.resumed_rows += 1
+
+    def append(self, rows: Iterable[Row]) -> int:
+        """Write ``rows`` (one JSON line each) and flush them to the OS; returns how many.
+
+        Raises:
+            OSError: the write failed. InvalidArgumentError: the file is closed.
+        """
+        if self._fh is None:
+            raise InvalidArgumentError(f"results file {self.path} is closed")
+        data = b"".join(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n" for row in rows)
+        if data:
+            self._fh.write(data)
+            self._fh.flush()
+        return data.count(b"\n")
+
+    def close(self) -> None:
+        """Flush, fsync and close the file (idempotent)."""
+        if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> ResultsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def rows(self) -> Iterator[Row]:
+        """Every row in the file, in file order (flushes pending writes first)."""
+        if self._fh is not None:
+            self._fh.flush()
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    yield json.loads(raw)
+
+    def sort(self, order: Callable[[Row], Any]) -> None:
+        """Rewrite the file with its rows sorted by ``order`` (atomic rename; a no-op when
+        already sorted). Only whole-file offsets are held in memory, not the rows.
+
+        Raises:
+            OSError: the rewrite failed (the original file is then unchanged).
+        """
+        if self._fh is not None:
+            self._fh.flush()
+        index: list[tuple[Any, int, int]] = []
+        with self.path.open("rb") as fh:
+            offset = 0
+            for raw in fh:
+                if raw.strip():
+                    index.append((order(json.loads(raw)), offset, len(raw)))
+                offset += len(raw)
+        keys = [k for k, _, _ in index]
+        if all(a <= b for a, b in itertools.pairwise(keys)):
+            return
+        index.sort(key=lambda entry: entry[0])
+        reopen = self._fh is not None
+        self.close()
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as out, self.path.open("rb") as src:
+                for _, start, length in index:
+                    src.seek(start)
+                    out.write(src.read(length))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        if reopen:
+            self._fh = self.path.open("ab")

@@ -1,0 +1,349 @@
+"""Scoring a batch of items with a verifier: in this process or over gRPC, with one behaviour.
+
+Both scorers speak ``ScoreBatch``. :class:`LocalScorer` calls the verifier service's own
+servicer in this process (the same ``VerifierServicer`` ``grpo serve`` runs: same validation,
+concurrency and per-request deadline, no transport); :class:`RemoteScorer` calls a running
+``grpo.v1.Verifier`` over gRPC (plaintext or TLS). What a batch's failure means is decided once,
+in :meth:`BatchScorer.score`:
+
+- INVALID_ARGUMENT (a task lacking what the verifier needs): each item is sent alone to find
+  the refused ones; each gets a :class:`Refusal` with status ``invalid_input`` and the
+  verifier's reason;
+- RESOURCE_EXHAUSTED (too many items, or a message over the size limit): the batch is split in
+  halves; an item refused on its own gets status ``too_large``;
+- UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, INTERNAL, UNKNOWN (remote only): retried with
+  exponential backoff, each attempt under its own deadline, exactly as the assembler calls
+  verifiers (``VerifierClientConfig``: ``timeout_s``, ``max_attempts``, ``backoff_initial_s``
+  doubling up to ``backoff_max_s``); still failing, the call raises ``UnavailableError`` and
+  the caller stops, keeping what was finished.
+
+:func:`check_verifier` compares a verifier's ``Describe`` with what the caller needs (the task
+type, and outcome vs process) and refuses a mismatch with a message naming what it serves.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grpo.errors import (
+    ContractError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    ResourceExhaustedError,
+    UnavailableError,
+)
+from grpo.services.assembler.config import VerifierClientConfig
+from grpo.services.evaluation.inputs import ScoreItem
+from grpo.v1 import common_pb2, verifier_pb2
+
+__all__ = [
+    "BatchScorer",
+    "LocalScorer",
+    "Outcome",
+    "Refusal",
+    "RemoteScorer",
+    "check_verifier",
+    "describe_text",
+    "kind_name",
+    "request_size",
+]
+
+INVALID_INPUT = "invalid_input"
+"""Output status of a line that could not be scored because of the line itself."""
+TOO_LARGE = "too_large"
+"""Output status of an item the verifier refused for its size, even on its own."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An item that got no score: ``status`` (``invalid_input``/``too_large``) and why."""
+
+    status: str
+    reason: str
+
+
+Outcome = common_pb2.Score | Refusal
+"""What scoring one item gives: a verifier ``Score`` or a :class:`Refusal`."""
+
+
+def request_size(item: ScoreItem) -> int:
+    """Serialized size in bytes of the ``ScoreRequest`` of ``item`` (as it travels in a batch)."""
+    return verifier_pb2.ScoreRequest(task=item.task, response=item.response).ByteSize() + 6
+
+
+def kind_name(kind: int) -> str:
+    """``outcome``/``process``/``unspecified`` for a ``VerifierKind`` value."""
+    name = str(verifier_pb2.VerifierKind.Name(kind))  # type: ignore[arg-type]
+    return name.removeprefix("VERIFIER_KIND_").lower()
+
+
+def describe_text(info: verifier_pb2.VerifierDescribeResponse) -> str:
+    """``'math' 0.1.0 (outcome verifier; task types: math, arith)``."""
+    types = ", ".join(info.task_types) or "any"
+    return f"{info.name!r} {info.version} ({kind_name(info.kind)} verifier; task types: {types})"
+
+
+def check_verifier(
+    info: verifier_pb2.VerifierDescribeResponse,
+    *,
+    task_type: str,
+    kind: int | None,
+    where: str,
+    hint: str = "",
+) -> None:
+    """Refuse a verifier that does not serve ``task_type`` or is not of ``kind``.
+
+    Args:
+        info: the verifier's ``Describe`` answer.
+        task_type: the ``Task.type`` the items carry.
+        kind: ``VERIFIER_KIND_OUTCOME``/``_PROCESS`` required, or None for either.
+        where: where the verifier is (for the message), e.g. ``127.0.0.1:50051``.
+        hint: appended to the message (what to run instead).
+
+    Raises:
+        FailedPreconditionError: a mismatch; the message names what the verifier serves.
+    """
+    problems = []
+    if info.task_types and task_type not in info.task_types:
+        problems.append(f"does not accept task type {task_type!r}")
+    if kind is not None and info.kind != kind:
+        article = "an" if kind_name(kind)[0] in "aeiou" else "a"
+        problems.append(f"is not {article} {kind_name(kind)} verifier")
+    if problems:
+        raise FailedPreconditionError(
+            f"the verifier at {where} is {describe_text(info)}: it {' and '.join(problems)}"
+            + (f"; {hint}" if hint else "")
+        )
+
+
+class BatchScorer(abc.ABC):
+    """Scores batches of items; subclasses make one ``ScoreBatch`` call (see the module doc).
+
+    Attributes:
+        where: where the verifier runs, for messages (``in process`` or the address).
+    """
+
+    where: str = ""
+
+    @abc.abstractmethod
+    def _score_batch(self, requests: list[verifier_pb2.ScoreRequest]) -> list[common_pb2.Score]:
+        """One ScoreBatch call; raises InvalidArgumentError / ResourceExhaustedError for a
+        refused batch and another GrpoError when the verifier cannot answer."""
+
+    @abc.abstractmethod
+    def describe(self) -> verifier_pb2.VerifierDescribeResponse:
+        """The verifier's ``Describe`` answer."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the verifier or the channel; in-flight calls end."""
+
+    def score(self, items: Sequence[ScoreItem]) -> list[Outcome]:
+        """Score ``items`` (one batch) in order.
+
+        Returns:
+            One :class:`Outcome` per item, in order.
+
+        Raises:
+            UnavailableError: the verifier could not be reached after the retries.
+            FailedPreconditionError: the verifier answered with another error (unimplemented,
+                permission denied, TLS failure).
+            ContractError: the verifier returned a wrong number of scores.
+        """
+        if not items:
+            return []
+        requests = [verifier_pb2.ScoreRequest(task=i.task, response=i.response) for i in items]
+        try:
+            scores: list[Outcome] = list(self._score_batch(requests))
+        except InvalidArgumentError as exc:
+            if len(items) == 1:
+                return [Refusal(INVALID_INPUT, f"refused by the verifier: {exc}")]
+            return [outcome for item in items for outcome in self.score([item])]
+        except ResourceExhaustedError as exc:
+            if len(items) == 1:
+                return [Refusal(TOO_LARGE, f"{request_size(items[0])} bytes; refused: {exc}")]
+            mid = len(items) // 2
+            return self.score(items[:mid]) + self.score(items[mid:])
+        if len(scores) != len(items):
+            raise ContractError(
+                f"the verifier at {self.where} returned {len(scores)} scores for {len(items)} "
+                "items (ScoreBatch must answer one score per item, in order)"
+            )
+        return scores
+
+    def __enter__(self) -> BatchScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalScorer(BatchScorer):
+    """A verifier service's servicer called in this process (no gRPC transport).
+
+    Args:
+        servicer: a ``grpo.verifiers.sdk.VerifierServicer`` (anything with ``Describe`` and
+            ``ScoreBatch(request, context)``).
+        close: releases the verifier (its worker processes); None if nothing to release.
+    """
+
+    where = "in process"
+
+    def __init__(self, servicer: Any, close: Callable[[], None] | None = None) -> None:
+        self._servicer = servicer
+        self._close = close
+
+    @classmethod
+    def from_service(cls, service: str, settings: Mapping[str, Any] | None = None) -> LocalScorer:
+        """Build the verifier of a ``grpo serve`` service in this process.
+
+        Args:
+            service: a registered name (``verifier-math``) or ``module:ATTRIBUTE`` of a
+                ``ServiceSpec`` made with ``verifier_service_spec``.
+            settings: the service's settings mapping (``server`` is ignored); defaults if None.
+
+        Raises:
+            InvalidArgumentError: an unknown service, bad settings, or a service that is not a
+                verifier built with ``verifier_service_spec``.
+        """
+        from grpo.services.registry import load_spec
+
+        spec = load_spec(service)
+        try:
+            parsed = spec.settings_cls.model_validate(dict(settings or {}))
+        except ValueError as exc:
+            raise InvalidArgumentError(f"settings of {service}: {exc}") from None
+        parts = spec.build(parsed)
+        servicers = [b.servicer for b in parts.bindings if b.name == "grpo.v1.Verifier"]
+        if not servicers:
+            if parts.close is not None:
+                parts.close()
+            raise InvalidArgumentError(
+                f"service {service!r} serves no grpo.v1.Verifier; serve it and pass --endpoint"
+            )
+        return cls(servicers[0], parts.close)
+
+    def describe(self) -> verifier_pb2.VerifierDescribeResponse:
+        """The verifier's ``Describe`` answer."""
+        result: verifier_pb2.VerifierDescribeResponse = self._servicer.Describe(
+            verifier_pb2.VerifierDescribeRequest(), None
+        )
+        return result
+
+    def _score_batch(self, requests: list[verifier_pb2.ScoreRequest]) -> list[common_pb2.Score]:
+        reply = self._servicer.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=requests), None)
+        return list(reply.scores)
+
+    def close(self) -> None:
+        """Stop the verifier's worker processes and threads (idempotent)."""
+        close, self._close = self._close, None
+        if close is not None:
+            close()
+
+
+class RemoteScorer(BatchScorer):
+    """A ``grpo.v1.Verifier`` over gRPC, called with the assembler's retry semantics.
+
+    Args:
+        address: ``host:port`` (or a gRPC target) of the verifier.
+        config: deadline per attempt (``timeout_s``), attempts, backoff, message limit and TLS
+            files (plaintext when ``tls_ca_file`` is unset).
+        sleep: the backoff wait (injectable for tests).
+
+    Raises:
+        InvalidArgumentError: a malformed address.
+        OSError: a TLS file cannot be read.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        config: VerifierClientConfig,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import grpc
+
+        from grpo.services.routing import validate_address
+        from grpo.v1 import verifier_pb2_grpc
+
+        self.where = validate_address(address)
+        self._config = config
+        self._sleep = sleep
+        options = [
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+        ]
+        if config.tls_ca_file is None:
+            self._channel = grpc.insecure_channel(address, options=options)
+        else:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=config.tls_ca_file.read_bytes(),
+                private_key=config.tls_key_file.read_bytes() if config.tls_key_file else None,
+                certificate_chain=(
+                    config.tls_cert_file.read_bytes() if config.tls_cert_file else None
+                ),
+            )
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        self._stub = verifier_pb2_grpc.VerifierStub(self._channel)
+
+    def _call(self, method: str, request: Any) -> Any:
+        """One RPC with the retry policy; maps final failures to ``grpo.errors`` classes."""
+        import grpc
+
+        retryable = {
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.ABORTED,
+            grpc.StatusCode.INTERNAL,
+            grpc.StatusCode.UNKNOWN,
+        }
+        cfg = self._config
+        rpc = getattr(self._stub, method)
+        for attempt in range(cfg.max_attempts):
+            try:
+                return rpc(request, timeout=cfg.timeout_s)
+            except grpc.RpcError as exc:
+                code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+                text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+                if code == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise InvalidArgumentError(text) from None
+                if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise ResourceExhaustedError(text) from None
+                if code == grpc.StatusCode.CANCELLED:
+                    raise UnavailableError(
+                        f"call to the verifier at {self.where} was cancelled"
+                    ) from None
+                if code not in retryable:
+                    raise FailedPreconditionError(
+                        f"the verifier at {self.where} answered {method} with {code.name}: {text}"
+                    ) from None
+                if attempt + 1 == cfg.max_attempts:
+                    raise UnavailableError(
+                        f"the verifier at {self.where} failed {cfg.max_attempts} attempts of "
+                        f"{method} (deadline {cfg.timeout_s:g} s each): {code.name}: {text}"
+                    ) from None
+            self._sleep(min(cfg.backoff_max_s, cfg.backoff_initial_s * 2**attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def describe(self) -> verifier_pb2.VerifierDescribeResponse:
+        """The verifier's ``Describe`` answer (retried like a score call).
+
+        Raises:
+            UnavailableError: unreachable after the retries. GrpoError: another failure.
+        """
+        result: verifier_pb2.VerifierDescribeResponse = self._call(
+            "Describe", verifier_pb2.VerifierDescribeRequest()
+        )
+        return result
+
+    def _score_batch(self, requests: list[verifier_pb2.ScoreRequest]) -> list[common_pb2.Score]:
+        reply = self._call("ScoreBatch", verifier_pb2.ScoreBatchRequest(items=requests))
+        return list(reply.scores)
+
+    def close(self) -> None:
+        """Close the channel; calls in flight end with CANCELLED."""
+        self._channel.close()
