@@ -772,7 +772,8 @@ class StreamConsumer(Generic[MessageT]):
         now = self._clock()
         if len(entries) < count and now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_every_s
-            entries += self.reclaim(count - len(entries))
+            seen = {e.id for e in entries}
+            entries += [e for e in self.reclaim(count - len(entries)) if e.id not in seen]
         if len(entries) < count:
             entries += self.streams.consume(
                 self.stream,

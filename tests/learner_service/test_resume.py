@@ -122,3 +122,48 @@ def test_sigkill_then_restart_loses_and_repeats_nothing(
     # Versions stay monotonic across the restart (v3 of the lost step is never reused).
     assert versions[:2] == [1, 2] and versions[2:] == [5, 6, 7]
     assert redis_client.xpending(names.groups, "learner")["pending"] == 0
+
+
+class _SavesAFile:
+    """Stands in for a model/tokenizer: ``save_pretrained`` writes one marker file."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def save_pretrained(self, folder: Path) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / self.name).write_text(self.name)
+
+
+def test_versions_are_never_reused_and_the_one_in_use_is_never_pruned(
+    tmp_path: Path, redis_client, redis_namespace
+) -> None:
+    from grpo.services.learner.publish import (
+        highest_folder_version,
+        next_version,
+        publish_weights,
+        read_policy,
+    )
+
+    key = StreamNames(redis_namespace).policy_key
+    run_dir = tmp_path / "run"
+    # The operator's case: folders v62..v66 of lost steps survive, the Redis state did not,
+    # and the learner resumes from a checkpoint that recorded v61.
+    for v in range(62, 67):
+        (run_dir / "weights" / f"v{v}").mkdir(parents=True)
+    assert read_policy(redis_client, key) is None
+    version = next_version(redis_client, key, run_dir)
+    assert version == 67
+    model, tok = _SavesAFile("model.safetensors"), _SavesAFile("tokenizer.json")
+    publish_weights(redis_client, key, model=model, tokenizer=tok, run_dir=run_dir,
+                    version=version, step=61, keep=5)  # fmt: skip
+    folders = sorted(int(p.name[1:]) for p in (run_dir / "weights").glob("v*"))
+    assert folders == [63, 64, 65, 66, 67]  # the new one is kept, the oldest pruned
+    policy = read_policy(redis_client, key)
+    assert policy is not None and policy.policy_version == 67 and policy.step == 61
+    assert (Path(policy.path) / "model.safetensors").is_file()
+    # keep=1 still never deletes the version announced in Redis.
+    publish_weights(redis_client, key, model=model, tokenizer=tok, run_dir=run_dir,
+                    version=next_version(redis_client, key, run_dir), step=62, keep=1)  # fmt: skip
+    assert highest_folder_version(run_dir) == 68
+    assert sorted(int(p.name[1:]) for p in (run_dir / "weights").glob("v*")) == [68]

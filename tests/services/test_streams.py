@@ -238,3 +238,82 @@ def test_stream_names_are_namespaced():
     assert n.key("assembler", "stats") == "run42:assembler:stats"
     with pytest.raises(InvalidArgumentError):
         StreamNames("bad name")
+
+
+# ---- the consumer protocol ---------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_outage_backs_off_exponentially_and_its_budget_is_fatal() -> None:
+    from grpo.services.streams import Outage, OutageBudgetExceededError
+
+    clock = _Clock()
+    outage = Outage(5.0, backoff_initial_s=0.5, backoff_max_s=2.0, clock=clock)
+    err = redis.ConnectionError("down")
+    assert [outage.failed(err) for _ in range(4)] == [0.5, 1.0, 2.0, 2.0]
+    assert outage.in_outage and outage.outages == 1
+    clock.now = 3.0
+    assert outage.ok() == 3.0 and not outage.in_outage and outage.ok() == 0.0
+    clock.now = 10.0
+    outage.failed(err)  # a new outage: the budget counts from here
+    clock.now = 15.5
+    with pytest.raises(OutageBudgetExceededError, match=r"budget 5\.0"):
+        outage.failed(err)
+    assert outage.total_s == pytest.approx(3.0 + 5.5)
+    with pytest.raises(InvalidArgumentError):
+        Outage(0.0)
+
+
+def test_consumer_takes_back_its_own_pending_entries_and_never_reclaims_held_ones(
+    streams: Streams, names: StreamNames
+) -> None:
+    from grpo.services.streams import StreamConsumer
+
+    ids = [streams.produce(names.rollouts, _rollout("g", i)) for i in range(4)]
+    before = StreamConsumer(streams, names.rollouts, "asm", "c0", common_pb2.Rollout,
+                            reclaim_idle_ms=60_000)  # fmt: skip
+    assert [e.id for e in before.poll(2, None)] == ids[:2]  # then the process dies
+    after = StreamConsumer(streams, names.rollouts, "asm", "c0", common_pb2.Rollout,
+                           reclaim_idle_ms=0, reclaim_every_s=0.0)  # fmt: skip
+    got = after.poll(3, None)
+    assert [e.id for e in got] == ids[:3]  # its own 2 at once, then 1 new
+    after.hold(e.id for e in got)
+    (last,) = after.poll(10, None)  # held ones are not reclaimed to it
+    assert last.id == ids[3]
+    after.hold([last.id])
+    assert after.reclaim(10) == []
+    assert after.ack([e.id for e in got]) == 3 and after.held == 1
+    after.release([last.id])
+    (entry,) = after.reclaim(10)
+    after.dead_letter(entry, "poison")
+    assert streams.pending(names.rollouts, "asm") == 0
+    dead = streams.client.xrange(f"{names.rollouts}:dead")
+    assert dead[0][1][b"_reason"] == b"poison"  # type: ignore[index]
+
+
+def test_consumer_loop_reports_dead_once_a_redis_outage_outlasts_its_budget() -> None:
+    import socket
+
+    from grpo.services.streams import ConsumerLoop, Outage
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = redis.Redis(port=port, socket_connect_timeout=0.2)
+
+    class Pinger(ConsumerLoop):
+        def run_once(self) -> None:
+            client.ping()
+
+    loop = Pinger(Outage(0.4, backoff_initial_s=0.05, backoff_max_s=0.1))
+    loop.start()
+    loop._thread.join(10)  # type: ignore[union-attr]
+    assert not loop.is_alive()
+    assert "unreachable for" in str(loop.failure) and loop.outage.outages == 1
