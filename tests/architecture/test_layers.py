@@ -1,0 +1,197 @@
+"""The layers and which may import which (docs/architecture.md, "Layers and imports").
+
+Two checks. Statically, every ``import grpo...`` anywhere in a module (lazy imports inside
+functions included: a lazy import is still a dependency) must be allowed by the table below.
+At run time, in a fresh interpreter, importing a domain entry point (the ``Verifier`` base
+class, ``extract_answer``, every ``grpo.learner`` module) must load neither grpc nor sympy.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = {"learner": "grpo.learner", "services": "grpo.services", "verifiers": "grpo.verifiers"}
+
+# Layer of a module: the first matching prefix wins (most specific first).
+LAYER_OF: list[tuple[str, str]] = [
+    ("grpo.errors", "errors"),
+    ("grpo.v1", "contracts"),
+    # The gRPC half of the verifier SDK and each verifier's one-line service module.
+    ("grpo.verifiers.sdk.servicer", "verifier-edge"),
+    ("grpo.verifiers.sdk.service", "verifier-edge"),
+    ("grpo.verifiers.example", "verifier-edge"),
+    ("grpo.verifiers.*.service", "verifier-edge"),
+    ("grpo.verifiers", "verifiers"),
+    ("grpo.model", "model"),
+    ("grpo.learner", "learner"),
+    ("grpo.services", "services"),
+    ("grpo.report", "cli"),
+    ("grpo.cli", "cli"),
+]
+
+# What each layer may import (grpo modules only). "contracts" means the message modules
+# (``grpo.v1.*_pb2``); the gRPC stubs (``*_pb2_grpc``) are "stubs", for the edges only.
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "contracts": {"contracts"},
+    "model": {"errors", "model"},
+    "learner": {"errors", "contracts", "model", "learner"},
+    "verifiers": {"errors", "contracts", "verifiers"},
+    "verifier-edge": {"errors", "contracts", "stubs", "verifiers", "verifier-edge", "services"},
+    "services": {"errors", "contracts", "stubs", "model", "learner", "verifiers",
+                 "verifier-edge", "services"},
+    "cli": {"errors", "contracts", "stubs", "model", "learner", "verifiers", "verifier-edge",
+            "services", "cli"},
+}  # fmt: skip
+
+
+def layer_of(module: str) -> str:
+    """The layer of a dotted module name (``AssertionError`` when no rule places it)."""
+    parts = module.split(".")
+    if module.startswith("grpo.v1.") and module.endswith("_pb2_grpc"):
+        return "stubs"
+    for prefix, layer in LAYER_OF:
+        pattern = prefix.split(".")
+        if len(parts) >= len(pattern) and all(
+            p == "*" or p == q for p, q in zip(pattern, parts, strict=False)
+        ):
+            return layer
+    if module.startswith("grpo.cli"):
+        return "cli"
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYER_OF (and the docs)")
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts)
+    parts[0] = PACKAGES.get(parts[0], parts[0])
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _project_modules() -> list[Path]:
+    files = [p for d in PACKAGES for p in (REPO / d).rglob("*.py")]
+    files += [p for p in (REPO / "grpo").glob("*.py")]
+    return sorted(f for f in files if "__pycache__" not in f.parts)
+
+
+_TYPE_CHECKING = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+
+
+def _grpo_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, imported module) for every grpo import in ``path`` outside ``if
+    TYPE_CHECKING:`` blocks; ``from grpo.v1 import x_pb2_grpc`` yields ``grpo.v1.x_pb2_grpc``."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in _TYPE_CHECKING
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # annotations only: not a run-time dependency
+            continue
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("grpo")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against the module's package
+                base = module.split(".")[: -node.level or None]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            if not name.startswith("grpo"):
+                continue
+            if name == "grpo.v1":
+                out += [(node.lineno, f"grpo.v1.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, name))
+    return out
+
+
+def test_every_import_follows_the_layer_table() -> None:
+    broken = []
+    for path in _project_modules():
+        module = _module_name(path)
+        if module == "grpo" or module.startswith("grpo.v1"):
+            continue
+        layer = layer_of(module)
+        for line, imported in _grpo_imports(path, module):
+            if imported == "grpo":
+                continue
+            target = layer_of(imported)
+            if target not in MAY_IMPORT[layer]:
+                rel = path.relative_to(REPO)
+                broken.append(f"{rel}:{line}: {module} ({layer}) imports {imported} ({target})")
+    assert not broken, "layer violations:\n" + "\n".join(broken)
+
+
+def test_layer_table_rejects_a_domain_import_of_the_services() -> None:
+    """The table really forbids what docs/architecture.md says (the check can fail)."""
+    assert "services" not in MAY_IMPORT[layer_of("grpo.learner.batch")]
+    assert "services" not in MAY_IMPORT[layer_of("grpo.verifiers.sdk.base")]
+    assert "stubs" not in MAY_IMPORT[layer_of("grpo.verifiers.math.verifier")]
+    assert layer_of("grpo.v1.verifier_pb2_grpc") == "stubs"
+    assert layer_of("grpo.verifiers.code.service") == "verifier-edge"
+    assert "cli" not in MAY_IMPORT[layer_of("grpo.services.server")]
+    with pytest.raises(AssertionError, match="no layer"):
+        layer_of("grpo.somewhere_new")
+
+
+def _loaded_after_import(statement: str) -> dict[str, bool]:
+    code = (
+        "import json, sys\n"
+        f"{statement}\n"
+        "print(json.dumps({m: m in sys.modules for m in ('grpc', 'sympy', 'grpo.services')}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _learner_modules() -> list[str]:
+    return sorted(_module_name(p) for p in (REPO / "learner").rglob("*.py"))
+
+
+DOMAIN_ENTRY_POINTS = [
+    "from grpo.verifiers.sdk.base import Verifier",
+    "from grpo.verifiers.sdk import Verifier, WorkerPool, make_score",
+    "from grpo.verifiers.math import extract_answer",
+    "from grpo.verifiers.math.extract import extract_answer",
+    "import grpo.errors",
+]
+
+
+@pytest.mark.parametrize("statement", DOMAIN_ENTRY_POINTS)
+def test_domain_entry_points_load_neither_grpc_nor_sympy(statement: str) -> None:
+    loaded = _loaded_after_import(statement)
+    assert loaded == {"grpc": False, "sympy": False, "grpo.services": False}, statement
+
+
+def test_every_learner_module_loads_neither_grpc_nor_sympy() -> None:
+    """All grpo.learner modules imported in one fresh interpreter; then in one each for the
+    ones that fail together, so the message names the module that pulls grpc or sympy."""
+    modules = _learner_modules()
+    together = _loaded_after_import("\n".join(f"import {m}" for m in modules))
+    if not any(together.values()):
+        return
+    culprits = {m: _loaded_after_import(f"import {m}") for m in modules}
+    bad = {m: sorted(k for k, v in got.items() if v) for m, got in culprits.items()}
+    raise AssertionError(f"learner modules loading grpc/sympy/grpo.services: "
+                         f"{ {m: v for m, v in bad.items() if v} }")  # fmt: skip
+
+
+def test_the_runtime_check_sees_grpc() -> None:
+    """The sys.modules probe does detect grpc (so the checks above can fail)."""
+    assert _loaded_after_import("import grpo.services.server")["grpc"] is True
