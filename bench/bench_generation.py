@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from grpo.learner.tiny_model import init_tiny_model
+from grpo.model import init_tiny_model
 from grpo.services.generation import transformers_backend
 from grpo.services.generation.backend import BackendConfig, SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend

@@ -108,7 +108,7 @@ def _model_step_s() -> tuple[float, int]:
     from transformers import Qwen2ForCausalLM
 
     from grpo.learner.logprobs import token_logprobs
-    from grpo.learner.tiny_model import init_tiny_model
+    from grpo.model import init_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         path = init_tiny_model(tmp, max_positions=T_PROMPT + T_RESP + 8)

@@ -21,7 +21,7 @@ from grpo.v1 import common_pb2
 
 
 def _groups(model_dir: Path, n_groups: int = 8, g: int = 8, length: int = 40) -> list:
-    from grpo.learner.tiny_model import load_tokenizer
+    from grpo.model import load_tokenizer
 
     tok = load_tokenizer(model_dir)
     rng = random.Random(0)
@@ -65,8 +65,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
 
     from grpo.learner.config import LearnerAlgoConfig
-    from grpo.learner.tiny_model import init_tiny_model, load_tokenizer
     from grpo.learner.trainer import Trainer, TrainerConfig
+    from grpo.model import init_tiny_model, load_tokenizer
     from grpo.services.learner.batch import build_batch, group_rows
 
     torch.set_num_threads(1)

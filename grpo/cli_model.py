@@ -1,7 +1,7 @@
 """``grpo model ...``: make the tiny local model, write arithmetic SFT data, warm-start by SFT.
 
 - ``grpo model init OUT_DIR``: a random tiny Qwen2 + character tokenizer
-  (``grpo.learner.tiny_model.init_tiny_model``).
+  (``grpo.model.init_tiny_model``).
 - ``grpo model arith-data OUT.jsonl --n 20000``: worked-solution pairs for addition
   (``grpo.services.datasets.arith_tasks``), one ``{"prompt", "completion"}`` object per line.
 - ``grpo model sft OUT_DIR --data FILE.jsonl``: SFT in place (``grpo.learner.sft.run_sft``);
@@ -46,7 +46,7 @@ def init(
     """Write a random tiny Qwen2 model with a character-level tokenizer."""
     from transformers import AutoModelForCausalLM
 
-    from grpo.learner.tiny_model import init_tiny_model
+    from grpo.model import init_tiny_model
 
     _quiet_torch()
     path = init_tiny_model(

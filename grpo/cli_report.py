@@ -1,4 +1,4 @@
-"""``grpo report RUN_DIR``: render a run's PNG plots (see ``grpo.learner.report``).
+"""``grpo report RUN_DIR``: render a run's PNG plots (see ``grpo.report``).
 
 ``grpo.cli`` registers :func:`report` as its ``report`` command; ``app`` runs it standalone
 (``python -m grpo.cli_report RUN_DIR``).
@@ -22,7 +22,7 @@ def report(
 ) -> None:
     """Render reward/accuracy, group-outcome, clip/KL/entropy, length and straggler plots."""
     from grpo.errors import GrpoError
-    from grpo.learner.report import render_report
+    from grpo.report import render_report
 
     try:
         written = render_report(run_dir, out_dir)

@@ -134,7 +134,7 @@ def run(
         f"(stop: {summary['stop_reason']}); summary in {out / 'summary.json'}"
     )
     try:
-        from grpo.learner.report import render_report
+        from grpo.report import render_report
 
         plots = render_report(out)
         console.print("plots: " + ", ".join(str(p) for p in plots))

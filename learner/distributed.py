@@ -209,6 +209,18 @@ def wrap_fsdp(model: torch.nn.Module, *, layer_classes: tuple[type, ...] = ()) -
     return model
 
 
+def shard_model(model: torch.nn.Module, device: torch.device) -> Any:
+    """Move ``model`` to ``device`` and shard it with FSDP2, one unit per decoder layer (every
+    module whose class name ends in ``DecoderLayer``) plus the root (``wrap_fsdp``).
+
+    Raises:
+        RuntimeError: ``torch.distributed`` is not initialised.
+    """
+    torch.nn.Module.to(model, device)  # shard from the target device
+    layers = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
+    return wrap_fsdp(model, layer_classes=tuple(layers))
+
+
 def spawn(target: Callable[..., None], world_size: int, *args: Any) -> None:
     """Run ``target(rank, world_size, *args)`` in ``world_size`` fresh processes and wait.
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 from transformers import AutoModelForCausalLM
 
-from grpo.learner.tiny_model import load_tokenizer
+from grpo.model import load_tokenizer
 from grpo.services.errors import InvalidArgumentError
 from grpo.v1 import common_pb2
 

@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from grpo.errors import ContractError, InvalidArgumentError, NotFoundError
-from grpo.learner.tiny_model import load_tokenizer
+from grpo.model import load_tokenizer
 from grpo.services.generation.backend import (
     BackendConfig,
     CompletionResult,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from grpo.learner.tiny_model import load_tokenizer
+from grpo.model import load_tokenizer
 from grpo.services.generation.backend import (
     BackendConfig,
     CompletionResult,

@@ -22,7 +22,6 @@ import torch
 
 from grpo.errors import FailedPreconditionError
 from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
-from grpo.learner.trainer import Trainer
 from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.registry import ServiceParts, ServiceSpec
@@ -34,8 +33,6 @@ from grpo.v1 import learner_pb2, learner_pb2_grpc
 __all__ = ["SERVICE", "LearnerServicer", "build", "build_trainer", "follower_main"]
 
 log = logging.getLogger(__name__)
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 
 class LearnerServicer(learner_pb2_grpc.LearnerServicer):
@@ -64,43 +61,23 @@ class LearnerServicer(learner_pb2_grpc.LearnerServicer):
 
 
 def build_trainer(settings: LearnerServiceSettings, parallel: Any | None = None) -> tuple:
-    """Load π_θ (and π_ref when β > 0) and the tokenizer; return ``(trainer, tokenizer)``.
+    """``grpo.learner.loading.build_trainer`` with this service's settings; returns
+    ``(trainer, tokenizer)``.
 
     Raises:
-        NotFoundError: ``model_path`` has no tokenizer.json.
-        OSError: the model folder cannot be read.
+        NotFoundError: a ``model_path`` folder without tokenizer.json.
+        OSError: the model cannot be read.
     """
-    from transformers import AutoModelForCausalLM
+    from grpo.learner.loading import build_trainer as build
 
-    from grpo.learner.tiny_model import load_tokenizer
-
-    torch.set_num_threads(settings.torch_threads)
-    dtype = _DTYPES[settings.dtype]
-    tokenizer = load_tokenizer(settings.model_path)
-    model = AutoModelForCausalLM.from_pretrained(settings.model_path, dtype=dtype)
-    ref = None
-    if settings.algo.kl_coef > 0:
-        ref = AutoModelForCausalLM.from_pretrained(settings.model_path, dtype=dtype)
-    device = settings.trainer.device
-    if parallel is not None and parallel.backend == "nccl":
-        device = f"cuda:{torch.cuda.current_device()}"
-    if parallel is not None and parallel.fsdp:
-        from grpo.learner.distributed import wrap_fsdp
-        from grpo.learner.trainer import resolve_device
-
-        torch.nn.Module.to(model, resolve_device(device))  # shard from the target device
-        layers = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
-        model = wrap_fsdp(model, layer_classes=tuple(layers))
-    trainer = Trainer(
-        model,
+    return build(
+        settings.model_path,
         settings.algo,
-        settings.trainer.model_copy(update={"device": device}),
-        pad_token_id=int(tokenizer.pad_token_id),
-        eos_token_id=int(tokenizer.eos_token_id),
-        ref_model=ref,
+        settings.trainer,
+        dtype=settings.dtype,
+        torch_threads=settings.torch_threads,
         parallel=parallel,
     )
-    return trainer, tokenizer
 
 
 def _dist_init(settings: LearnerServiceSettings) -> str:

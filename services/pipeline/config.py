@@ -88,7 +88,7 @@ class DataConfig(BaseModel):
 
 
 class TinyModelConfig(BaseModel):
-    """Shape of a fresh tiny model (``grpo.learner.tiny_model.init_tiny_model``)."""
+    """Shape of a fresh tiny model (``grpo.model.init_tiny_model``)."""
 
     model_config = _FROZEN
 

@@ -30,7 +30,7 @@ def init_policy(config: RunConfig, run_dir: Path, log: Callable[[str], None]) ->
     if config.model.path is not None:
         path = Path(config.model.path)
         return path.resolve() if path.exists() else config.model.path
-    from grpo.learner.tiny_model import init_tiny_model
+    from grpo.model import init_tiny_model
 
     tiny = config.model.tiny
     model_dir = init_tiny_model(

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grpo.learner.sft import run_sft
-from grpo.learner.tiny_model import init_tiny_model
+from grpo.model import init_tiny_model
 from grpo.services.generation.backend import BackendConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
 

@@ -125,7 +125,7 @@ def test_eos_stop_and_load_weights_change_outputs_and_version(
 def test_load_weights_rejects_missing_and_mismatched(
     backend: TransformersBackend, tmp_path: Path
 ) -> None:
-    from grpo.learner.tiny_model import init_tiny_model
+    from grpo.model import init_tiny_model
 
     with pytest.raises(NotFoundError):
         backend.load_weights(1, str(tmp_path))

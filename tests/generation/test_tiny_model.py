@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from grpo.errors import InvalidArgumentError, NotFoundError
-from grpo.learner.tiny_model import init_tiny_model, load_tokenizer
+from grpo.model import init_tiny_model, load_tokenizer
 
 
 def test_tokenizer_round_trips_spaces_newlines_and_every_char(tiny_model_dir: Path) -> None:

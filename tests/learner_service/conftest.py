@@ -24,7 +24,7 @@ GroupFactory = Callable[..., list[common_pb2.Group]]
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A freshly initialised tiny Qwen2 checkpoint (seed 0) with its char tokenizer."""
-    from grpo.learner.tiny_model import init_tiny_model
+    from grpo.model import init_tiny_model
 
     return init_tiny_model(
         tmp_path_factory.mktemp("tiny") / "model",
@@ -49,7 +49,7 @@ def _sample_groups(
 ) -> list[common_pb2.Group]:
     from transformers import AutoModelForCausalLM
 
-    from grpo.learner.tiny_model import load_tokenizer
+    from grpo.model import load_tokenizer
 
     tok = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()

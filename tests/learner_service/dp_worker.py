@@ -22,8 +22,8 @@ def train_one_step(
     from transformers import AutoModelForCausalLM
 
     from grpo.learner.config import LearnerAlgoConfig
-    from grpo.learner.tiny_model import load_tokenizer
     from grpo.learner.trainer import Trainer, TrainerConfig
+    from grpo.model import load_tokenizer
     from grpo.services.learner.batch import group_rows
 
     torch.set_num_threads(1)

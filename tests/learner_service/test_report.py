@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from grpo.cli_report import app
 from grpo.errors import InvalidArgumentError, NotFoundError
-from grpo.learner.report import (
+from grpo.report import (
     REPORT_FILES,
     _assembler_shares,
     _eval_points,

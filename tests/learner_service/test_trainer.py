@@ -11,8 +11,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from grpo.learner.config import LearnerAlgoConfig
-from grpo.learner.tiny_model import load_tokenizer
 from grpo.learner.trainer import Trainer, TrainerConfig
+from grpo.model import load_tokenizer
 from grpo.services.learner.batch import group_rows
 from grpo.v1 import common_pb2
 

@@ -76,7 +76,7 @@ def services(
     os.environ["PYTEST_SERVICES_ROOT"] = str(root)
     tiny_model = root / "tiny"
     if TORCH_SERVICES & set(selected):
-        from grpo.learner.tiny_model import init_tiny_model
+        from grpo.model import init_tiny_model
 
         tiny_model = Path(init_tiny_model(tiny_model, seed=0))
     namespace = f"t:skeletons:{os.getpid()}"

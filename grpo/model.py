@@ -1,4 +1,5 @@
-"""A tiny local causal LM with a character-level tokenizer, for CPU tests, demos and the main job.
+"""The policy model's files, shared by generation and the learner: loading a tokenizer, and a
+tiny local causal LM with a character-level tokenizer for CPU tests, demos and the main job.
 
 ``init_tiny_model`` writes a randomly initialised Qwen2 checkpoint (~1 M parameters at the
 defaults) and a character-level tokenizer built with the ``tokenizers`` library into one
@@ -11,13 +12,15 @@ tokens with no separator, so spaces and newlines round-trip exactly.
 
 Pitfall (why ``load_tokenizer`` exists): ``AutoTokenizer.from_pretrained`` on a folder whose
 config says ``qwen2`` builds the Qwen2 tokenizer class around this vocabulary and silently drops
-spaces and newlines. ``PreTrainedTokenizerFast.from_pretrained`` loads ``tokenizer.json`` as is.
+spaces and newlines. ``PreTrainedTokenizerFast.from_pretrained`` loads ``tokenizer.json`` as is;
+a hub id (or a folder without ``tokenizer.json``) goes through ``AutoTokenizer``.
 """
 
 from __future__ import annotations
 
 import string
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -67,19 +70,28 @@ def build_char_tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
-def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
-    """Load the tokenizer saved in a model folder, keeping spaces and newlines.
+def load_tokenizer(path: str | Path) -> Any:
+    """Load the tokenizer of a model folder or hub id, keeping spaces and newlines.
 
-    Uses ``PreTrainedTokenizerFast.from_pretrained`` (not ``AutoTokenizer``, see the module
-    docstring). Works for any folder holding a ``tokenizer.json``.
+    A folder holding ``tokenizer.json`` is loaded with ``PreTrainedTokenizerFast`` (not
+    ``AutoTokenizer``, see the module docstring); anything else that is not a folder (a hub id
+    such as ``Qwen/Qwen2.5-0.5B``, resolved by ``from_pretrained`` where the machine has
+    network or a cache) goes through ``AutoTokenizer``. A tokenizer without a pad token pads
+    with EOS.
 
     Raises:
-        NotFoundError: ``path`` has no ``tokenizer.json``.
+        NotFoundError: ``path`` is an existing folder without ``tokenizer.json``.
+        OSError: a hub id that ``from_pretrained`` cannot resolve.
     """
     folder = Path(path)
-    if not (folder / "tokenizer.json").is_file():
+    if (folder / "tokenizer.json").is_file():
+        tok: Any = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    elif folder.is_dir():
         raise NotFoundError(f"no tokenizer.json in model folder {folder}")
-    tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    else:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(path))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok
