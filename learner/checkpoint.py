@@ -6,6 +6,8 @@ A checkpoint is a folder ``<root>/step-<8 digits>`` holding
   generation and evaluation as is;
 - ``optimizer.pt``: optimizer and LR-scheduler state dicts (``torch.save``);
 - ``rng.pt``: Python, torch CPU and CUDA RNG states;
+- ``critic/`` (``estimator: gae`` only): ``model.safetensors`` (the value model's state dict)
+  and ``optimizer.pt`` (its optimizer and LR-scheduler state dicts);
 - ``meta.json``: step, policy version, the consumed group ids in training order, the resolved
   config (with ``LearnerAlgoConfig.resolved_definition()``'s pinned definitions) and the code and
   dependency versions.
@@ -14,6 +16,10 @@ Atomicity: everything is written into ``<root>/.tmp-step-...`` and fsynced, then
 renamed to its final name (``os.rename`` is atomic on one filesystem) and the root is fsynced.
 A folder named ``step-*`` is therefore always complete; a crash leaves at most a ``.tmp-*``
 folder, which the next save removes. Only the last ``keep_last`` checkpoints are kept.
+
+A checkpoint never holds NaN: ``save_checkpoint`` refuses parameters that are not finite (the
+trainer skips any optimizer step whose loss or gradient is not finite, so this only fires on a
+bug), and the previous checkpoint stays the newest.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model
+from safetensors.torch import load_model, save_model
 
-from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
 __all__ = ["CheckpointState", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
@@ -91,6 +97,21 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
+def _check_finite(name: str, module: torch.nn.Module) -> None:
+    for pname, param in module.named_parameters():
+        if not bool(torch.isfinite(param.detach()).all()):
+            raise FailedPreconditionError(
+                f"refusing to checkpoint: {name} parameter {pname!r} is not finite (NaN/inf)"
+            )
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer, scheduler: Any | None) -> dict[str, Any]:
+    return {
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+    }
+
+
 def save_checkpoint(
     root: str | Path,
     *,
@@ -99,6 +120,7 @@ def save_checkpoint(
     scheduler: Any | None,
     state: CheckpointState,
     keep_last: int = 3,
+    critic: Any | None = None,
 ) -> Path:
     """Write a checkpoint atomically under ``root`` and prune old ones.
 
@@ -109,15 +131,22 @@ def save_checkpoint(
         scheduler: LR scheduler with ``state_dict()``, or None.
         state: step, policy version, consumed group ids, resolved config.
         keep_last: how many most recent checkpoints to keep (>= 1).
+        critic: the ``gae`` critic (``grpo.learner.critic.Critic``: ``model``, ``optimizer``,
+            ``scheduler``), saved under ``critic/``; None without one.
 
     Returns:
         The final checkpoint folder ``root/step-<step>``.
 
     Raises:
         InvalidArgumentError: ``keep_last < 1`` or a checkpoint of this step already exists.
+        FailedPreconditionError: a parameter of ``model`` or the critic is NaN or inf
+            (nothing is written).
     """
     if keep_last < 1:
         raise InvalidArgumentError(f"keep_last must be >= 1, got {keep_last}")
+    _check_finite("policy", model)
+    if critic is not None:
+        _check_finite("critic", critic.model)
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{_PREFIX}{state.step:08d}"
@@ -128,13 +157,13 @@ def save_checkpoint(
     tmp = root / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
     tmp.mkdir()
     model.save_pretrained(tmp / "model")  # type: ignore[operator]
-    torch.save(
-        {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        },
-        tmp / "optimizer.pt",
-    )
+    torch.save(_optimizer_state(optimizer, scheduler), tmp / "optimizer.pt")
+    if critic is not None:
+        (tmp / "critic").mkdir()
+        save_model(critic.model, str(tmp / "critic" / "model.safetensors"))
+        torch.save(
+            _optimizer_state(critic.optimizer, critic.scheduler), tmp / "critic" / "optimizer.pt"
+        )
     torch.save(_rng_state(), tmp / "rng.pt")
     meta = {
         "step": state.step,
@@ -170,6 +199,7 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any | None = None,
     restore_rng: bool = True,
+    critic: Any | None = None,
 ) -> CheckpointState:
     """Restore model, optimizer, scheduler and RNG states in place from a checkpoint folder.
 
@@ -179,12 +209,16 @@ def load_checkpoint(
         optimizer: restored when given (its parameters must be ``model``'s, in the same order).
         scheduler: restored when given.
         restore_rng: also restore the Python, torch and CUDA RNG states.
+        critic: the ``gae`` critic (``model``, ``optimizer``, ``scheduler``) to restore in
+            place from ``critic/``; None ignores a saved critic.
 
     Returns:
         The recorded ``CheckpointState``.
 
     Raises:
         NotFoundError: ``path`` is not a complete checkpoint.
+        FailedPreconditionError: ``critic`` is given but the checkpoint has none (it was
+            written by a run with another estimator).
     """
     path = Path(path)
     meta_file = path / "meta.json"
@@ -198,6 +232,19 @@ def load_checkpoint(
         optimizer.load_state_dict(opt["optimizer"])
     if scheduler is not None and opt["scheduler"] is not None:
         scheduler.load_state_dict(opt["scheduler"])
+    if critic is not None:
+        folder = path / "critic"
+        if not (folder / "model.safetensors").is_file():
+            raise FailedPreconditionError(
+                f"{path} has no critic/: it was written by a run without estimator 'gae'; "
+                "start the gae run from a fresh run_dir"
+            )
+        critic_device = next(critic.model.parameters()).device
+        load_model(critic.model, str(folder / "model.safetensors"), device=str(critic_device))
+        copt = torch.load(folder / "optimizer.pt", map_location=critic_device, weights_only=False)
+        critic.optimizer.load_state_dict(copt["optimizer"])
+        if copt["scheduler"] is not None:
+            critic.scheduler.load_state_dict(copt["scheduler"])
     if restore_rng:
         rng = torch.load(path / "rng.pt", weights_only=False)
         random.setstate(rng["python"])

@@ -19,6 +19,8 @@ _ADVANTAGE_FORMULAS = {
     "grpo": "A_i = (R_i - mean_g(R)) / std_g(R)",
     "rloo": "A_i = R_i - mean_{j != i}(R_j) = n/(n-1) * (R_i - mean_g(R))",
     "dr_grpo": "A_i = R_i - mean_g(R)",
+    "gae": "delta_t = r_t + gamma V_{t+1} - V_t; A_t = delta_t + gamma lambda A_{t+1}; "
+    "G_t = A_t + V_t (learned critic V)",
 }
 _LOSS_FORMULAS = {
     "ppo": "l_t = max(-A_t r_t, -A_t clip(r_t, 1-clip_low, 1+clip_high))"
@@ -46,10 +48,28 @@ class LearnerAlgoConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    estimator: Literal["grpo", "rloo", "dr_grpo"] = Field(
+    estimator: Literal["grpo", "rloo", "dr_grpo", "gae"] = Field(
         default="grpo",
-        description="Outcome advantage estimator: grpo (R-mean)/std (DeepSeekMath), rloo "
-        "leave-one-out baseline (Ahmadian et al. 2024), dr_grpo R-mean (Liu et al. 2025).",
+        description="Advantage estimator: grpo (R-mean)/std (DeepSeekMath), rloo "
+        "leave-one-out baseline (Ahmadian et al. 2024), dr_grpo R-mean (Liu et al. 2025), gae "
+        "PPO with a learned critic and token-level GAE (Schulman et al. 2016).",
+    )
+    gamma: float = Field(
+        default=1.0, ge=0, le=1, description="gae: discount gamma of the token rewards."
+    )
+    gae_lambda: float = Field(
+        default=1.0, ge=0, le=1, description="gae: GAE lambda (1 = return-to-go minus V)."
+    )
+    value_clip: float | None = Field(
+        default=0.5,
+        gt=0,
+        description="gae: clip the new value to old +- value_clip in the value loss (PPO2, "
+        "verl's cliprange_value 0.5); null disables.",
+    )
+    whiten_advantages: bool = Field(
+        default=True,
+        description="gae: whiten the advantages over all loss tokens of the batch (verl's "
+        "default for GAE).",
     )
     std: Literal["population", "sample"] = Field(
         default="population",
@@ -165,7 +185,13 @@ class LearnerAlgoConfig(BaseModel):
         return cls(**{**PRESETS[name], **overrides})
 
     def advantage_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``group_advantages`` (estimator, std, eps)."""
+        """Keyword arguments of ``group_advantages`` (estimator, std, eps).
+
+        Raises:
+            ValueError: the estimator is ``gae`` (a critic estimator, not a group one).
+        """
+        if self.estimator == "gae":
+            raise ValueError("estimator 'gae' has no group advantages; see grpo.learner.value")
         return {"estimator": self.estimator, "std": self.std, "eps": self.eps}
 
     def loss_kwargs(self, max_response_length: int | None = None) -> dict[str, Any]:
@@ -216,6 +242,19 @@ class LearnerAlgoConfig(BaseModel):
                 "missing_rewards": "masked out of mean and std; advantage 0; never filled with 0",
                 "min_valid_per_group": 2,
                 "statistics_dtype": "float64",
+                **(
+                    {
+                        "gamma": self.gamma,
+                        "gae_lambda": self.gae_lambda,
+                        "token_rewards": "outcome R on the last loss token (terminal, also "
+                        "when cut at the length limit); process step rewards on step ends",
+                        "whiten_advantages": self.whiten_advantages,
+                        "value_clip": self.value_clip,
+                        "value_loss": "0.5 max((V-G)^2, (clip(V, V_old-c, V_old+c)-G)^2)",
+                    }
+                    if self.estimator == "gae"
+                    else {}
+                ),
             },
             "process": {
                 "normalization": self.process_normalization,

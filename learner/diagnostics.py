@@ -242,6 +242,8 @@ def batch_diagnostics(
     centered = torch.where(ok, (r64 - stats.mean.unsqueeze(1)).abs(), 0).sum() / valid_n
     adv_abs = torch.where(ok, a64.abs(), 0).sum() / valid_n
     dropped = stats.too_few_valid | (stats.zero_variance if estimator == "grpo" else stats.tied)
+    if estimator == "gae":  # the critic's baseline never zeroes a whole group
+        dropped = torch.zeros_like(dropped)
 
     out: dict[str, float] = {
         "groups/count": float(p),

@@ -27,6 +27,13 @@ policy-gradient term is multiplied by w = min(π_old/μ, cap), detached (Yao et 
 "Your efficient RL framework secretly brings you off-policy RL training"). The KL term is not
 reweighted.
 
+Numerical guard: the policy log-ratio log π_θ − log π_old (token or sequence level) and the TIS
+log-weight log π_old − log μ are clamped to ±:data:`~grpo.learner.kl.LOG_RATIO_CLAMP` = ±20
+before ``exp``, as verl's ``compute_policy_loss`` does, so a token whose log-probs have drifted
+far apart gives a finite ratio (e^±20) instead of inf/0 and NaN gradients. Inside the band
+nothing changes; a ratio that large is far outside any clip band, so the clamp only replaces
+an overflow by a clipped (zero-gradient) term.
+
 Reductions (``reduction``, registry :data:`REDUCTIONS`), with mask m and global denominators:
 
 * ``token_mean`` — Σ_{i,t} m·ℓ / num_tokens (DAPO).
@@ -50,7 +57,7 @@ from typing import Any
 import torch
 
 from grpo.learner.collectives import all_reduce
-from grpo.learner.kl import KL_ESTIMATORS, kl_penalty
+from grpo.learner.kl import KL_ESTIMATORS, LOG_RATIO_CLAMP, kl_penalty
 from grpo.learner.registry import Registry
 
 __all__ = [
@@ -262,6 +269,7 @@ def policy_loss(
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     kl_estimator: str = "k3",
+    kl_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped policy-gradient loss of a (micro-)batch of responses, with statistics.
 
@@ -288,6 +296,10 @@ def policy_loss(
             kl_coef · kl_penalty(logprobs, ref_logprobs, kl_estimator) per token.
         kl_coef: β ≥ 0.
         kl_estimator: ``"k1"``, ``"k2"`` or ``"k3"``.
+        kl_logprobs: Tensor[N, T], log π_θ to compare with ``ref_logprobs`` when it differs
+            from ``logprobs`` (with gradient): under top-k/top-p sampling ``logprobs`` are of
+            the truncated distribution while the KL compares full-vocabulary log-probs.
+            Default ``logprobs``.
 
     Returns:
         ``(loss, stats)``: scalar loss (reduction of the masked per-token loss) and a dict of
@@ -319,7 +331,11 @@ def policy_loss(
         ratio_level,
         loss_type,
     )
-    for name, t in (("behavior_logprobs", behavior_logprobs), ("ref_logprobs", ref_logprobs)):
+    for name, t in (
+        ("behavior_logprobs", behavior_logprobs),
+        ("ref_logprobs", ref_logprobs),
+        ("kl_logprobs", kl_logprobs),
+    ):
         _check_same_shape(name, t, logprobs.shape)
     if tis_cap is not None and (behavior_logprobs is None or tis_cap <= 0):
         raise ValueError("tis_cap needs behavior_logprobs and a cap > 0 (e.g. 2.0)")
@@ -340,6 +356,7 @@ def policy_loss(
     if ratio_level == "sequence":
         lengths = maskf.sum(1, keepdim=True).clamp(min=1)  # (N, 1) loss tokens per response
         log_ratio = ((log_ratio * maskf).sum(1, keepdim=True) / lengths).expand_as(lp)
+    log_ratio = log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # finite exp (verl)
     ratio = torch.exp(log_ratio)
     terms = loss_fn(
         log_ratio, ratio, adv, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip
@@ -356,7 +373,8 @@ def policy_loss(
     per_token = pg
     if ref_logprobs is not None:
         ref = torch.where(mask, ref_logprobs.detach().to(logprobs.dtype), 0)
-        kl = kl_penalty(lp if kl_coef > 0 else lp.detach(), ref, kl_estimator)
+        kl_lp = lp if kl_logprobs is None else torch.where(mask, kl_logprobs, 0)
+        kl = kl_penalty(kl_lp if kl_coef > 0 else kl_lp.detach(), ref, kl_estimator)
         per_token_means["kl/ref_mean"] = kl.detach()
         if kl_coef > 0:
             per_token = per_token + kl_coef * kl
@@ -387,7 +405,8 @@ def _truncated_importance_weights(
         tis_cap: the cap, or None to only report the mismatch.
     """
     with torch.no_grad():
-        log_w = old - behavior  # (N, T) log(π_old/μ)
+        # (N, T) log(π_old/μ), clamped like the policy log-ratio so exp stays finite
+        log_w = (old - behavior).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
         raw = torch.exp(log_w)
         capped = raw > tis_cap if tis_cap is not None else torch.zeros_like(raw, dtype=torch.bool)
         weight = raw.clamp(max=tis_cap) if tis_cap is not None else raw

@@ -25,7 +25,7 @@ def test_defaults_frozen_and_forbid_unknown_fields():
         cfg.eps = 1.0  # type: ignore[misc]
     with pytest.raises(pydantic.ValidationError, match="extra"):
         LearnerAlgoConfig(clip_ratio=0.2)  # type: ignore[call-arg]
-    with pytest.raises(pydantic.ValidationError, match="'grpo', 'rloo' or 'dr_grpo'"):
+    with pytest.raises(pydantic.ValidationError, match="'grpo', 'rloo', 'dr_grpo' or 'gae'"):
         LearnerAlgoConfig(estimator="ppo")  # type: ignore[arg-type]
 
 
