@@ -2,8 +2,9 @@
 
 ``run_sft`` minimises the token-mean cross-entropy of the completion tokens only (prompt tokens
 and padding carry no loss); every completion is followed by EOS so the model learns to stop.
-AdamW with linear warmup, then cosine decay to 10% when the number of steps is known (constant
-after warmup when only a time budget bounds the run).
+AdamW with linear warmup to the peak ``lr``, then cosine decay to 10% starting after warmup when
+the number of steps is known (constant after warmup when only a time budget bounds the run); the
+schedule is ``grpo.learner.schedule.lr_multiplier``, the trainer's.
 
 ``greedy_accuracy`` decodes each task greedily with the generation backend and compares the
 final answer with the task's gold answer (``final_answer``: the text after ``####`` if present,
@@ -25,8 +26,9 @@ from typing import Any, Literal
 import torch
 from transformers import AutoModelForCausalLM
 
+from grpo.errors import InvalidArgumentError
+from grpo.learner.schedule import lr_multiplier
 from grpo.model import load_tokenizer
-from grpo.services.errors import InvalidArgumentError
 from grpo.v1 import common_pb2
 
 __all__ = ["AccuracyResult", "SftResult", "final_answer", "greedy_accuracy", "run_sft"]
@@ -150,16 +152,20 @@ def run_sft(
     max_steps = steps if steps is not None else 1 << 62
     if epochs is not None:
         max_steps = min(max_steps, math.ceil(epochs * per_epoch))
-    decay_steps = max_steps if max_steps < 1 << 62 and schedule == "cosine" else None
+    # A run no longer than its warmup has nothing to decay over: it ends at the peak lr.
+    known = max_steps < 1 << 62 and max_steps > warmup_steps
+    decay_steps = max_steps if known and schedule == "cosine" else None
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
 
     def lr_at(step: int) -> float:
-        if step < warmup_steps:
-            return lr * (step + 1) / warmup_steps
-        if decay_steps is None:
-            return lr
-        progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
-        return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, progress))))
+        # lr is the peak; cosine decay to 10% starts after warmup (grpo.learner.schedule)
+        return lr * lr_multiplier(
+            step,
+            warmup_steps=warmup_steps,
+            schedule="cosine" if decay_steps is not None else "constant",
+            total_steps=decay_steps,
+            min_lr_ratio=0.1,
+        )
 
     target = Path(out_dir) if out_dir is not None else Path(model_dir)
     target.mkdir(parents=True, exist_ok=True)
