@@ -4,8 +4,8 @@
 
 - ``reward_accuracy.png``: mean reward and held-out greedy accuracy vs learner step, vs
   generated tokens and vs wall-clock seconds (three panels). Accuracy comes from
-  ``eval/accuracy`` in the metrics or from ``<run_dir>/eval.jsonl`` (rows with ``step`` and
-  ``accuracy``, written by ``grpo run``); an evaluation at step s is placed at the generated
+  ``<run_dir>/eval.jsonl`` (rows with ``step`` and ``accuracy``, written by ``grpo run``);
+  an evaluation at step s is placed at the generated
   tokens and learner wall-clock of step s (step 0, the SFT start, at 0);
 - ``group_outcomes.png``: shares of all-correct, all-wrong and mixed groups in each trained
   batch, and (when the run has an assembler) the cumulative shares of every closed group that
@@ -35,8 +35,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.learner import metric_names as mn
 
-__all__ = ["REPORT_FILES", "load_metrics", "render_report"]
+__all__ = ["METRICS_READ", "REPORT_FILES", "load_metrics", "render_report"]
 
 REPORT_FILES = (
     "reward_accuracy.png",
@@ -46,21 +47,36 @@ REPORT_FILES = (
     "straggler_wait.png",
 )
 
-# Accepted metric names per quantity, first match wins.
-_REWARD = ("groups/reward_mean", "reward/mean")
-_ACCURACY = ("eval/accuracy",)
-_ALL_CORRECT = ("groups/all_correct_frac",)
-_ALL_WRONG = ("groups/all_wrong_frac",)
-_MIXED = ("groups/mixed_frac",)
-_CLIP_LOW = ("loss/clip_frac_low",)
-_CLIP_HIGH = ("loss/clip_frac_high",)
-_KL = ("kl/mean", "loss/kl")
-_MISMATCH = ("behavior/abs_logprob_diff_mean",)
-_ENTROPY = ("entropy/mean",)
-_LEN_POS = ("len/mean_pos_adv",)
-_LEN_NEG = ("len/mean_neg_adv",)
-_WAIT_MEAN = ("time/straggler_wait_mean_s",)
-_WAIT_MAX = ("time/straggler_wait_max_s",)
+# The metric each line plots (grpo.learner.metric_names: the writers' own constants).
+_REWARD = (mn.GROUPS_REWARD_MEAN,)
+_ALL_CORRECT = (mn.GROUPS_ALL_CORRECT_FRAC,)
+_ALL_WRONG = (mn.GROUPS_ALL_WRONG_FRAC,)
+_MIXED = (mn.GROUPS_MIXED_FRAC,)
+_CLIP_LOW = (mn.LOSS_CLIP_FRAC_LOW,)
+_CLIP_HIGH = (mn.LOSS_CLIP_FRAC_HIGH,)
+_KL = (mn.KL_REF_MEAN,)
+_MISMATCH = (mn.BEHAVIOR_ABS_LOGPROB_DIFF_MEAN,)
+_ENTROPY = (mn.ENTROPY_MEAN,)
+_LEN_POS = (mn.LEN_MEAN_POS_ADV,)
+_LEN_NEG = (mn.LEN_MEAN_NEG_ADV,)
+_WAIT_MEAN = (mn.STRAGGLER_WAIT_MEAN_S,)
+_WAIT_MAX = (mn.STRAGGLER_WAIT_MAX_S,)
+_ASSEMBLER_COUNTERS = (
+    "groups_accepted",
+    "groups_rejected_all_correct",
+    "groups_rejected_all_wrong",
+    "groups_rejected_too_few_valid",
+)
+
+METRICS_READ: tuple[str, ...] = (
+    mn.STEP,
+    mn.WALL_CLOCK_S,
+    mn.GENERATED_TOKENS,
+    *_REWARD, *_ALL_CORRECT, *_ALL_WRONG, *_MIXED, *_CLIP_LOW, *_CLIP_HIGH, *_KL, *_MISMATCH,
+    *_ENTROPY, *_LEN_POS, *_LEN_NEG, *_WAIT_MEAN, *_WAIT_MAX,
+    *(mn.assembler_metric(c) for c in _ASSEMBLER_COUNTERS),
+)  # fmt: skip
+"""Every ``metrics.jsonl`` name the report reads (a test checks that each is written)."""
 
 
 def load_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -153,12 +169,9 @@ def _assembler_shares(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         closed = {
-            k: float(row.get(f"assembler/groups_{k}", 0.0))
-            for k in ("accepted", "rejected_all_correct", "rejected_all_wrong")
+            c.removeprefix("groups_"): float(row.get(mn.assembler_metric(c), 0.0))
+            for c in _ASSEMBLER_COUNTERS
         }
-        closed["rejected_too_few_valid"] = float(
-            row.get("assembler/groups_rejected_too_few_valid", 0.0)
-        )
         total = sum(closed.values())
         if total > 0:
             out.append({"step": row["step"], **{k: v / total for k, v in closed.items()}})
@@ -197,7 +210,7 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
 
     evals = _eval_points(run_dir, rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    reward_lines = {"mean reward (trained groups)": _REWARD, "held-out greedy accuracy": _ACCURACY}
+    reward_lines = {"mean reward (trained groups)": _REWARD}
     for ax, (x_key, xlabel) in zip(
         axes,
         (

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
+from grpo.learner import metric_names as mn
 from grpo.learner.advantages import StdConvention, group_stats
 
 __all__ = ["GroupRecord", "batch_diagnostics", "group_records"]
@@ -248,14 +249,14 @@ def batch_diagnostics(
     out: dict[str, float] = {
         "groups/count": float(p),
         "groups/rollouts": float(p * g),
-        "groups/reward_mean": float(r64.sum() / valid_n),
+        mn.GROUPS_REWARD_MEAN: float(r64.sum() / valid_n),
         "groups/reward_std_mean": float(stats.std[has].mean()) if bool(has.any()) else 0.0,
         "groups/correct_frac": float(correct.sum()) / valid_n,
         "groups/missing": float((~ok).sum()),
         "groups/missing_frac": float((~ok).sum()) / max(p * g, 1),
-        "groups/all_correct_frac": float(all_correct.sum()) / groups_with_valid,
-        "groups/all_wrong_frac": float(all_wrong.sum()) / groups_with_valid,
-        "groups/mixed_frac": float((has & ~all_correct & ~all_wrong).sum()) / groups_with_valid,
+        mn.GROUPS_ALL_CORRECT_FRAC: float(all_correct.sum()) / groups_with_valid,
+        mn.GROUPS_ALL_WRONG_FRAC: float(all_wrong.sum()) / groups_with_valid,
+        mn.GROUPS_MIXED_FRAC: float((has & ~all_correct & ~all_wrong).sum()) / groups_with_valid,
         "groups/no_valid": float((~has).sum()),
         "adv/std_convention": 0.0 if std == "population" else 1.0,
         "adv/zero_variance_groups": float((dropped & ~stats.too_few_valid).sum()),
@@ -283,11 +284,11 @@ def batch_diagnostics(
     out["dynsamp/dropped_groups"] = float(dropped_groups)
     out["dynsamp/dropped_tokens"] = float(dropped_tokens)
     if entropy_mean is not None:
-        out["entropy/mean"] = float(entropy_mean)
+        out[mn.ENTROPY_MEAN] = float(entropy_mean)
     for key, value in (loss_stats or {}).items():
         out[key] = float(value)
     for key, value in (timings or {}).items():
-        out[f"time/{key}"] = float(value)
+        out[mn.time_metric(key)] = float(value)
     return out
 
 
@@ -319,8 +320,8 @@ def _length_and_weights(
     out = {
         "len/mean": float(lens.mean()) if n else 0.0,
         "len/max": float(lens.max()) if n else 0.0,
-        "len/mean_pos_adv": mean_len(row_adv > 0),
-        "len/mean_neg_adv": mean_len(row_adv < 0),
+        mn.LEN_MEAN_POS_ADV: mean_len(row_adv > 0),
+        mn.LEN_MEAN_NEG_ADV: mean_len(row_adv < 0),
         "len/mean_zero_adv": mean_len(row_adv == 0),
         "len/truncated_frac": float(truncated.float().mean())
         if truncated is not None and n

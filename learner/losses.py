@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 
+from grpo.learner import metric_names as mn
 from grpo.learner.collectives import all_reduce
 from grpo.learner.kl import KL_ESTIMATORS, LOG_RATIO_CLAMP, kl_penalty
 from grpo.learner.registry import Registry
@@ -375,7 +376,7 @@ def policy_loss(
         ref = torch.where(mask, ref_logprobs.detach().to(logprobs.dtype), 0)
         kl_lp = lp if kl_logprobs is None else torch.where(mask, kl_logprobs, 0)
         kl = kl_penalty(kl_lp if kl_coef > 0 else kl_lp.detach(), ref, kl_estimator)
-        per_token_means["kl/ref_mean"] = kl.detach()
+        per_token_means[mn.KL_REF_MEAN] = kl.detach()
         if kl_coef > 0:
             per_token = per_token + kl_coef * kl
     per_token = torch.where(mask, per_token, 0)
@@ -438,8 +439,8 @@ def _loss_stats(
         values: dict[str, torch.Tensor] = {
             "loss/total": loss.detach().to(torch.float64),
             "loss/pg_token_mean": mean(pg),
-            "loss/clip_frac_low": mean(terms.clipped_low),
-            "loss/clip_frac_high": mean(terms.clipped_high),
+            mn.LOSS_CLIP_FRAC_LOW: mean(terms.clipped_low),
+            mn.LOSS_CLIP_FRAC_HIGH: mean(terms.clipped_high),
             "loss/dual_clip_frac": mean(terms.dual_clipped),
             "loss/ratio_mean": mean(ratio),
             "loss/ratio_min": ratio[mask].min().to(torch.float64) if has else n.new_tensor(0),

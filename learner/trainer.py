@@ -35,6 +35,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.learner import metric_names as mn
 from grpo.learner.batch import GroupRows, TrainingBatch, pad_batch
 from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.logprobs import entropy_from_logits
@@ -417,7 +418,7 @@ class Trainer:
                 "straggler_wait_max_s": float(batch.straggler_wait_s.max()),
             },
         )
-        metrics["behavior/abs_logprob_diff_mean"] = float(sums[2]) / tokens
+        metrics[mn.BEHAVIOR_ABS_LOGPROB_DIFF_MEAN] = float(sums[2]) / tokens
         metrics["behavior/abs_logprob_diff_max"] = float(mx[0])
         metrics["behavior/policy_version_min"] = float(batch.policy_versions.min())
         return metrics

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from grpo.services.learner.batch import check_group, group_rows, outcome_reward
+from grpo.learner import metric_names as mn
 from grpo.learner.checkpoint import (
     CheckpointState,
     latest_checkpoint,
@@ -49,6 +49,7 @@ from grpo.learner.checkpoint import (
     save_checkpoint,
 )
 from grpo.learner.trainer import Trainer
+from grpo.services.learner.batch import check_group, group_rows, outcome_reward
 from grpo.errors import FailedPreconditionError, GrpoError, InvalidArgumentError
 from grpo.services.learner.publish import publish_weights, published_version
 from grpo.services.learner.runlog import RunLog
@@ -360,10 +361,10 @@ class LearnerLoop:
         wall = time.time() - self.run_start_unix_s
         counters = self._assembler_counters()
         record: dict[str, Any] = {
-            "step": step,
-            "policy_version": self.policy_version,
-            "wall_clock_s": wall,
-            "generated_tokens": counters.get("generated_tokens", self.trained_tokens),
+            mn.STEP: step,
+            mn.POLICY_VERSION: self.policy_version,
+            mn.WALL_CLOCK_S: wall,
+            mn.GENERATED_TOKENS: counters.get("generated_tokens", self.trained_tokens),
             "trained_tokens": self.trained_tokens,
             "groups_consumed": len(self.consumed),
             "time/wait_groups_s": wait_s,
@@ -371,7 +372,7 @@ class LearnerLoop:
             "policy/staleness_mean": staleness,
         }
         record.update(metrics)
-        record.update({f"assembler/{k}": float(v) for k, v in counters.items()})
+        record.update({mn.assembler_metric(k): float(v) for k, v in counters.items()})
         self.runlog.write_step(record, group_records_for(groups, step, self.settings.algo))
         with self._lock:
             self.last_metrics = {k: float(v) for k, v in record.items()}

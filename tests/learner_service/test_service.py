@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from grpo.learner import metric_names
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.learner.service import build
 from grpo.services.learner.settings import LearnerServiceSettings
@@ -97,6 +98,7 @@ def test_loop_trains_publishes_checkpoints_and_acks(
         "entropy/mean",
         "optim/lr",
         "adv/zero_variance_groups",
+        *metric_names.LOOP_RECORD,  # what test_metric_names counts as written by the loop
     ):
         assert key in metrics[-1], key
     logged = [

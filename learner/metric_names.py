@@ -1,0 +1,98 @@
+"""Names of the learner's per-step metrics (the keys of ``metrics.jsonl`` lines).
+
+One constant per name that more than one component uses: the writer (diagnostics, losses,
+trainer, the learner service loop) and the readers (``grpo report``, the run driver, the
+``grpo run`` console) import the same constant, so a renamed metric cannot silently leave a
+reader behind. ``tests/learner_service/test_metric_names.py`` checks that every name the report
+reads is written by a real trainer step or by the learner loop.
+
+Units: ``*_s`` seconds, ``*_frac`` shares in [0, 1], ``len/*`` tokens, KL and entropy in nats
+per token. Meanings are documented where the value is computed (the module named per block).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ASSEMBLER_PREFIX",
+    "BEHAVIOR_ABS_LOGPROB_DIFF_MEAN",
+    "ENTROPY_MEAN",
+    "GENERATED_TOKENS",
+    "GROUPS_ALL_CORRECT_FRAC",
+    "GROUPS_ALL_WRONG_FRAC",
+    "GROUPS_MIXED_FRAC",
+    "GROUPS_REWARD_MEAN",
+    "KL_REF_MEAN",
+    "LEN_MEAN_NEG_ADV",
+    "LEN_MEAN_POS_ADV",
+    "LOOP_RECORD",
+    "LOSS_CLIP_FRAC_HIGH",
+    "LOSS_CLIP_FRAC_LOW",
+    "POLICY_VERSION",
+    "STEP",
+    "STRAGGLER_WAIT_MAX_S",
+    "STRAGGLER_WAIT_MEAN_S",
+    "TIME_PREFIX",
+    "WALL_CLOCK_S",
+    "assembler_metric",
+    "time_metric",
+]
+
+# -- grpo.learner.diagnostics.batch_diagnostics ------------------------------------------
+GROUPS_REWARD_MEAN = "groups/reward_mean"
+"""Mean valid outcome reward of the trained groups."""
+GROUPS_ALL_CORRECT_FRAC = "groups/all_correct_frac"
+"""Share of groups (with a valid reward) whose valid rewards are all correct."""
+GROUPS_ALL_WRONG_FRAC = "groups/all_wrong_frac"
+"""Share of groups (with a valid reward) whose valid rewards are all wrong."""
+GROUPS_MIXED_FRAC = "groups/mixed_frac"
+"""Share of groups (with a valid reward) with both correct and wrong rewards."""
+LEN_MEAN_POS_ADV = "len/mean_pos_adv"
+"""Mean response length (tokens) of responses with a positive advantage."""
+LEN_MEAN_NEG_ADV = "len/mean_neg_adv"
+"""Mean response length (tokens) of responses with a negative advantage."""
+ENTROPY_MEAN = "entropy/mean"
+"""Token-mean entropy of π_θ over the loss tokens (nats/token)."""
+TIME_PREFIX = "time/"
+"""Prefix of the timings ``batch_diagnostics`` passes through (seconds)."""
+
+# -- grpo.learner.losses.policy_loss ------------------------------------------------------
+LOSS_CLIP_FRAC_LOW = "loss/clip_frac_low"
+"""Token-mean share of tokens clipped at 1 − ε_low (negative advantage)."""
+LOSS_CLIP_FRAC_HIGH = "loss/clip_frac_high"
+"""Token-mean share of tokens clipped at 1 + ε_high (positive advantage)."""
+KL_REF_MEAN = "kl/ref_mean"
+"""Token-mean KL(π_θ‖π_ref) estimate of the configured estimator (written when β > 0)."""
+
+# -- grpo.learner.trainer.Trainer.step ------------------------------------------------------
+BEHAVIOR_ABS_LOGPROB_DIFF_MEAN = "behavior/abs_logprob_diff_mean"
+"""Token-mean |log π_old − log μ|: how far the learner's π_old is from the sampler."""
+
+
+def time_metric(name: str) -> str:
+    """The metric name of timing ``name`` (seconds): ``time/<name>``."""
+    return f"{TIME_PREFIX}{name}"
+
+
+STRAGGLER_WAIT_MEAN_S = time_metric("straggler_wait_mean_s")
+"""Mean over the batch's groups of the seconds between first and last scored member."""
+STRAGGLER_WAIT_MAX_S = time_metric("straggler_wait_max_s")
+"""Largest such wait in the batch (seconds)."""
+
+# -- grpo.services.learner.loop (the run record around the trainer's metrics) -----------------
+STEP = "step"
+"""Learner step (optimizer-step batches trained so far)."""
+POLICY_VERSION = "policy_version"
+"""Policy version after the step."""
+WALL_CLOCK_S = "wall_clock_s"
+"""Seconds since the run started."""
+GENERATED_TOKENS = "generated_tokens"
+"""Tokens sampled so far (the assembler's count, rejected groups included, when known)."""
+LOOP_RECORD = (STEP, POLICY_VERSION, WALL_CLOCK_S, GENERATED_TOKENS)
+"""Names the learner loop writes on every metrics line besides the trainer's."""
+ASSEMBLER_PREFIX = "assembler/"
+"""Prefix of the assembler's run counters the loop copies into each line (when it has them)."""
+
+
+def assembler_metric(counter: str) -> str:
+    """The metric name of assembler counter ``counter`` (an ``AssemblerStats`` field)."""
+    return f"{ASSEMBLER_PREFIX}{counter}"

@@ -1,0 +1,48 @@
+"""Metric names are declared once: every name ``grpo report`` reads is written by a component.
+
+A real trainer step (tiny model, KL to a reference, truncated IS) gives the names the trainer
+and its diagnostics write; the learner loop adds ``LOOP_RECORD`` (checked against a real loop
+in ``test_service.py``) and the assembler's counters (``AssemblerStats`` fields, copied under
+``assembler/``). A report panel reading a name outside that set would plot "no data" forever
+(as the KL panel did while it read ``kl/mean`` and the trainer wrote ``kl/ref_mean``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoModelForCausalLM
+
+from grpo.learner import metric_names as mn
+from grpo.learner.config import LearnerAlgoConfig
+from grpo.learner.trainer import Trainer, TrainerConfig
+from grpo.model import load_tokenizer
+from grpo.report import METRICS_READ
+from grpo.services.learner.batch import group_rows
+from grpo.v1 import assembler_pb2
+
+
+def _written_by_a_trainer_step(model_dir: Path, groups) -> set[str]:
+    tok = load_tokenizer(model_dir)
+    trainer = Trainer(
+        AutoModelForCausalLM.from_pretrained(model_dir),
+        LearnerAlgoConfig(kl_coef=0.05, tis_cap=2.0),
+        TrainerConfig(lr=1e-4, warmup_steps=0),
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        ref_model=AutoModelForCausalLM.from_pretrained(model_dir),
+    )
+    return set(trainer.step([group_rows(g) for g in groups]))
+
+
+def test_every_metric_the_report_reads_is_written(tiny_model_dir: Path, make_groups) -> None:
+    written = _written_by_a_trainer_step(tiny_model_dir, make_groups(num_groups=2, group_size=4))
+    assembler = {
+        mn.assembler_metric(f.name) for f in assembler_pb2.AssemblerStats.DESCRIPTOR.fields
+    }
+    written |= set(mn.LOOP_RECORD) | assembler
+    unwritten = sorted(set(METRICS_READ) - written)
+    assert not unwritten, f"grpo report reads metrics nobody writes: {unwritten}"
+    assert mn.KL_REF_MEAN in METRICS_READ and mn.KL_REF_MEAN in written
+    # The names the KL panel used to read are written by nobody: the check above can fail.
+    assert not {"kl/mean", "loss/kl"} & written
