@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install proto proto-check lint test soak bench run clean config-docs
+.PHONY: install proto proto-check lint test soak bench run clean config-docs chart-schema
 
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap and buf
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -47,6 +47,9 @@ bench:  ## speed and memory benchmarks, printed as ratios measured in the same r
 
 run:  ## the main job: SFT warm start then GRPO on arithmetic, on this machine
 	$(VENV)/bin/grpo run configs/arith-cpu.yaml
+
+chart-schema:  ## regenerate the service-config part of helm/grpo-pipeline/values.schema.json from the settings models
+	$(PY) scripts/chart_schema.py
 
 config-docs:  ## regenerate docs/configuration.md from the settings models' Field descriptions
 	$(PY) -m grpo.services.config --markdown > docs/configuration.md

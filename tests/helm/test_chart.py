@@ -42,6 +42,7 @@ JUDGE = {
         "limits": {"cpu": "1", "memory": "1Gi"},
     },
 }
+EVAL_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "eval"}}}
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "default": None,
     "external-redis": {
@@ -55,6 +56,14 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     },
     "tls-on": {
         "tls": {"enabled": True, "cert": PEM, "key": PEM, "ca": PEM, "requireClientCert": True}
+    },
+    "shared-volume": {
+        "weights": {"transfer": "sharedVolume", "sharedVolume": {"storageClassName": "nfs"}}
+    },
+    "data-parallel": {
+        "services": {"learner": {"replicas": 3, "dataParallel": {"enabled": True}}},
+        "networkPolicy": {"verifierFrom": [EVAL_PEER]},
+        "verifierRouting": {"headless": False},
     },
     "discovery-monitoring-gvisor": {
         "discovery": {"enabled": True},
@@ -94,6 +103,14 @@ def manifests(files: dict[str, str]) -> tuple[dict[str, Any], ...]:
 
 def of_kind(objects: tuple[dict[str, Any], ...], kind: str) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def workloads(objects: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    """The pipeline's workloads: every Deployment and the learner's StatefulSet (not Redis)."""
+    out = of_kind(objects, "Deployment")
+    sets = of_kind(objects, "StatefulSet")
+    out.update((name, o) for name, o in sets.items() if name != f"{PREFIX}-redis")
+    return out
 
 
 def config_files(objects: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
@@ -162,8 +179,11 @@ def test_every_manifest_validates_strictly(name: str) -> None:
 def test_install_notes_list_workloads_and_routes() -> None:
     files = chart().render(values=None, name=RELEASE, namespace=NAMESPACE)
     notes = files["grpo-pipeline/templates/NOTES.txt"]
-    assert "- generation (grpo serve rollout-worker)" in notes
-    assert f"- code: outcome [{PREFIX}-verifier-code.{NAMESPACE}.svc:50051]" in notes
+    assert "- generation (grpo serve rollout-worker), Deployment" in notes
+    assert "- learner (grpo serve learner), StatefulSet of 1" in notes
+    code = f"dns:///{PREFIX}-verifier-code.{NAMESPACE}.svc.cluster.local:50051"
+    assert f"- code: outcome [{code}]" in notes
+    assert f"generation pulls every published version from {PREFIX}-learner-0." in notes
     assert f"bundled StatefulSet {PREFIX}-redis" in notes
 
 
@@ -172,25 +192,25 @@ def test_default_release_has_every_kind() -> None:
     counts: dict[str, int] = {}
     for obj in objects:
         counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
-    # 3 services + 3 verifiers; Redis is a StatefulSet with its own Service and policy.
+    # 3 services + 3 verifiers; the learner and Redis are StatefulSets with their own claims
+    # (volumeClaimTemplates): no shared PersistentVolumeClaim by default.
     assert counts == {
         "ConfigMap": 1,
-        "Deployment": 6,
+        "Deployment": 5,
         "HorizontalPodAutoscaler": 3,
         "NetworkPolicy": 7,
-        "PersistentVolumeClaim": 1,
         "PodDisruptionBudget": 5,
         "Secret": 1,
         "Service": 7,
         "ServiceAccount": 1,
-        "StatefulSet": 1,
+        "StatefulSet": 2,
     }
 
 
 @pytest.mark.parametrize("name", list(VALUE_SETS))
 def test_deployments_have_probes_resources_and_hardened_security(name: str) -> None:
     values, objects = render(name)
-    deployments = of_kind(objects, "Deployment")
+    deployments = workloads(objects)
     assert deployments
     for dep_name, dep in deployments.items():
         pod = dep["spec"]["template"]["spec"]
@@ -241,14 +261,18 @@ def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
     services = of_kind(objects, "Service")
     verifiers = enabled_verifiers(values)
     assert verifiers
+    headless = values["verifierRouting"]["headless"]
     for vname, spec in verifiers.items():
         svc_name = f"{PREFIX}-verifier-{vname}"
         address = f"{svc_name}.{NAMESPACE}.svc:50051"
+        target = f"dns:///{svc_name}.{NAMESPACE}.svc.cluster.local:50051" if headless else address
         kind = spec.get("kind", "outcome")
         for task_type in spec["taskTypes"]:
-            assert address in getattr(table.lookup(task_type), kind), (vname, task_type)
-        # The Service carries the labels/annotations discovery reads, giving the same address.
+            assert target in getattr(table.lookup(task_type), kind), (vname, task_type)
+        # Headless: DNS answers with every pod, so the assembler balances calls over them.
         svc = services[svc_name]
+        assert (svc["spec"].get("clusterIP") == "None") is headless
+        # The Service carries the labels/annotations discovery reads, giving the same Service.
         assert svc["metadata"]["labels"]["grpo.dev/verifier"] == "true"
         found = verifier_from_service(
             V1Service(
@@ -270,7 +294,12 @@ def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
             tuple(spec["taskTypes"]),
         )
     routed = {a for t in table.task_types() for a in table.lookup(t).addresses}
-    assert routed == {f"{PREFIX}-verifier-{v}.{NAMESPACE}.svc:50051" for v in verifiers}
+    if headless:
+        fqdn = f"{NAMESPACE}.svc.cluster.local:50051"
+        expected = {f"dns:///{PREFIX}-verifier-{v}.{fqdn}" for v in verifiers}
+    else:
+        expected = {f"{PREFIX}-verifier-{v}.{NAMESPACE}.svc:50051" for v in verifiers}
+    assert routed == expected
 
 
 @functools.cache
@@ -290,7 +319,7 @@ def check_config_files(
     values: dict[str, Any], objects: tuple[dict[str, Any], ...], tmp_path: Path
 ) -> None:
     files = config_files(objects)
-    deployments = of_kind(objects, "Deployment")
+    deployments = workloads(objects)
     namespaces = set()
     checked = 0
     for dep in deployments.values():
@@ -389,7 +418,7 @@ def test_network_policies() -> None:
     # exactly the pipeline services carry the Redis client label; verifiers never do
     clients = {
         d["metadata"]["labels"]["app.kubernetes.io/component"]
-        for d in of_kind(objects, "Deployment").values()
+        for d in workloads(objects).values()
         if d["spec"]["template"]["metadata"]["labels"].get("grpo.dev/redis-client") == "true"
     }
     assert clients == {"generation", "assembler", "learner"}
@@ -424,14 +453,15 @@ def test_extra_verifier_is_one_values_entry() -> None:
     assert container["resources"] == JUDGE["resources"]
     assert not any(e["name"] == "REDIS_URL" for e in container["env"])  # never touches Redis
     table = RoutingTable.from_config(config_files(objects)["routing.yaml"])
-    judge = f"{name}.{NAMESPACE}.svc:50051"
+    judge = f"dns:///{name}.{NAMESPACE}.svc.cluster.local:50051"
     assert table.lookup("poetry").outcome == (judge,)
     # several verifiers of one task type: all routed, ordered by verifier name
-    assert table.lookup("math").outcome == (judge, f"{PREFIX}-verifier-math.{NAMESPACE}.svc:50051")
+    math = f"dns:///{PREFIX}-verifier-math.{NAMESPACE}.svc.cluster.local:50051"
+    assert table.lookup("math").outcome == (judge, math)
     assert base_values["verifiers"].keys() < values["verifiers"].keys()
 
 
-def test_gpu_switch_and_weights_volume() -> None:
+def test_gpu_switch() -> None:
     _, on = render("default")
     _, off = render("gpu-off")
     assert f"{PREFIX}-verifier-steps" not in of_kind(off, "Service")
@@ -442,31 +472,137 @@ def test_gpu_switch_and_weights_volume() -> None:
     )
     assert config_files(off)["generation.yaml"]["backend"]["device"] == "cpu"
     for objects, gpus in ((on, 1), (off, None)):
-        deps = of_kind(objects, "Deployment")
-        for dep_name, dep in deps.items():
+        for dep_name, dep in workloads(objects).items():
             pod = dep["spec"]["template"]["spec"]
             limit = pod["containers"][0]["resources"]["limits"].get("nvidia.com/gpu")
             wants_gpu = dep_name.endswith(("-generation", "-learner"))
             assert limit == (gpus if wants_gpu else None), dep_name
             assert ("tolerations" in pod) is (wants_gpu and gpus is not None), dep_name
-    deps = of_kind(on, "Deployment")
+
+
+def volumes_of(workload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(volume name -> volume, volume name -> mount) of a workload's single container."""
+    pod = workload["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    return {v["name"]: v for v in pod["volumes"]}, mounts
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_no_read_write_many_unless_the_shared_volume_is_chosen(name: str) -> None:
+    values, objects = render(name)
+
+    def access_modes(node: Any) -> list[str]:  # every accessModes entry, at any depth
+        if isinstance(node, dict):
+            own = list(node.get("accessModes", []))
+            return own + [m for v in node.values() for m in access_modes(v)]
+        if isinstance(node, list):
+            return [m for v in node for m in access_modes(v)]
+        return []
+
+    modes = access_modes(list(objects))
+    assert "ReadWriteOnce" in modes  # the learner's (and Redis') claims
+    shared = values["weights"]["transfer"] == "sharedVolume"
+    assert ("ReadWriteMany" in modes) is shared, modes
+
+
+def test_weights_travel_over_grpc_by_default() -> None:
+    _, objects = render("default")
+    learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]
+    assert learner["spec"]["serviceName"] == f"{PREFIX}-learner"
+    assert learner["spec"]["podManagementPolicy"] == "Parallel"
+    (claim,) = learner["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "weights"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"] == {"storage": "50Gi"}
+    volumes, mounts = volumes_of(learner)
+    assert "weights" not in volumes  # the claim template provides it, one claim per pod
+    assert mounts["weights"] == {"name": "weights", "mountPath": "/var/lib/grpo", "readOnly": False}
+    generation = of_kind(objects, "Deployment")[f"{PREFIX}-generation"]
+    volumes, mounts = volumes_of(generation)
+    assert "weights" not in volumes and "weights" not in mounts  # no shared volume at all
+    assert volumes["weights-cache"] == {"name": "weights-cache", "emptyDir": {"sizeLimit": "40Gi"}}
+    assert mounts["weights-cache"]["mountPath"] == "/var/cache/grpo-weights"
+    # generation pulls from learner rank 0 through the learner's headless Service
+    service = of_kind(objects, "Service")[f"{PREFIX}-learner"]["spec"]
+    assert service["clusterIP"] == "None" and service["publishNotReadyAddresses"] is True
+    pull = config_files(objects)["generation.yaml"]["weights"]
+    host = f"{PREFIX}-learner-0.{PREFIX}-learner.{NAMESPACE}.svc.cluster.local"
+    cache = "/var/cache/grpo-weights"
+    assert pull == {"mode": "grpc", "address": f"{host}:50051", "cache_dir": cache}
+    _, tls = render("tls-on")
+    pull = config_files(tls)["generation.yaml"]["weights"]
+    assert pull["tls_ca_file"] == "/etc/grpo/tls/ca.crt" and pull["tls_cert_file"]
+
+
+def test_shared_volume_mode_mounts_one_claim() -> None:
+    _, objects = render("shared-volume")
     claim = f"{PREFIX}-weights"
-    for component, read_only in (("generation", True), ("learner", False)):
-        pod = deps[f"{PREFIX}-{component}"]["spec"]["template"]["spec"]
-        (volume,) = [v for v in pod["volumes"] if v["name"] == "weights"]
-        assert volume["persistentVolumeClaim"] == {"claimName": claim, "readOnly": read_only}
-        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "weights"]
-        assert mount["readOnly"] is read_only
-    assert deps[f"{PREFIX}-learner"]["spec"]["strategy"] == {"type": "Recreate"}
-    assert of_kind(on, "PersistentVolumeClaim")[claim]["spec"]["accessModes"] == ["ReadWriteMany"]
+    pvc = of_kind(objects, "PersistentVolumeClaim")[claim]["spec"]
+    assert pvc["accessModes"] == ["ReadWriteMany"] and pvc["storageClassName"] == "nfs"
+    learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]
+    assert "volumeClaimTemplates" not in learner["spec"]
+    generation = workloads(objects)[f"{PREFIX}-generation"]
+    for workload, read_only in ((learner, False), (generation, True)):
+        volumes, mounts = volumes_of(workload)
+        assert volumes["weights"]["persistentVolumeClaim"] == {
+            "claimName": claim,
+            "readOnly": read_only,
+        }
+        assert mounts["weights"]["readOnly"] is read_only
+    assert "weights" not in config_files(objects)["generation.yaml"]  # shared_volume default
+
+
+def test_data_parallel_learner_spans_pods() -> None:
+    _, objects = render("data-parallel")
+    learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]
+    assert learner["spec"]["replicas"] == 3
+    assert len(learner["spec"]["volumeClaimTemplates"]) == 1
+    env = {e["name"]: e for e in learner["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    )
+    assert env["WORLD_SIZE"]["value"] == "3" and env["MASTER_PORT"]["value"] == "29500"
+    host = f"{PREFIX}-learner-0.{PREFIX}-learner.{NAMESPACE}.svc.cluster.local"
+    assert env["MASTER_ADDR"]["value"] == host
+    cfg = config_files(objects)["learner.yaml"]
+    assert (cfg["world_size"], cfg["dist_init"]) == (3, "env://")
+    # ranks reach each other on any port (rendezvous, gloo/NCCL); nobody else gains access
+    policy = of_kind(objects, "NetworkPolicy")[f"{PREFIX}-learner"]["spec"]
+    ranks = {
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "grpo-pipeline",
+                "app.kubernetes.io/instance": RELEASE,
+                "app.kubernetes.io/component": "learner",
+            }
+        }
+    }
+    assert {"from": [ranks]} in policy["ingress"] and {"to": [ranks]} in policy["egress"]
+    _, single = render("default")
+    single_policy = of_kind(single, "NetworkPolicy")[f"{PREFIX}-learner"]["spec"]
+    assert {"from": [ranks]} not in single_policy["ingress"]
+    assert "world_size" not in config_files(single)["learner.yaml"]
+
+
+def test_evaluation_peers_may_call_the_verifiers() -> None:
+    _, objects = render("data-parallel")
+    policies = of_kind(objects, "NetworkPolicy")
+    for vname in ("math", "steps", "code"):
+        spec = policies[f"{PREFIX}-verifier-{vname}"]["spec"]
+        (grpc_rule,) = [r for r in spec["ingress"] if r["ports"][0]["port"] == "grpc"]
+        assert grpc_rule["from"][1:] == [EVAL_PEER]
+        assert spec["egress"] == []
+    # the allowance is for verifiers only
+    generation = policies[f"{PREFIX}-generation"]["spec"]
+    assert EVAL_PEER not in [p for r in generation["ingress"] for p in r.get("from", [])]
 
 
 def test_external_redis_replaces_the_statefulset() -> None:
     _, objects = render("external-redis")
-    assert of_kind(objects, "StatefulSet") == {}
+    assert set(of_kind(objects, "StatefulSet")) == {f"{PREFIX}-learner"}
     secret = of_kind(objects, "Secret")[f"{PREFIX}-redis"]
     assert "redis-url" in secret["data"]
-    for dep in of_kind(objects, "Deployment").values():
+    for dep in workloads(objects).values():
         env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
         if dep["spec"]["template"]["metadata"]["labels"].get("grpo.dev/redis-client"):
             ref = env["REDIS_URL"]["valueFrom"]["secretKeyRef"]
@@ -563,6 +699,32 @@ def test_tls_discovery_and_monitoring_options() -> None:
             {"defaults": {"securityContext": {"readOnlyRootFilesystem": False}}},
             "'/defaults/securityContext",
         ),
+        # two learners on one run dir: only as data-parallel ranks
+        ({"services": {"learner": {"replicas": 2}}}, "'/services/learner/dataParallel/enabled'"),
+        ({"services": {"generation": {"dataParallel": {"enabled": True}}}}, "dataParallel"),
+        ({"weights": {"transfer": "nfs"}}, "'/weights/transfer'"),
+        ({"weights": {"accessModes": ["ReadWriteMany"]}}, "additional properties 'accessModes'"),
+        # `config:` is checked against the settings model of the block's `serve` (render time)
+        (
+            {"services": {"learner": {"config": {"batch_group": 3}}}},
+            "'/services/learner/config': additional properties 'batch_group'",
+        ),
+        (
+            {"services": {"learner": {"config": {"trainer": {"lr": "fast"}}}}},
+            "'/services/learner/config/trainer/lr': got string, want number",
+        ),
+        (
+            {"services": {"generation": {"config": {"weights": {"mode": "ftp"}}}}},
+            "'/services/generation/config/weights/mode': value must be one of",
+        ),
+        (
+            {"services": {"generation": {"serve": "generation", "config": {"worker": {}}}}},
+            "'/services/generation/config': additional properties 'worker'",
+        ),
+        (
+            {"verifiers": {"code": {"config": {"verifier": {"sandbox": {"mirror": "/x"}}}}}},
+            "'/verifiers/code/config/verifier/sandbox': additional properties 'mirror'",
+        ),
     ],
 )
 def test_schema_rejects_bad_values_naming_the_key(values: dict[str, Any], message: str) -> None:
@@ -571,6 +733,28 @@ def test_schema_rejects_bad_values_naming_the_key(values: dict[str, Any], messag
     assert message in str(excinfo.value)
     with pytest.raises(helm.HelmValuesError):  # install/render refuses them too
         chart().render(values=values, name=RELEASE, namespace=NAMESPACE)
+
+
+def test_service_config_schema_is_generated_from_the_settings_models() -> None:
+    """values.schema.json's settings part equals a fresh `make chart-schema` (no drift), and it
+    accepts each service's real defaults while the chart's own wiring keeps rendering."""
+    import importlib.util
+
+    path = CHART.parents[1] / "scripts" / "chart_schema.py"
+    spec = importlib.util.spec_from_file_location("chart_schema", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    current = (CHART / "values.schema.json").read_text()
+    assert module.render(json.loads(current)) == current, "stale schema: run make chart-schema"
+    defs = json.loads(current)["$defs"]
+    from grpo.services.registry import service_names
+
+    for serve in service_names():
+        assert f"settings.{serve}" in defs, serve
+    # a full, valid settings document of a service passes as its block's config
+    learner = settings_class("learner")(model_path="/m").model_dump(mode="json")
+    chart().validate_schema({"services": {"learner": {"config": learner}}})
 
 
 # Blocks whose content is defined elsewhere, documented by the block's comment: Kubernetes

@@ -51,6 +51,7 @@ app.kubernetes.io/component: {{ .component }}
 {{/*
 Every enabled workload as YAML: component name -> its block merged over `defaults`, plus
   role: generation | assembler | learner | verifier
+  workloadKind: StatefulSet (the learner: stable pod names, one checkpoint claim per pod) | Deployment
   verifierName: the key under `verifiers` (verifiers only)
   redisClient: true for the pipeline services that use Redis (never for verifiers)
 Templates read it with: include "grpo.workloads" . | fromYaml
@@ -62,6 +63,7 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- $w := mergeOverwrite (deepCopy $.Values.defaults) (deepCopy $svc) -}}
 {{- $_ := set $w "role" $name -}}
 {{- $_ := set $w "redisClient" true -}}
+{{- $_ := set $w "workloadKind" (ternary "StatefulSet" "Deployment" (eq $name "learner")) -}}
 {{- $_ := set $out $name $w -}}
 {{- end -}}
 {{- end -}}
@@ -71,6 +73,7 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- $_ := set $w "role" "verifier" -}}
 {{- $_ := set $w "verifierName" $name -}}
 {{- $_ := set $w "redisClient" false -}}
+{{- $_ := set $w "workloadKind" "Deployment" -}}
 {{- $_ := set $out (printf "verifier-%s" $name) $w -}}
 {{- end -}}
 {{- end -}}
@@ -91,10 +94,31 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- end -}}
 {{- end -}}
 
-{{/* gRPC address of a verifier's Service, the form discovery also produces:
-     <service>.<namespace>.svc:<port>. (dict "root" $ "component" "verifier-math") */}}
+{{/* gRPC target of a verifier. Headless Services (verifierRouting.headless): a dns:/// target
+     on the fully qualified name, which resolves to every ready pod address so the assembler's
+     client-side round-robin spreads calls over all replicas; else the ClusterIP Service as
+     <service>.<namespace>.svc:<port> (the form discovery also produces).
+     (dict "root" $ "component" "verifier-math") */}}
 {{- define "grpo.verifierAddress" -}}
-{{- printf "%s.%s.svc:%d" (include "grpo.componentName" .) .root.Release.Namespace (int .root.Values.grpc.port) -}}
+{{- $name := include "grpo.componentName" . -}}
+{{- $port := int .root.Values.grpc.port -}}
+{{- if .root.Values.verifierRouting.headless -}}
+{{- printf "dns:///%s.%s.svc.%s:%d" $name .root.Release.Namespace .root.Values.clusterDomain $port -}}
+{{- else -}}
+{{- printf "%s.%s.svc:%d" $name .root.Release.Namespace $port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* DNS name of learner pod <ordinal> behind the learner's headless Service:
+     <prefix>-learner-<i>.<prefix>-learner.<namespace>.svc.<clusterDomain>. (dict "root" $ "ordinal" 0) */}}
+{{- define "grpo.learnerPodHost" -}}
+{{- $svc := include "grpo.componentName" (dict "root" .root "component" "learner") -}}
+{{- printf "%s-%d.%s.%s.svc.%s" $svc (int .ordinal) $svc .root.Release.Namespace .root.Values.clusterDomain -}}
+{{- end -}}
+
+{{/* Published weights travel over gRPC from the learner (weights.transfer: grpc)? */}}
+{{- define "grpo.weights.grpc" -}}
+{{- if eq .Values.weights.transfer "grpc" -}}true{{- end -}}
 {{- end -}}
 
 {{/* The routing table (task type -> outcome/process addresses) built from `verifiers`. */}}
@@ -133,9 +157,9 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- default (printf "%s-tls" (include "grpo.fullname" .)) .Values.tls.existingSecret -}}
 {{- end -}}
 
-{{/* Name of the weights claim. */}}
+{{/* Name of the shared weights claim (weights.transfer: sharedVolume). */}}
 {{- define "grpo.weights.claimName" -}}
-{{- default (printf "%s-weights" (include "grpo.fullname" .)) .Values.weights.existingClaim -}}
+{{- default (printf "%s-weights" (include "grpo.fullname" .)) .Values.weights.sharedVolume.existingClaim -}}
 {{- end -}}
 
 {{/* Does a workload request GPUs? (dict "root" $ "w" $w) */}}
@@ -171,6 +195,18 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- end }}
 - name: GRPO_REDIS_URL
   value: $(REDIS_URL)
+{{- end }}
+{{- if and .w.dataParallel .w.dataParallel.enabled }}
+- name: RANK
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+- name: WORLD_SIZE
+  value: {{ .w.replicas | quote }}
+- name: MASTER_ADDR
+  value: {{ include "grpo.learnerPodHost" (dict "root" .root "ordinal" 0) | quote }}
+- name: MASTER_PORT
+  value: {{ .w.dataParallel.port | quote }}
 {{- end }}
 {{- with .w.env }}
 {{ toYaml . }}

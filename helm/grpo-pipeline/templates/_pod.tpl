@@ -1,0 +1,180 @@
+{{/*
+The pod template of one workload, shared by the Deployments and the learner's StatefulSet:
+(dict "root" $ "w" $w "component" $name). Volumes besides config, /tmp and TLS:
+  weights.transfer grpc: the learner mounts its own ReadWriteOnce claim "weights" (a
+    volumeClaimTemplate of its StatefulSet) read-write; generation gets an emptyDir
+    "weights-cache" for the versions it pulls; nobody else mounts weights.
+  weights.transfer sharedVolume: the shared claim, as each workload's `weights` says
+    (learner readWrite, generation readOnly).
+*/}}
+{{- define "grpo.podTemplate" -}}
+{{- $root := .root -}}
+{{- $w := .w -}}
+{{- $component := .component -}}
+{{- $ctx := dict "root" $root "component" $component -}}
+{{- $gpu := include "grpo.usesGpu" (dict "root" $root "w" $w) -}}
+{{- $weights := default "none" $w.weights -}}
+{{- if include "grpo.weights.grpc" $root -}}
+{{- $weights = "none" -}}
+{{- if eq $w.role "learner" }}{{ $weights = "claimTemplate" }}{{ end -}}
+{{- if eq $w.role "generation" }}{{ $weights = "cache" }}{{ end -}}
+{{- end -}}
+metadata:
+  labels:
+    {{- include "grpo.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}
+    grpo.dev/role: {{ $w.role }}
+    {{- if $w.redisClient }}
+    grpo.dev/redis-client: "true"
+    {{- end }}
+  annotations:
+    checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    {{- if $root.Values.metrics.podAnnotations }}
+    prometheus.io/scrape: "true"
+    prometheus.io/port: {{ $root.Values.metrics.port | quote }}
+    prometheus.io/path: /metrics
+    {{- end }}
+    {{- with $w.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  {{- if and (eq $w.role "assembler") $root.Values.discovery.enabled }}
+  serviceAccountName: {{ include "grpo.fullname" $root }}-discovery
+  automountServiceAccountToken: true
+  {{- else }}
+  serviceAccountName: {{ include "grpo.fullname" $root }}
+  automountServiceAccountToken: false
+  {{- end }}
+  {{- with $root.Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $w.runtimeClassName }}
+  runtimeClassName: {{ . }}
+  {{- end }}
+  {{- if kindIs "bool" $w.hostUsers }}
+  hostUsers: {{ $w.hostUsers }}
+  {{- end }}
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: {{ $w.terminationGracePeriodSeconds }}
+  securityContext:
+    {{- $psc := deepCopy $w.podSecurityContext }}
+    {{- with $w.seccompProfile }}
+    {{- $_ := set $psc "seccompProfile" . }}
+    {{- end }}
+    {{- toYaml $psc | nindent 4 }}
+  {{- $nodeSelector := default (dict) $w.nodeSelector }}
+  {{- if $gpu }}
+  {{- $nodeSelector = merge (deepCopy $nodeSelector) $root.Values.gpu.nodeSelector }}
+  {{- end }}
+  {{- with $nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- $tolerations := default (list) $w.tolerations }}
+  {{- if $gpu }}
+  {{- $tolerations = concat $tolerations $root.Values.gpu.tolerations }}
+  {{- end }}
+  {{- with $tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $w.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: {{ $component }}
+      image: {{ include "grpo.image" (dict "root" $root "image" $w.image) | quote }}
+      imagePullPolicy: {{ default $root.Values.image.pullPolicy $w.image.pullPolicy }}
+      {{- if $w.serve }}
+      command: [grpo, serve, {{ $w.serve | quote }}, --config, /etc/grpo/config.yaml]
+      {{- else }}
+      {{- with $w.command }}
+      command:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $w.args }}
+      args:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- end }}
+      ports:
+        - name: grpc
+          containerPort: {{ $root.Values.grpc.port }}
+          protocol: TCP
+        - name: metrics
+          containerPort: {{ $root.Values.metrics.port }}
+          protocol: TCP
+      env:
+        {{- include "grpo.env" (dict "root" $root "w" $w) | nindent 8 }}
+      startupProbe:
+        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $w.grpcService "kind" "startup") | trim | nindent 8 }}
+      readinessProbe:
+        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $w.grpcService "kind" "readiness") | trim | nindent 8 }}
+      livenessProbe:
+        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" "" "kind" "liveness") | trim | nindent 8 }}
+      resources:
+        {{- $res := deepCopy $w.resources }}
+        {{- if $gpu }}
+        {{- $limits := default (dict) $res.limits }}
+        {{- $_ := set $limits $root.Values.gpu.resourceName (int $w.gpus) }}
+        {{- $_ := set $res "limits" $limits }}
+        {{- end }}
+        {{- toYaml $res | nindent 8 }}
+      securityContext:
+        {{- $sc := deepCopy $w.securityContext }}
+        {{- with $w.appArmorProfile }}
+        {{- $_ := set $sc "appArmorProfile" . }}
+        {{- end }}
+        {{- with $w.procMount }}
+        {{- $_ := set $sc "procMount" . }}
+        {{- end }}
+        {{- toYaml $sc | nindent 8 }}
+      volumeMounts:
+        - name: config
+          mountPath: /etc/grpo/config.yaml
+          subPath: config.yaml
+          readOnly: true
+        - name: tmp
+          mountPath: /tmp
+        {{- if $root.Values.tls.enabled }}
+        - name: tls
+          mountPath: /etc/grpo/tls
+          readOnly: true
+        {{- end }}
+        {{- if eq $weights "cache" }}
+        - name: weights-cache
+          mountPath: {{ $root.Values.weights.cacheDir }}
+        {{- else if ne $weights "none" }}
+        - name: weights
+          mountPath: {{ $root.Values.weights.mountPath }}
+          readOnly: {{ eq $weights "readOnly" }}
+        {{- end }}
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "grpo.fullname" $root }}-config
+        items:
+          - key: {{ $component }}.yaml
+            path: config.yaml
+    - name: tmp
+      emptyDir:
+        sizeLimit: {{ $w.tmpSizeLimit }}
+    {{- if $root.Values.tls.enabled }}
+    - name: tls
+      secret:
+        secretName: {{ include "grpo.tls.secretName" $root }}
+        defaultMode: 0440
+    {{- end }}
+    {{- if eq $weights "cache" }}
+    - name: weights-cache
+      emptyDir:
+        sizeLimit: {{ $root.Values.weights.cacheSizeLimit }}
+    {{- else if or (eq $weights "readOnly") (eq $weights "readWrite") }}
+    - name: weights
+      persistentVolumeClaim:
+        claimName: {{ include "grpo.weights.claimName" $root }}
+        readOnly: {{ eq $weights "readOnly" }}
+    {{- end }}
+{{- end -}}
