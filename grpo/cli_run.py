@@ -30,7 +30,17 @@ def _parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def run(
-    config: Annotated[Path, typer.Argument(help="Run config YAML, e.g. configs/arith-cpu.yaml.")],
+    config: Annotated[
+        Path | None, typer.Argument(help="Run config YAML, e.g. configs/arith-cpu.yaml.")
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Continue the stopped or killed run in this folder (its config.yaml, Redis "
+            "state and learner checkpoint) instead of starting one; no CONFIG then.",
+        ),
+    ] = None,
     run_dir: Annotated[
         Path | None,
         typer.Option("--run-dir", help="Output folder (default runs/<timestamp>-<name>)."),
@@ -50,8 +60,11 @@ def run(
 
     Starts an embedded Redis unless REDIS_URL is set, launches verifiers, assembler, rollout
     worker(s) and learner on loopback ports, feeds prompts, shows live progress and writes the
-    run directory (config, logs, metrics, checkpoints, summary.json). Ctrl-C or SIGTERM stops
-    every process cleanly and exits 130; during GRPO the summary and plots are still written.
+    run directory (config, logs, metrics, checkpoints, summary.json). A service that dies is
+    restarted (supervision); the embedded Redis keeps its state in the run dir, so
+    `grpo run --resume RUN_DIR` continues a stopped or killed run. Ctrl-C or SIGTERM stops
+    every process cleanly and exits 130; during GRPO the summary and plots are still written
+    (the summary also when the run fails).
     """
     import logging
 
@@ -70,12 +83,15 @@ def run(
     values = _parse_overrides(overrides or [])
     if steps is not None:
         values["budget.steps"] = steps
+    if (config is None) == (resume is None):
+        console.print("[red]error:[/red] give a CONFIG file, or --resume RUN_DIR (not both)")
+        raise typer.Exit(code=2)
     try:
-        cfg = load_run_config(config, values)
+        cfg = load_run_config(resume / "config.yaml" if resume else config, values)  # type: ignore[operator,arg-type]
     except GrpoError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
-    out = (run_dir or default_run_dir(cfg)).resolve()
+    out = (resume or run_dir or default_run_dir(cfg)).resolve()
     _quiet_transformers()
     become_subreaper()
     # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
@@ -90,7 +106,19 @@ def run(
     def table(p: Progress) -> Table:
         s = p.stats
         t = Table(title=f"grpo run {cfg.name}  ({out})", show_header=True)
-        for col in ("step", "ver", "reward", "acc", "tok/s", "kept", "rej ✓/✗/few", "open", "s"):
+        cols = (
+            "step",
+            "ver",
+            "reward",
+            "acc",
+            "tok/s",
+            "kept",
+            "rej ✓/✗/few",
+            "open",
+            "short",
+            "s",
+        )
+        for col in cols:
             t.add_column(col, justify="right")
         t.add_row(
             f"{p.step}/{cfg.budget.steps if steps is None else steps}",
@@ -102,6 +130,7 @@ def run(
             f"{s.groups_rejected_all_correct}/{s.groups_rejected_all_wrong}/"
             f"{s.groups_rejected_too_few_valid}",
             str(s.groups_pending),
+            str(s.groups_closed_short),
             f"{p.elapsed_s:.0f}",
         )
         return t
@@ -111,7 +140,12 @@ def run(
     try:
         live.start()
         summary = run_local(
-            cfg, out, steps=steps, on_progress=lambda p: live.update(table(p)), log_fn=console.log
+            cfg,
+            out,
+            steps=steps,
+            on_progress=lambda p: live.update(table(p)),
+            log_fn=console.log,
+            resume=resume is not None,
         )
     except GrpoError as exc:
         live.stop()
@@ -133,6 +167,11 @@ def run(
         f"{summary['generated_tokens']} generated tokens, {summary['wall_clock_s']:.0f} s "
         f"(stop: {summary['stop_reason']}); summary in {out / 'summary.json'}"
     )
+    if summary.get("restarts") or summary.get("groups_closed_short"):
+        console.print(
+            f"restarts {summary.get('restarts')}, groups closed short "
+            f"{summary.get('groups_closed_short', 0)}, outage seconds {summary.get('outage_s')}"
+        )
     try:
         from grpo.report import render_report
 

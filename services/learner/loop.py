@@ -23,14 +23,20 @@ state they produced, and step 4 repeats exactly those groups; SIGKILL between th
 the XACKs leaves entries that step 4 skips. A group id that arrives twice (a duplicate entry)
 is acknowledged and skipped. A group that can never be trained (``check_group`` fails) is
 copied to ``<groups>:dead`` with the reason and acknowledged. Weights published from a lost
-step are superseded: versions are monotonic across restarts
-(``grpo.services.learner.publish``).
+step are superseded: on resume, when any version newer than the checkpoint's exists (in Redis
+or on disk), the restored model is published under the next unused number
+(``grpo.services.learner.publish.next_version``), so generation drops the lost lineage.
+
+Reading follows the one stream-consumer protocol (``grpo.services.streams.StreamConsumer``);
+every Redis call rides out an outage with backoff (``Outage``, ``redis_outage_s``). The
+crash policy is the one of every consumer: a failed loop ends its thread, ``is_alive()`` turns
+False, ``serve`` drains the process and exits non-zero, and the supervisor restarts it.
+The assembler's counters come from its ``GetStats`` RPC (``assembler_address``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -41,6 +47,12 @@ from typing import Any
 
 import torch
 
+from grpo.errors import (
+    FailedPreconditionError,
+    GrpoError,
+    InvalidArgumentError,
+    UnavailableError,
+)
 from grpo.learner import metric_names as mn
 from grpo.learner.checkpoint import (
     CheckpointState,
@@ -50,11 +62,15 @@ from grpo.learner.checkpoint import (
 )
 from grpo.learner.trainer import Trainer
 from grpo.services.learner.batch import check_group, group_rows, outcome_reward
-from grpo.errors import FailedPreconditionError, GrpoError, InvalidArgumentError
-from grpo.services.learner.publish import publish_weights, published_version
+from grpo.services.learner.publish import (
+    highest_folder_version,
+    next_version,
+    publish_weights,
+    published_version,
+)
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.streams import StreamEntry, StreamNames, Streams
+from grpo.services.streams import Outage, StreamConsumer, StreamEntry, StreamNames, Streams
 from grpo.v1 import common_pb2
 
 __all__ = ["LearnerLoop", "LearnerStatus", "group_records_for", "resolved_config"]
@@ -129,8 +145,8 @@ class LearnerLoop:
         trainer: the trainer (model on its device).
         tokenizer: saved with every published weights folder.
         parallel: ``grpo.learner.distributed.DataParallel`` of rank 0 when world_size > 1.
-        exit_on_error: end the process with status 1 when the loop fails (the service sets it,
-            so a supervisor sees the failure; the protocol makes such an exit lossless).
+        assembler_stats: returns the assembler's counters (name -> value) or {} (default: the
+            GetStats RPC at ``settings.assembler_address``, when set).
     """
 
     def __init__(
@@ -141,13 +157,22 @@ class LearnerLoop:
         trainer: Trainer,
         tokenizer: Any,
         parallel: Any | None = None,
-        exit_on_error: bool = False,
+        assembler_stats: Any | None = None,
     ) -> None:
         self.settings = settings
-        self.exit_on_error = exit_on_error
         self.names = StreamNames(settings.namespace)
         self.client = client
         self.streams = Streams(client)
+        self.outage = Outage(settings.redis_outage_s, what="redis (learner)")
+        self.groups = StreamConsumer(
+            self.streams,
+            self.names.groups,
+            settings.consumer_group,
+            settings.consumer,
+            common_pb2.Group,
+            reclaim_idle_ms=0,
+        )
+        self._assembler_stats = assembler_stats or _assembler_stats_rpc(settings.assembler_address)
         self.trainer = trainer
         self.tokenizer = tokenizer
         self.parallel = parallel
@@ -193,10 +218,13 @@ class LearnerLoop:
             self._ckpt_step = state.step
             log.info("resumed", extra={"checkpoint": str(path), "step": state.step})
         self.runlog.truncate_after(self.trainer.step_count)
-        in_redis = published_version(self.client, self.names.policy_key)
-        if path is not None and in_redis != self.policy_version:
-            # Generation may hold weights of steps lost with the previous process.
-            self._publish(max(in_redis, self.policy_version) + 1)
+        key = self.names.policy_key
+        in_redis = self.outage.call(lambda: published_version(self.client, key))
+        newest = max(in_redis, highest_folder_version(self.run_dir))
+        if newest > self.policy_version or (path is not None and in_redis != self.policy_version):
+            # Weights of steps lost with the previous process exist (generation may hold
+            # them): publish the restored model under a number never used before.
+            self._publish(self.outage.call(lambda: next_version(self.client, key, self.run_dir)))
         else:
             self.policy_version = max(self.policy_version, in_redis, 0)
 
@@ -216,6 +244,15 @@ class LearnerLoop:
     def run(self) -> None:
         """Run the loop in the calling thread until ``stop`` (idles after ``max_steps``)."""
         self._run()
+
+    def is_alive(self) -> bool:
+        """True while the loop thread runs; False once it failed (``serve`` then exits
+        non-zero so the supervisor restarts the learner from its checkpoint)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _redis(self, fn: Any) -> Any:
+        """Run a Redis step, riding out an outage (``Outage.call``; stops with the loop)."""
+        return self.outage.call(fn, stop=self._stop)
 
     def status(self) -> LearnerStatus:
         """Step, policy version, consumed groups, last metrics and checkpoint (thread-safe)."""
@@ -252,16 +289,9 @@ class LearnerLoop:
     def _run(self) -> None:
         s = self.settings
         try:
-            self.streams.ensure_group(self.names.groups, s.consumer_group)
-            pending = self.streams.reclaim(
-                self.names.groups,
-                s.consumer_group,
-                s.consumer,
-                common_pb2.Group,
-                min_idle_ms=0,
-                count=max(1000, 4 * s.batch_groups * s.checkpoint_every),
-            )
-            self._admit(pending)
+            # The learner is the group's only consumer: take over every pending entry.
+            count = max(1000, 4 * s.batch_groups * s.checkpoint_every)
+            self._admit(self._redis(lambda: self.groups.reclaim(count)))
             waited_from = time.perf_counter()
             while not self._stop.is_set():
                 self._serve_requests()
@@ -270,13 +300,15 @@ class LearnerLoop:
                     continue
                 need = s.batch_groups - len(self._buffer)
                 if need > 0:
-                    entries = self.streams.consume(
-                        self.names.groups,
-                        s.consumer_group,
-                        s.consumer,
-                        common_pb2.Group,
-                        count=need,
-                        block_ms=s.block_ms,
+                    entries = self._redis(
+                        lambda n=need: self.streams.consume(
+                            self.names.groups,
+                            s.consumer_group,
+                            s.consumer,
+                            common_pb2.Group,
+                            count=n,
+                            block_ms=s.block_ms,
+                        )
                     )
                     self._admit(entries)
                 if len(self._buffer) >= s.batch_groups:
@@ -285,13 +317,13 @@ class LearnerLoop:
                     wait_s = time.perf_counter() - waited_from
                     self._train(batch, wait_s)
                     waited_from = time.perf_counter()
-        except BaseException as exc:  # recorded for status, then re-raised
+        except UnavailableError as exc:
+            if not self._stop.is_set():  # an outage past its budget: report dead
+                self.error = exc
+                log.error("learner loop stops and reports dead: %s", exc)
+        except BaseException as exc:  # recorded; the thread ends, is_alive() turns False
             self.error = exc
-            log.exception("learner loop failed")
-            if self.exit_on_error:
-                logging.shutdown()
-                os._exit(1)
-            raise
+            log.exception("learner loop failed; reporting dead")
         finally:
             self._finish()
 
@@ -325,17 +357,14 @@ class LearnerLoop:
                 log.error(
                     "untrainable group dead-lettered", extra={"group_id": gid, "reason": str(exc)}
                 )
-                self.streams.produce(
-                    f"{self.names.groups}:dead", entry.message, metadata={"reason": str(exc)[:500]}
-                )
-                dup.append(entry.id)
+                self._redis(lambda e=entry, r=str(exc)[:500]: self.groups.dead_letter(e, r))
                 continue
             buffered.add(gid)
             self._buffer.append(entry)
         if dup:
             # A consumed id here was trained before the restored checkpoint (durable), or its
             # original entry is still pending until the next checkpoint: acking is safe.
-            self.streams.ack(self.names.groups, self.settings.consumer_group, dup)
+            self._redis(lambda: self.groups.ack(dup))
 
     def _train(self, entries: list[StreamEntry[common_pb2.Group]], wait_s: float) -> None:
         s = self.settings
@@ -359,7 +388,7 @@ class LearnerLoop:
         if step % s.publish_every == 0:
             self._publish(self.policy_version + 1)
         wall = time.time() - self.run_start_unix_s
-        counters = self._assembler_counters()
+        counters = self._assembler_stats()
         record: dict[str, Any] = {
             mn.STEP: step,
             mn.POLICY_VERSION: self.policy_version,
@@ -370,6 +399,7 @@ class LearnerLoop:
             "time/wait_groups_s": wait_s,
             "learner/idle_frac": self.wait_s_total / max(wall, 1e-9),
             "policy/staleness_mean": staleness,
+            "learner/redis_outage_s": self.outage.total_s,
         }
         record.update(metrics)
         record.update({mn.assembler_metric(k): float(v) for k, v in counters.items()})
@@ -379,32 +409,19 @@ class LearnerLoop:
         if step % s.checkpoint_every == 0 or (s.max_steps and step >= s.max_steps):
             self._checkpoint()
 
-    def _assembler_counters(self) -> dict[str, int]:
-        """The assembler's run counters when an assembler writes them in this namespace.
-
-        ``generated_tokens`` there counts every sampled token, rejected groups included (the
-        run's real generation cost); without an assembler it is absent.
-        """
-        try:
-            from grpo.services.assembler.store import GroupStore
-
-            # Only counters() is used: the deadline argument plays no part in it.
-            store = GroupStore(self.client, self.settings.namespace, group_deadline_s=1.0)
-            counters = store.counters()
-        except Exception:  # optional information, never fatal
-            return {}
-        return counters if counters.get("groups_opened", 0) > 0 else {}
-
     def _publish(self, version: int) -> None:
-        publish_weights(
-            self.client,
-            self.names.policy_key,
-            model=self.trainer.model,
-            tokenizer=self.tokenizer,
-            run_dir=self.run_dir,
-            version=version,
-            step=self.trainer.step_count,
-            keep=self.settings.keep_weights,
+        self.outage.call(
+            lambda: publish_weights(
+                self.client,
+                self.names.policy_key,
+                model=self.trainer.model,
+                tokenizer=self.tokenizer,
+                run_dir=self.run_dir,
+                version=version,
+                step=self.trainer.step_count,
+                keep=self.settings.keep_weights,
+            ),
+            stop=self._stop,
         )
         with self._lock:
             self.policy_version = version
@@ -433,9 +450,18 @@ class LearnerLoop:
             state=state,
             keep_last=self.settings.keep_checkpoints,
         )
-        # Durable now: acknowledge every entry the checkpoint covers.
+        # Durable now: acknowledge every entry the checkpoint covers. When Redis is down past
+        # the loop's stop, the entries stay pending; a restart skips them (consumed ids).
         if self._unacked:
-            self.streams.ack(self.names.groups, self.settings.consumer_group, self._unacked)
+            unacked = list(self._unacked)
+            try:
+                self._redis(lambda: self.groups.ack(unacked))
+            except UnavailableError:
+                if not self._stop.is_set():
+                    raise
+                log.warning(
+                    "checkpoint %s written; its %d acks wait for a restart", path, len(unacked)
+                )
         with self._lock:
             self._unacked = []
             self._ckpt_step = t.step_count
@@ -453,6 +479,36 @@ class LearnerLoop:
             except BaseException as exc:
                 holder.append(exc)
             done.set()
+
+
+def _assembler_stats_rpc(address: str) -> Any:
+    """A function returning the Assembler's GetStats counters (name -> number), {} on failure.
+
+    ``generated_tokens`` there counts every sampled token, rejected groups included (the run's
+    real generation cost); without an assembler the result is empty.
+    """
+    if not address:
+        return dict
+    state: dict[str, Any] = {}
+
+    def fetch() -> dict[str, float]:
+        import grpc
+
+        from grpo.v1 import assembler_pb2, assembler_pb2_grpc
+
+        if "stub" not in state:
+            state["stub"] = assembler_pb2_grpc.AssemblerStub(grpc.insecure_channel(address))
+        try:
+            reply = state["stub"].GetStats(assembler_pb2.GetStatsRequest(), timeout=2.0)
+        except grpc.RpcError as exc:  # optional information, never fatal
+            log.debug("assembler GetStats failed: %s", exc)
+            return {}
+        stats = reply.stats
+        if not stats.groups_opened:
+            return {}
+        return {f.name: float(getattr(stats, f.name)) for f in stats.DESCRIPTOR.fields}
+
+    return fetch
 
 
 def _staleness(groups: Sequence[common_pb2.Group], version: int) -> float:

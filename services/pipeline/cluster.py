@@ -5,8 +5,11 @@ else ``$REDIS_URL``, else an embedded server), writes each service's settings in
 ``<run_dir>/services/`` (validated against the service's own model first), launches the
 verifiers, the assembler, the learner and the rollout worker(s) as ``grpo serve`` processes on
 loopback ports through ``ProcessSupervisor`` and waits until each answers health checks.
-``check()`` is the one place a dead service is handled; ``stop()`` stops everything, Redis
-last, and reports any process left behind.
+``check()`` is the one place a dead service is handled: the supervisor restarts it (same
+config, same port, with backoff; ``RunConfig.supervision``) and gives up past the policy; an
+embedded Redis that died is restarted on its port from its append-only file
+(``<run_dir>/redis``, fsync every second). ``stop()`` drains the services in dependency order,
+stops Redis last, and reports any process left behind.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ class LocalCluster:
         """
         url = resolve_redis_url(self.config.redis_url)
         if not url:
-            self._redis_server = EmbeddedRedis()
+            # Durable by default: a resumed run (or a restarted server) reloads the run's state.
+            self._redis_server = EmbeddedRedis(self.run_dir / "redis", appendonly=True)
             self._redis_server.__enter__()
             url = self._redis_server.url
             self._log(f"embedded Redis at {url}")
@@ -122,6 +126,8 @@ class LocalCluster:
             routing={task_type: route},
             group_log=self.run_dir / "assembler_groups.jsonl",
         )
+        # A stable consumer name: a restarted assembler takes its own pending rollouts back.
+        settings.setdefault("consumer_name", "assembler-0")
         sup.start("assembler", self._service_yaml("assembler", settings, "assembler"))
         self.start_learner()
         for i in range(cfg.generation.workers):
@@ -146,22 +152,29 @@ class LocalCluster:
             model_path=self.model,
             run_dir=self.run_dir,
         )
+        settings.setdefault("assembler_address", self.address("assembler"))
         self.supervisor.start("learner", self._service_yaml("learner", settings, "learner"))
 
     def check(self) -> None:
-        """The one place a dead service is handled: today a run fails when any service exited
-        (supervised restarts extend this method).
+        """The one place a dead service is handled: restart it per ``config.supervision``
+        (an embedded Redis too, from its append-only file).
 
         Raises:
-            FailedPreconditionError: a service process exited (the message quotes each dead
-                service's log tail).
+            ServiceFailedError: a service died more often than the policy allows (the
+                message lists every death and quotes the last one's log tail).
+            UnavailableError: the embedded Redis could not be restarted.
         """
-        dead = self.supervisor.dead()
-        if dead:
-            tails = "\n".join(
-                f"--- {n}:\n{self.supervisor.services[n].log_tail(1500)}" for n in dead
-            )
-            raise FailedPreconditionError(f"service(s) {dead} exited:\n{tails}")
+        server = self._redis_server
+        if server is not None and not server.alive():
+            self._log("embedded Redis died; restarting it from its append-only file")
+            server.restart()
+            self.restarts["redis"] = self.restarts.get("redis", 0) + 1
+        self.supervisor.supervise(self.config.supervision, say=self._log)
+
+    @property
+    def restarts(self) -> dict[str, int]:
+        """Restarts per service so far (the embedded Redis as ``redis``)."""
+        return self.supervisor.restarts
 
     # ---------------------------------------------------------------- addresses and RPCs
     def address(self, name: str) -> str:

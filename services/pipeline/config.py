@@ -23,6 +23,7 @@ from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.trainer import TrainerConfig
 from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.config import load_settings
+from grpo.services.pipeline.processes import RestartPolicy
 
 __all__ = [
     "SHARED_WITH_GENERATION",
@@ -368,6 +369,11 @@ class RunConfig(BaseModel):
     learner: LearnerRunConfig = Field(default_factory=LearnerRunConfig, description="Learner.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Stop conditions.")
+    supervision: RestartPolicy = Field(
+        default_factory=RestartPolicy,
+        description="Restart of failed services: backoff, and how many restarts in a window "
+        "before the run fails.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -24,11 +24,12 @@ from typing import Any, Protocol
 
 import grpc
 
+from grpo.services.learner.publish import read_policy
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.feeder import PromptFeeder
 from grpo.services.pipeline.heldout import heldout_accuracy
 from grpo.services.pipeline.tasks import RunTasks
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.streams import REDIS_ERRORS, Outage, StreamNames, Streams
 from grpo.v1 import assembler_pb2, common_pb2, learner_pb2
 
 __all__ = [
@@ -50,6 +51,9 @@ WORKER_GROUP = "rollout-workers"
 """Consumer group of the rollout workers on the prompts stream (worker default)."""
 POLL_S = 0.5
 """Seconds between two iterations of the driver loop."""
+REDIS_OUTAGE_S = 300.0
+"""Longest Redis outage the driver rides out (feeding paused, retried with backoff) before it
+fails the run (seconds)."""
 
 
 class Endpoints(Protocol):
@@ -137,6 +141,7 @@ class RunDriver:
         self.evals: list[dict[str, Any]] = []
         self._started_at = 0.0
         self._feeder: PromptFeeder | None = None
+        self.redis_outage = Outage(REDIS_OUTAGE_S, backoff_max_s=1.0, what="redis (run driver)")
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, model: Path | str, label: str) -> float:
@@ -196,8 +201,7 @@ class RunDriver:
 
     def published_policy(self) -> common_pb2.PolicyWeights | None:
         """The latest PolicyWeights the learner published, or None."""
-        raw: Any = self.streams.client.get(self.names.policy_key)
-        return common_pb2.PolicyWeights.FromString(raw) if raw else None
+        return read_policy(self.streams.client, self.names)
 
     def wait_for_publish(
         self, step: int, timeout_s: float = 60.0
@@ -260,7 +264,12 @@ class RunDriver:
         warned_no_signal = False
         while True:
             self.endpoints.check()
-            feeder.pump()
+            try:
+                feeder.pump()
+                self.redis_outage.ok()
+            except REDIS_ERRORS as exc:  # ride it out; the services do the same
+                time.sleep(self.redis_outage.failed(exc))
+                continue
             try:
                 progress = self.poll()
             except grpc.RpcError as exc:
@@ -321,6 +330,7 @@ class RunDriver:
         policy: common_pb2.PolicyWeights | None,
         started: float,
         leftover_processes: list[int],
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Write and return ``summary.json`` (accuracies, steps, the assembler's counters).
 
@@ -331,6 +341,7 @@ class RunDriver:
             policy: the final published policy (None when none was published).
             started: ``time.time()`` when the run began (SFT included).
             leftover_processes: pids killed after the services stopped (should be empty).
+            extra: more entries (the run's accounting, restarts, outages, a failure).
         """
         stats = self.progress.stats
         summary = {
@@ -355,6 +366,7 @@ class RunDriver:
             "wall_clock_s": round(time.time() - started, 1),
             "leftover_processes": leftover_processes,
             "evals": self.evals,
+            **(extra or {}),
         }
         (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary

@@ -1,34 +1,52 @@
-"""Service processes of a local run: launch, health wait, fault injection, clean shutdown.
+"""Service processes of a local run: launch, health wait, supervision, fault injection, drain.
 
 Each service runs as ``grpo serve <name> --config <yaml> --port <p>`` in its own process group
 (its process pools die with it), with ``OMP_NUM_THREADS=1`` and a parent-death signal
 (SIGKILL when the orchestrator dies, so a SIGKILLed ``grpo run`` leaves no service behind).
-``stop_all`` sends SIGTERM to every group (reverse start order), waits ``grace_s``, then
-SIGKILLs what is left. With ``become_subreaper()`` the orchestrator also adopts grandchildren
-orphaned by a dying service, and ``orphans()`` lists any descendant still alive, so "no orphan
-processes" is checked, not assumed.
+
+Supervision (``ProcessSupervisor.supervise``, called by the run's loop): a service that exited
+is logged with why it died (exit code or signal, the last line of its log), then restarted
+with the same config on the same port after a backoff (``RestartPolicy``: doubling from
+``backoff_initial_s`` to ``backoff_max_s``); once it has died more than ``max_restarts`` times
+within ``window_s`` seconds the supervisor gives up and raises ``ServiceFailedError`` with a
+summary of every death. A restarted service resumes from its streams' pending entries (and the
+learner from its checkpoint), so a restart loses and repeats nothing. On Kubernetes the pod
+restart policy plays this role, with the same protocol.
+
+``stop_all`` drains in dependency order: reverse start order, one service at a time (SIGTERM,
+up to ``grace_s`` to finish, then SIGKILL), so producers stop before their consumers and the
+verifiers last, after the assembler that calls them. With ``become_subreaper()`` the
+orchestrator also adopts grandchildren orphaned by a dying service, and ``orphans()`` lists any
+descendant still alive, so "no orphan processes" is checked, not assumed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import DeadlineExceededError, FailedPreconditionError
+from grpo.services.config import child_environment
 
 __all__ = [
+    "Death",
     "ProcessSupervisor",
+    "RestartPolicy",
+    "ServiceFailedError",
     "ServiceProcess",
     "become_subreaper",
     "free_port",
@@ -36,8 +54,69 @@ __all__ = [
     "orphans",
 ]
 
+log = logging.getLogger(__name__)
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class RestartPolicy(BaseModel):
+    """When the supervisor restarts a failed service and when it gives up."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_restarts: int = Field(
+        default=5,
+        ge=0,
+        description="Restarts of one service allowed within window_s; one more death fails the "
+        "run with a summary (0 = fail at the first death).",
+    )
+    window_s: float = Field(
+        default=600.0, gt=0, description="Window over which restarts are counted (seconds)."
+    )
+    backoff_initial_s: float = Field(
+        default=0.5, ge=0, description="Wait before the first restart (seconds); doubles per death."
+    )
+    backoff_max_s: float = Field(
+        default=15.0, ge=0, description="Longest wait before a restart (seconds)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RestartPolicy:
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("supervision.backoff_max_s must be >= backoff_initial_s")
+        return self
+
+
+class ServiceFailedError(FailedPreconditionError):
+    """A service died more often than the restart policy allows."""
+
+
+@dataclass(frozen=True)
+class Death:
+    """One observed exit of a service.
+
+    Attributes:
+        name: the service's process name.
+        at: ``time.monotonic()`` when it was seen dead.
+        code: exit code (negative: killed by that signal).
+        reason: human-readable cause ("killed by SIGKILL", "exit 1: <last log line>").
+    """
+
+    name: str
+    at: float
+    code: int | None
+    reason: str
+
+
+def _why(code: int | None, tail: str) -> str:
+    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit {code}: {last[:300]}" if last else f"exit {code}"
+
 
 # Runs in the child before the CLI: SIGKILL this process when its parent dies, then serve.
 _BOOT = (
@@ -118,6 +197,7 @@ class ServiceProcess:
         config: its settings YAML.
         log: file receiving its stdout and stderr.
         popen: the process (leader of its own process group).
+        service: the ``grpo serve`` service name (``name`` unless several share one).
     """
 
     name: str
@@ -125,6 +205,7 @@ class ServiceProcess:
     config: Path
     log: Path
     popen: subprocess.Popen[bytes]
+    service: str = ""
 
     @property
     def address(self) -> str:
@@ -147,10 +228,14 @@ class ProcessSupervisor:
     """Starts services as child processes and stops them all (see the module docstring)."""
 
     def __init__(self, log_dir: Path, *, env: dict[str, str] | None = None) -> None:
-        """Args: log_dir: where ``<name>.log`` files go; env: extra environment for children."""
+        """Args: log_dir: where ``<name>.log`` files go; env: extra environment for children.
+
+        Children get this process's environment without ``GRPO_*`` settings variables
+        (``grpo.services.config.child_environment``): their settings file is the whole truth.
+        """
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._env = dict(os.environ)
+        self._env = child_environment()
         self._env.update(
             {
                 "OMP_NUM_THREADS": "1",
@@ -166,6 +251,10 @@ class ProcessSupervisor:
         # Descendants that existed before this supervisor (e.g. a test's Redis) are not ours.
         self._baseline = set(orphans())
         self._groups: set[int] = set()
+        self.deaths: list[Death] = []
+        self.restarts: dict[str, int] = {}
+        self._restart_at: dict[str, float] = {}
+        self._expected: set[str] = set()
 
     def start(self, name: str, config: Path, *, service: str | None = None) -> ServiceProcess:
         """Launch ``grpo serve <service or name> --config <config> --port <free port>``.
@@ -205,8 +294,11 @@ class ProcessSupervisor:
                 start_new_session=True,
             )
         self._groups.add(popen.pid)
-        proc = ServiceProcess(name=name, port=port, config=config, log=log, popen=popen)
+        proc = ServiceProcess(
+            name=name, port=port, config=config, log=log, popen=popen, service=service or name
+        )
         self.services[name] = proc
+        self._expected.discard(name)
         return proc
 
     def wait_healthy(self, names: list[str], timeout_s: float) -> None:
@@ -241,31 +333,90 @@ class ProcessSupervisor:
                     time.sleep(0.2)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to a service's whole process group and reap it (fault injection)."""
+        """Send ``sig`` to a service's whole process group and reap it (fault injection).
+
+        The death is then handled by ``supervise`` like any other.
+        """
         proc = self.services[name]
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.popen.pid, sig)
-        proc.popen.wait()
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            proc.popen.wait()
+
+    def supervise(
+        self, policy: RestartPolicy, *, say: Callable[[str], None] | None = None
+    ) -> list[str]:
+        """Handle dead services: log why, restart after the backoff, give up past the policy.
+
+        Call it regularly (the run's loop does, about twice a second). A restart reuses the
+        service's config and port; it does not wait for health (the next calls do).
+
+        Args:
+            policy: restart limits and backoff.
+            say: receives one human-readable line per death and restart (default: the log).
+
+        Returns:
+            Names of the services restarted by this call.
+
+        Raises:
+            ServiceFailedError: a service died more than ``policy.max_restarts`` times within
+                ``policy.window_s`` (the message lists every death of the run).
+        """
+        tell = say or log.warning
+        now = time.monotonic()
+        restarted: list[str] = []
+        for name, proc in list(self.services.items()):
+            if proc.alive() or name in self._expected:
+                continue
+            if name not in self._restart_at:
+                code = proc.popen.returncode
+                death = Death(name, now, code, _why(code, proc.log_tail(2000)))
+                self.deaths.append(death)
+                recent = [
+                    d for d in self.deaths if d.name == name and now - d.at <= policy.window_s
+                ]
+                if len(recent) > policy.max_restarts:
+                    raise ServiceFailedError(
+                        f"service {name} died {len(recent)} times within {policy.window_s:.0f} s "
+                        f"(max_restarts {policy.max_restarts}); giving up. Deaths: "
+                        + "; ".join(f"{d.name}: {d.reason}" for d in self.deaths)
+                        + f"\n--- {name} log ({proc.log}):\n{proc.log_tail(1500)}"
+                    )
+                pause = min(policy.backoff_max_s,
+                            policy.backoff_initial_s * 2 ** (len(recent) - 1))  # fmt: skip
+                self._restart_at[name] = now + pause
+                tell(f"service {name} died ({death.reason}); restart in {pause:.1f} s")
+            if now >= self._restart_at[name]:
+                del self._restart_at[name]
+                self.start(name, proc.config, service=proc.service)
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                restarted.append(name)
+                tell(f"service {name} restarted on port {proc.port} "
+                     f"(restart {self.restarts[name]})")  # fmt: skip
+        return restarted
 
     def dead(self) -> list[str]:
         """Names of services that exited."""
         return [n for n, p in self.services.items() if not p.alive()]
 
     def stop_all(self, grace_s: float) -> dict[str, int | None]:
-        """SIGTERM every service group (reverse start order), SIGKILL after ``grace_s``.
+        """Drain in dependency order: reverse start order, one service at a time (SIGTERM,
+        up to ``grace_s`` seconds, then SIGKILL of its group).
 
         Returns:
             Service name -> exit code (negative: killed by that signal).
         """
         procs = list(reversed(self.services.values()))
+        self._expected.update(p.name for p in procs)
+        self._restart_at.clear()
         for proc in procs:
             if proc.alive():
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.popen.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.popen.wait(timeout=grace_s)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.popen.pid, signal.SIGKILL)
         for proc in procs:
             # The group may hold pool workers even after its leader exited.
             with contextlib.suppress(ProcessLookupError, PermissionError):

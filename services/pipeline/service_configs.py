@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from grpo.errors import InvalidArgumentError
+from grpo.services.assembler.config import check_reclaim_before_deadline, reclaim_idle_ms_for
 from grpo.services.config import load_settings
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.registry import load_spec
@@ -66,7 +68,14 @@ def assembler_settings(
 def rollout_worker_settings(
     config: RunConfig, *, redis_url: str, namespace: str, model_path: Path | str, index: int
 ) -> dict[str, Any]:
-    """Settings of rollout worker ``index``: backend on the warm-started model, sampling."""
+    """Settings of rollout worker ``index``: backend on the warm-started model, sampling.
+
+    Its reclaim delay (jobs a dead worker left pending) is derived from the assembler's group
+    deadline (``reclaim_idle_ms_for``) unless ``generation.extra`` sets one.
+
+    Raises:
+        InvalidArgumentError: a reclaim delay that races the group deadline.
+    """
     gen = config.generation
     sampling: dict[str, Any] = {
         "temperature": gen.temperature,
@@ -85,9 +94,19 @@ def rollout_worker_settings(
             "consumer": f"worker-{index}",
             "sampling": sampling,
             "max_rollout_lag": max(2 * gen.group_size * gen.prompts_ahead, 16),
+            "reclaim_idle_ms": reclaim_idle_ms_for(config.assembler.group_deadline_s),
         },
     }
-    return _merge(base, gen.extra)
+    out = _merge(base, gen.extra)
+    try:
+        check_reclaim_before_deadline(
+            int(out["worker"]["reclaim_idle_ms"]),
+            config.assembler.group_deadline_s,
+            "generation.extra.worker.reclaim_idle_ms",
+        )
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
+    return out
 
 
 def learner_settings(
