@@ -317,3 +317,93 @@ def test_consumer_loop_reports_dead_once_a_redis_outage_outlasts_its_budget() ->
     loop._thread.join(10)  # type: ignore[union-attr]
     assert not loop.is_alive()
     assert "unreachable for" in str(loop.failure) and loop.outage.outages == 1
+
+
+def test_embedded_redis_dies_with_its_parent_and_keeps_its_data_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    code = textwrap.dedent(
+        f"""
+        import time
+        from pathlib import Path
+        from grpo.services.redis_server import EmbeddedRedis, connect
+        server = EmbeddedRedis(Path({str(tmp_path / "redis")!r}), appendonly=True).start()
+        client = connect(server.url)
+        client.xadd("s", {{"pb": b"x"}})
+        client.xgroup_create("s", "g", id="0")
+        client.xreadgroup("g", "c", {{"s": ">"}})
+        time.sleep(1.5)  # appendfsync everysec
+        print(server.pid, server.url, flush=True)
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert parent.stdout is not None
+    pid_text, url = parent.stdout.readline().split()
+    pid = int(pid_text)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(10)
+    for _ in range(100):  # the parent-death signal stops the server
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        threading.Event().wait(0.05)
+    else:
+        raise AssertionError(f"embedded Redis {pid} outlived its parent")
+    from grpo.services.redis_server import EmbeddedRedis, connect
+
+    with EmbeddedRedis(tmp_path / "redis", appendonly=True) as again:
+        client = connect(again.url)
+        assert client.xlen("s") == 1
+        assert client.xpending("s", "g")["pending"] == 1  # type: ignore[index]
+        client.close()
+
+
+def test_consumers_ride_out_a_redis_kill_and_restart(tmp_path: Path) -> None:
+    from grpo.services.redis_server import EmbeddedRedis, connect
+    from grpo.services.streams import ConsumerLoop, Outage, StreamConsumer
+
+    server = EmbeddedRedis(tmp_path / "redis", appendonly=True).start()
+    try:
+        client = connect(server.url)
+        streams = Streams(client)
+        consumer = StreamConsumer(streams, "s", "g", "c0", common_pb2.Rollout,
+                                  reclaim_idle_ms=60_000)  # fmt: skip
+        consumer.ensure_group()
+        seen: list[int] = []
+
+        class Worker(ConsumerLoop):
+            def run_once(self) -> None:
+                entries = consumer.poll(4, 50)
+                seen.extend(e.message.index for e in entries)
+                consumer.ack([e.id for e in entries])
+
+        worker = Worker(Outage(30.0, backoff_initial_s=0.05, backoff_max_s=0.2))
+        worker.start()
+        for i in range(5):
+            streams.produce("s", _rollout("g", i))
+        deadline = threading.Event()
+        for _ in range(200):
+            if len(seen) == 5:
+                break
+            deadline.wait(0.02)
+        threading.Event().wait(1.2)  # the acks reach the append-only file
+        server.kill()
+        threading.Event().wait(1.0)
+        assert worker.outage.in_outage and worker.is_alive()
+        server.restart()
+        for i in range(5, 10):
+            streams.produce("s", _rollout("g", i))
+        for _ in range(500):
+            if len(seen) >= 10:
+                break
+            deadline.wait(0.02)
+        worker.stop(5)
+        assert sorted(seen) == list(range(10))  # nothing lost, nothing twice
+        assert worker.outage.total_s >= 0.9 and not worker.outage.in_outage
+        assert streams.pending("s", "g") == 0
+        client.close()
+    finally:
+        server.stop()
