@@ -33,10 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
+from grpo.learner.choices import GroupEstimatorName, StdConvention, names
 from grpo.learner.collectives import all_reduce
 from grpo.learner.registry import Registry
 
@@ -51,11 +52,10 @@ __all__ = [
     "grouped_stats",
 ]
 
-StdConvention = Literal["population", "sample"]
-STD_CONVENTIONS: tuple[str, ...] = ("population", "sample")
+STD_CONVENTIONS: tuple[str, ...] = names(StdConvention)
 
 Estimator = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
+ESTIMATORS: Registry[Estimator] = Registry("advantage estimator", GroupEstimatorName)
 """Advantage estimators ``fn(rewards, mean, std, count) -> advantages``, all float64 [N],
 with ``mean``, ``std`` and ``count`` (valid rewards) gathered from each rollout's group;
 ``std`` and ``count`` are already made safe (never 0, count ≥ 2) by the caller."""

@@ -13,6 +13,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.learner.choices import (
+    EstimatorName,
+    KlEstimatorName,
+    LossTypeName,
+    ReductionName,
+    StdConvention,
+)
+
 __all__ = ["PRESETS", "LearnerAlgoConfig"]
 
 _ADVANTAGE_FORMULAS = {
@@ -48,7 +56,7 @@ class LearnerAlgoConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    estimator: Literal["grpo", "rloo", "dr_grpo", "gae"] = Field(
+    estimator: EstimatorName = Field(
         default="grpo",
         description="Advantage estimator: grpo (R-mean)/std (DeepSeekMath), rloo "
         "leave-one-out baseline (Ahmadian et al. 2024), dr_grpo R-mean (Liu et al. 2025), gae "
@@ -71,7 +79,7 @@ class LearnerAlgoConfig(BaseModel):
         description="gae: whiten the advantages over all loss tokens of the batch (verl's "
         "default for GAE).",
     )
-    std: Literal["population", "sample"] = Field(
+    std: StdConvention = Field(
         default="population",
         description="Std convention of group (and process) normalization: population divides "
         "by n, sample by n-1 (Bessel).",
@@ -102,7 +110,7 @@ class LearnerAlgoConfig(BaseModel):
         description="Weight of the process (step) advantage in the token advantage; used only "
         "when a process verifier is routed.",
     )
-    loss_type: Literal["ppo", "cispo"] = Field(
+    loss_type: LossTypeName = Field(
         default="ppo",
         description="Per-token loss: ppo clipped surrogate, or cispo clipped detached IS "
         "weight times advantage times log-prob (MiniMax-M1 2025).",
@@ -129,12 +137,12 @@ class LearnerAlgoConfig(BaseModel):
         description="Dual clip constant c > 1 (Ye et al. 2020): the loss of a negative-advantage "
         "token is bounded by c*|A|; null disables.",
     )
-    reduction: Literal["token_mean", "response_mean", "fixed_budget"] = Field(
+    reduction: ReductionName = Field(
         default="token_mean",
         description="Loss reduction with global denominators: token_mean (DAPO), response_mean "
         "(original GRPO), fixed_budget (Dr. GRPO, num_responses * L_max).",
     )
-    kl_estimator: Literal["k1", "k2", "k3"] = Field(
+    kl_estimator: KlEstimatorName = Field(
         default="k3", description="Per-token estimator of KL(pi_theta || pi_ref) (Schulman 2020)."
     )
     kl_coef: float = Field(

@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import torch
 
+from grpo.learner.choices import KlEstimatorName
 from grpo.learner.registry import Registry
 
 __all__ = ["K3_CLAMP", "KL_ESTIMATORS", "LOG_RATIO_CLAMP", "kl_penalty"]
@@ -41,7 +42,7 @@ K3_CLAMP = 10.0
 """k3 values above this are clamped (nats; verl clamps its k3 ``low_var_kl`` to [−10, 10])."""
 
 KlEstimator = Callable[[torch.Tensor], torch.Tensor]
-KL_ESTIMATORS: Registry[KlEstimator] = Registry("KL estimator")
+KL_ESTIMATORS: Registry[KlEstimator] = Registry("KL estimator", KlEstimatorName)
 """KL estimators ``fn(log_ratio) -> per-token value``, log_ratio = log π_θ − log π_ref."""
 
 

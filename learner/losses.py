@@ -57,6 +57,7 @@ from typing import Any
 import torch
 
 from grpo.learner import metric_names as mn
+from grpo.learner.choices import LossTypeName, ReductionName
 from grpo.learner.collectives import all_reduce
 from grpo.learner.kl import KL_ESTIMATORS, LOG_RATIO_CLAMP, kl_penalty
 from grpo.learner.registry import Registry
@@ -113,7 +114,7 @@ def loss_denominators(
 
 
 Reduction = Callable[..., torch.Tensor]
-REDUCTIONS: Registry[Reduction] = Registry("reduction")
+REDUCTIONS: Registry[Reduction] = Registry("reduction", ReductionName)
 """Reductions ``fn(per_token[N, T], mask[N, T] float, *, num_tokens, num_responses,
 max_response_length) -> scalar``; ``per_token`` is already 0 outside the mask."""
 
@@ -164,7 +165,7 @@ class LossTerms:
 
 
 LossType = Callable[..., LossTerms]
-LOSS_TYPES: Registry[LossType] = Registry("loss type")
+LOSS_TYPES: Registry[LossType] = Registry("loss type", LossTypeName)
 """Loss types ``fn(log_ratio, ratio, advantages, *, clip_low, clip_high, dual_clip) ->
 LossTerms``, all tensors [N, T]; ``log_ratio`` = log π_θ − log π_old (token or sequence level)
 carries the gradient, ``ratio`` = exp(log_ratio)."""

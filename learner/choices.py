@@ -1,0 +1,60 @@
+"""The learner's algorithm choices, each list of names declared once.
+
+Every choice (advantage estimator, loss reduction, per-token loss type, KL estimator, std
+convention) is one ``Literal`` here. The config fields (``LearnerAlgoConfig``) are typed with
+these; each registry is created with its ``Literal`` (``Registry(kind, declared=...)``), so
+registering an undeclared name raises; and ``tests/learner/test_choices.py`` checks that every
+declared name is registered, has a formula in the resolved definition and a row in the docs
+table (docs/learner-math.md). Adding a choice is one name added to its ``Literal`` here, plus
+its implementation (the registered function) and its docs row, which the test asks for.
+
+Torch-free, so the config and anything that validates a run config can import it cheaply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "CriticEstimatorName",
+    "EstimatorName",
+    "GroupEstimatorName",
+    "KlEstimatorName",
+    "LossTypeName",
+    "ReductionName",
+    "StdConvention",
+    "names",
+]
+
+GroupEstimatorName = Literal["grpo", "rloo", "dr_grpo"]
+"""Group-relative outcome estimators (``grpo.learner.advantages.ESTIMATORS``)."""
+CriticEstimatorName = Literal["gae"]
+"""Estimators with a learned critic (``grpo.learner.value``)."""
+EstimatorName = Literal[GroupEstimatorName, CriticEstimatorName]
+"""Every advantage estimator ``LearnerAlgoConfig.estimator`` accepts."""
+ReductionName = Literal["token_mean", "response_mean", "fixed_budget"]
+"""Loss reductions (``grpo.learner.losses.REDUCTIONS``)."""
+LossTypeName = Literal["ppo", "cispo"]
+"""Per-token loss types (``grpo.learner.losses.LOSS_TYPES``)."""
+KlEstimatorName = Literal["k1", "k2", "k3"]
+"""KL estimators (``grpo.learner.kl.KL_ESTIMATORS``)."""
+StdConvention = Literal["population", "sample"]
+"""Group std: population (divide by n) or sample (n − 1, Bessel)."""
+
+
+def names(choice: Any) -> tuple[str, ...]:
+    """The names of a ``Literal`` (nested ``Literal``s flattened), in declaration order.
+
+    Raises:
+        TypeError: ``choice`` is not a ``Literal`` of strings.
+    """
+    out: list[str] = []
+    args = get_args(choice)
+    if not args:
+        raise TypeError(f"{choice!r} is not a Literal")
+    for arg in args:
+        if isinstance(arg, str):
+            out.append(arg)
+        else:
+            out.extend(names(arg))
+    return tuple(out)
