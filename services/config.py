@@ -8,10 +8,16 @@ Each service has one frozen pydantic settings model (fields documented once with
 2. a YAML file whose top level is a mapping of field names (nested blocks for nested models);
 3. environment variables ``GRPO_<FIELD>`` with ``__`` between nesting levels, e.g.
    ``GRPO_SERVER__PORT=50061``; names are case-insensitive; values are strings that pydantic
-   converts, except YAML flow collections (``GRPO_TASK_TYPES='[math, arith]'``); variables
-   that name no field of the model are ignored so unrelated ``GRPO_*`` variables do not break
-   a service;
+   converts, except YAML flow collections (``GRPO_TASK_TYPES='[math, arith]'``); a variable
+   that names no field of the model is ignored with a logged warning (so a typo is seen, and
+   unrelated ``GRPO_*`` variables do not break a service), except the process-level names in
+   ``PROCESS_ENV`` and variables of a longer prefix (``GRPO_RUN_*`` belongs to ``grpo run``);
 4. ``overrides`` (CLI flags): a mapping whose keys may be dotted paths (``"server.port"``).
+
+One environment path: ``grpo run`` applies its ``GRPO_RUN_*`` variables to the RunConfig it
+writes into the run dir and every service's YAML; the services it launches get
+``child_environment()``, the parent's environment without ``GRPO_*`` settings variables, so
+what the run dir says is what each service runs with.
 
 ``python -m grpo.services.config --markdown`` prints the configuration reference of every
 settings model registered in ``grpo.services.registry`` (this is how docs/configuration.md is
@@ -21,6 +27,7 @@ made).
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import sys
 import types
@@ -34,9 +41,37 @@ from pydantic import BaseModel, ValidationError
 
 from grpo.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["load_settings", "settings_reference"]
+__all__ = [
+    "ENV_PREFIXES",
+    "PROCESS_ENV",
+    "child_environment",
+    "load_settings",
+    "settings_reference",
+]
+
+log = logging.getLogger(__name__)
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+PROCESS_ENV = frozenset({"GRPO_DATA_DIR", "GRPO_DEBUG"})
+"""``GRPO_*`` variables that are not settings: the dataset folder (``grpo.services.datasets``)
+and tracebacks instead of one-line errors (``grpo.cli.main``)."""
+
+ENV_PREFIXES = ("GRPO_RUN_", "GRPO_")
+"""Prefixes of settings variables, longest first: ``GRPO_RUN_`` feeds ``grpo run``'s RunConfig,
+``GRPO_`` a service's settings."""
+
+
+def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) without settings variables (``GRPO_*`` except
+    ``PROCESS_ENV``): the environment of a service launched with a settings file written for
+    it, so no inherited variable overrides what the file says."""
+    source = os.environ if environ is None else environ
+    return {
+        k: v
+        for k, v in source.items()
+        if not k.upper().startswith("GRPO_") or k.upper() in PROCESS_ENV
+    }
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -52,11 +87,14 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``update``, recursively: nested mappings merge key by key, any other
+    value (lists included) replaces; neither argument is modified. The one deep-merge of
+    settings layers (YAML, environment, flags, and ``grpo run``'s per-service extras)."""
     out = dict(base)
     for key, value in update.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = dict(value) if isinstance(value, Mapping) else value
     return out
@@ -89,11 +127,17 @@ def _resolve_path(cls: type[BaseModel], parts: list[str]) -> list[str] | None:
 def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dict[str, Any]:
     layer: dict[str, Any] = {}
     plen = len(prefix)
+    longer = [p for p in ENV_PREFIXES if len(p) > plen and p.startswith(prefix.upper())]
     for key, raw in env.items():
-        if not key.upper().startswith(prefix.upper()) or len(key) == plen:
+        upper = key.upper()
+        if not upper.startswith(prefix.upper()) or len(key) == plen:
             continue
         path = _resolve_path(cls, key[plen:].split("__"))
         if path is None:
+            if upper not in PROCESS_ENV and not any(upper.startswith(p) for p in longer):
+                log.warning(
+                    "environment variable %s names no setting of %s; ignored", key, cls.__name__
+                )
             continue
         # Scalars stay strings (pydantic coerces "123"/"true" for int/bool fields and keeps
         # "on" or "007" intact for str fields); flow collections are parsed as YAML.
@@ -105,7 +149,7 @@ def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dic
                 raise InvalidArgumentError(
                     f"environment variable {key} is not valid YAML: {exc}"
                 ) from exc
-        layer = _deep_merge(layer, _nest(path, value))
+        layer = deep_merge(layer, _nest(path, value))
     return layer
 
 
@@ -114,7 +158,7 @@ def _override_layer(cls: type[BaseModel], overrides: Mapping[str, Any]) -> dict[
     for key, value in overrides.items():
         parts = key.split(".")
         path = _resolve_path(cls, parts) or parts  # unknown names reach pydantic, which names them
-        layer = _deep_merge(layer, _nest(path, value))
+        layer = deep_merge(layer, _nest(path, value))
     return layer
 
 
@@ -158,11 +202,11 @@ def load_settings(
                 f"config file {path} must hold a mapping of setting names, got "
                 f"{type(loaded).__name__}"
             )
-        merged = _deep_merge(merged, loaded)
+        merged = deep_merge(merged, loaded)
     env_layer = _env_layer(cls, os.environ if environ is None else environ, env_prefix)
-    merged = _deep_merge(merged, env_layer)
+    merged = deep_merge(merged, env_layer)
     override_layer = _override_layer(cls, overrides) if overrides else {}
-    merged = _deep_merge(merged, override_layer)
+    merged = deep_merge(merged, override_layer)
     try:
         return cls.model_validate(merged)
     except ValidationError as exc:

@@ -43,7 +43,7 @@ from grpo.services.assembler.stats import stats_from_counters
 from grpo.services.assembler.store import GroupStore
 from grpo.services.assembler.verifier_client import VerifierClient
 from grpo.services.discovery import DiscoverySettings, discovery_worker
-from grpo.services.redis_server import connect
+from grpo.services.redis_server import connect, resolve_redis_url
 from grpo.services.registry import BackgroundWorker, ServiceParts, ServiceSpec
 from grpo.services.routing import RouteConfig, RoutingTable
 from grpo.services.server import ServerSettings, ServiceBinding
@@ -79,8 +79,10 @@ class AssemblerSettings(BaseModel):
     server: ServerSettings = Field(
         default_factory=ServerSettings, description="gRPC server settings."
     )
-    redis_url: str = Field(
-        default="redis://127.0.0.1:6379/0", description="Redis holding the streams and state."
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis holding the streams and state; None = $REDIS_URL (required one way "
+        "or the other, grpo.services.redis_server.resolve_redis_url).",
     )
     namespace: str = Field(
         default="grpo", min_length=1, description="Run namespace of stream and key names."
@@ -416,7 +418,8 @@ def build_assembler(
 
 
 def _build(settings: AssemblerSettings) -> ServiceParts:
-    client = connect(settings.redis_url)
+    url = resolve_redis_url(settings.redis_url, required_by="assembler")
+    client = connect(str(url))
     assembler, streams, names, verifier = build_assembler(settings, client)
     consumer = settings.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
     worker = AssemblerWorker(

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from grpo.services.generation.backend import BackendConfig, create_backend
 from grpo.services.generation.service import GenerationServicer
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
-from grpo.services.redis_server import connect
+from grpo.services.redis_server import connect, resolve_redis_url
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServerSettings, ServiceBinding
 from grpo.services.weights.puller import BackgroundPuller, WeightPuller, WeightTransferConfig
@@ -36,9 +36,10 @@ class RolloutWorkerSettings(BaseModel):
     server: ServerSettings = Field(
         default_factory=ServerSettings, description="gRPC server settings."
     )
-    redis_url: str = Field(
-        default="redis://127.0.0.1:6379/0",
-        description="Redis holding the prompts and rollouts streams.",
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis holding the prompts and rollouts streams; None = $REDIS_URL "
+        "(required one way or the other, grpo.services.redis_server.resolve_redis_url).",
     )
     backend: BackendConfig = Field(..., description="Sampling engine and initial policy.")
     worker: RolloutWorkerConfig = Field(
@@ -62,7 +63,7 @@ def _build(settings: RolloutWorkerSettings) -> ServiceParts:
             )
     backend = create_backend(backend_config)
     worker = RolloutWorker(
-        connect(settings.redis_url),
+        connect(str(resolve_redis_url(settings.redis_url, required_by="rollout worker"))),
         backend,
         settings.worker,
         weights_puller=None if puller is None else BackgroundPuller(puller),

@@ -20,7 +20,6 @@ from typing import Any
 import grpc
 import torch
 
-from grpo.errors import FailedPreconditionError
 from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
 from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
@@ -125,11 +124,9 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
     Raises:
         FailedPreconditionError: no Redis URL (settings.redis_url or $REDIS_URL).
     """
-    from grpo.services.redis_server import connect, redis_url_from_env
+    from grpo.services.redis_server import connect, resolve_redis_url
 
-    url = settings.redis_url or redis_url_from_env()
-    if not url:
-        raise FailedPreconditionError("the learner needs Redis: set redis_url or $REDIS_URL")
+    url = str(resolve_redis_url(settings.redis_url, required_by="learner"))
     parallel = None
     procs = None
     if settings.world_size > 1:

@@ -390,13 +390,19 @@ class RunConfig(BaseModel):
         return self
 
 
-def load_run_config(path: Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+def load_run_config(
+    path: Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+) -> RunConfig:
     """Read a RunConfig from YAML with dotted-path ``overrides`` (``{"budget.steps": 3}``).
 
-    Environment variables ``GRPO_RUN_<FIELD>`` (``__`` between levels) override the file.
+    Environment variables ``GRPO_RUN_<FIELD>`` (``__`` between levels) of ``environ`` (default
+    ``os.environ``) override the file; one naming no field is logged and ignored.
 
     Raises:
         NotFoundError: the file does not exist.
         InvalidArgumentError: invalid values; the message lists each bad field's dotted path.
     """
-    return load_settings(RunConfig, path, overrides, env_prefix="GRPO_RUN_")
+    return load_settings(RunConfig, path, overrides, env_prefix="GRPO_RUN_", environ=environ)

@@ -183,3 +183,53 @@ def test_feeder_applies_backpressure_and_never_feeds_twice(
     assert len(ids) == len(set(ids)) == 10
     assert sorted(ids) == sorted(f"t{i}/e{e}" for i in range(5) for e in range(2))
     assert {j.group_size for j in jobs} == {4}
+
+
+def test_children_do_not_inherit_settings_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the run dir's YAML says is what a launched service runs with."""
+    from grpo.services.config import child_environment
+    from grpo.services.pipeline.processes import ProcessSupervisor
+
+    parent = {
+        "PATH": "/bin",
+        "GRPO_TRAINER__LR": "1e-3",  # would override the learner's YAML
+        "grpo_redis_url": "redis://elsewhere:6379/0",
+        "GRPO_RUN_BUDGET__STEPS": "3",
+        "GRPO_DATA_DIR": "/data",
+        "REDIS_URL": "redis://x",
+    }
+    assert child_environment(parent) == {
+        "PATH": "/bin",
+        "GRPO_DATA_DIR": "/data",
+        "REDIS_URL": "redis://x",
+    }
+    monkeypatch.setenv("GRPO_TRAINER__LR", "1e-3")
+    supervisor = ProcessSupervisor(tmp_path / "logs", env={"GRPO_EXPLICIT": "1"})
+    assert "GRPO_TRAINER__LR" not in supervisor._env  # what every child is started with
+    assert supervisor._env["GRPO_EXPLICIT"] == "1"  # explicit extras still pass
+
+
+def test_unknown_settings_variables_are_logged_not_dropped_silently(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from grpo.services.config import load_settings
+    from grpo.services.learner.settings import LearnerServiceSettings
+
+    env = {
+        "GRPO_MODEL_PATH": "/m",
+        "GRPO_TRAINER__LRR": "1e-3",  # a typo
+        "GRPO_RUN_BUDGET__STEPS": "3",  # grpo run's, not the learner's
+        "GRPO_DATA_DIR": "/data",  # a process-level name
+    }
+    with caplog.at_level("WARNING", logger="grpo.services.config"):
+        settings = load_settings(LearnerServiceSettings, environ=env)
+    assert str(settings.model_path) == "/m"
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "GRPO_TRAINER__LRR" in warned[0]
+    assert "LearnerServiceSettings" in warned[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="grpo.services.config"):
+        load_run_config(REPO / "configs" / "e2e-tiny.yaml", environ={"GRPO_RUN_BUDGET__STEPZ": "1"})
+    assert ["GRPO_RUN_BUDGET__STEPZ" in r.getMessage() for r in caplog.records] == [True]
