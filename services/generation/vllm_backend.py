@@ -17,6 +17,11 @@ skip without vllm and a GPU). See docs/generation.md for what was and was not ve
   ``VLLM_ALLOW_INSECURE_SERIALIZATION``) and calls the model's own ``load_weights`` (which
   handles fused QKV/gate-up layouts), then resets the prefix cache, whose KV entries belong to
   the old weights. No engine restart.
+- NCCL broadcast (the GPU fast path, ``grpo.services.weights.nccl``): ``join_weight_group``
+  makes every worker join the learner's weight-update group through ``collective_rpc``
+  ("grpo_init_weight_group"), and ``receive_weights`` takes one broadcast of every parameter
+  ("grpo_receive_weights", then a prefix-cache reset), following vLLM's documented RLHF
+  weight-update example. Needs one GPU per rank; tested only where two GPUs exist.
 - Deadlines: ``LLM.generate`` is blocking; the deadline is checked before the call and after
   it (an overrun raises DEADLINE_EXCEEDED but the GPU work is not cut short).
 """
@@ -70,6 +75,39 @@ class VllmWorkerExtension:
         """Load the safetensors ``files`` into this worker's model; returns tensors loaded."""
         loaded = self.model_runner.model.load_weights(weights=_iter_safetensors(files))
         return len(loaded) if loaded is not None else 0
+
+    def grpo_init_weight_group(
+        self, master_address: str, master_port: int, rank_offset: int, world_size: int
+    ) -> int:
+        """Join the learner's NCCL weight-update group (``grpo.services.weights.nccl``) as rank
+        ``rank_offset`` + this worker's rank in the engine; returns that rank."""
+        from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
+        from vllm.distributed.parallel_state import get_world_group
+        from vllm.distributed.utils import StatelessProcessGroup
+
+        rank = get_world_group().rank + rank_offset
+        group = StatelessProcessGroup.create(
+            host=master_address, port=master_port, rank=rank, world_size=world_size
+        )
+        self._grpo_weight_group = PyNcclCommunicator(group, device=self.device)
+        return rank
+
+    def grpo_receive_weights(self, specs: list[tuple[str, str, tuple[int, ...]]]) -> int:
+        """Receive each (name, dtype, shape) of ``specs`` from rank 0, in order, and load it
+        with the model's own ``load_weights``; returns tensors loaded."""
+        import torch
+
+        group = getattr(self, "_grpo_weight_group", None)
+        if group is None:
+            raise RuntimeError("grpo_init_weight_group must run before grpo_receive_weights")
+        stream = torch.cuda.current_stream()
+        for name, dtype, shape in specs:
+            buffer = torch.empty(shape, dtype=getattr(torch, dtype), device=self.device)
+            group.broadcast(buffer, src=0, stream=stream)
+            self.model_runner.model.load_weights(weights=[(name, buffer)])
+            del buffer
+        torch.cuda.synchronize()
+        return len(specs)
 
 
 class VllmBackend(GenerationBackend):
@@ -208,6 +246,44 @@ class VllmBackend(GenerationBackend):
             raise NotFoundError(f"no *.safetensors files in {path}")
         with self._lock:
             self._llm.collective_rpc("grpo_load_weights", args=(files,))
+            self._llm.reset_prefix_cache()
+            self._version = version
+        return time.perf_counter() - start
+
+    def join_weight_group(
+        self, master_address: str, master_port: int, rank_offset: int, world_size: int
+    ) -> list[int]:
+        """Make every engine worker join the learner's NCCL weight-update group (the learner is
+        rank 0, ``grpo.services.weights.nccl.NcclWeightSender``); blocks until the group forms.
+
+        Returns:
+            The group rank of each worker.
+        """
+        with self._lock:
+            return list(
+                self._llm.collective_rpc(
+                    "grpo_init_weight_group",
+                    args=(master_address, master_port, rank_offset, world_size),
+                )
+            )
+
+    def receive_weights(self, version: int, specs: list[tuple[str, str, tuple[int, ...]]]) -> float:
+        """Take policy ``version`` from the learner's broadcast (``NcclWeightSender.send`` with
+        the same ``weight_specs``), then reset the prefix cache; generation waits meanwhile.
+
+        Returns:
+            Seconds the transfer took.
+
+        Raises:
+            InvalidArgumentError: ``version`` is below the loaded version.
+        """
+        start = time.perf_counter()
+        if version < self._version:
+            raise InvalidArgumentError(
+                f"policy_version {version} is older than the loaded version {self._version}"
+            )
+        with self._lock:
+            self._llm.collective_rpc("grpo_receive_weights", args=(list(specs),))
             self._llm.reset_prefix_cache()
             self._version = version
         return time.perf_counter() - start

@@ -54,3 +54,44 @@ def test_vllm_load_weights_changes_outputs(vllm_backend, tuned_model_dir: Path) 
     c = vllm_backend.generate([TUNED_PROMPT], 1, greedy)[0].completions[0]
     assert (c.text, c.policy_version) == (TUNED_COMPLETION, 5)
     assert c.finish_reason == common_pb2.FINISH_REASON_STOP
+
+
+def _send_weights(model_dir: str, port: int, ready) -> None:
+    """The learner side of the NCCL path, in its own process on cuda:1."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo.services.weights.nccl import NcclWeightSender
+
+    torch.cuda.set_device(1)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to("cuda:1")
+    sender = NcclWeightSender("127.0.0.1", port, world_size=2, device=torch.device("cuda:1"))
+    ready.wait(600)  # the receiver posted its receive call
+    sender.send(model)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs one GPU per rank")
+def test_vllm_receives_a_policy_over_nccl(vllm_backend, tuned_model_dir: Path) -> None:
+    import multiprocessing as mp
+    import socket
+    import threading
+
+    from transformers import AutoModelForCausalLM
+
+    from grpo.services.weights.nccl import weight_specs
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    sender = ctx.Process(target=_send_weights, args=(str(tuned_model_dir), port, ready))
+    sender.start()
+    assert vllm_backend.join_weight_group("127.0.0.1", port, 1, 2) == [1]
+    specs = weight_specs(AutoModelForCausalLM.from_pretrained(str(tuned_model_dir)))
+    threading.Timer(1.0, ready.set).start()
+    vllm_backend.receive_weights(7, specs)
+    sender.join(120)
+    assert sender.exitcode == 0
+    greedy = SamplingConfig(temperature=0, max_new_tokens=8)
+    c = vllm_backend.generate([TUNED_PROMPT], 1, greedy)[0].completions[0]
+    assert (c.text, c.policy_version) == (TUNED_COMPLETION, 7)
