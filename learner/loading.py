@@ -11,17 +11,12 @@ from typing import Any, Literal
 
 import torch
 
+from grpo.devices import DTYPES, resolve_device
 from grpo.learner.config import LearnerAlgoConfig
-from grpo.learner.trainer import Trainer, TrainerConfig, resolve_device
+from grpo.learner.trainer import Trainer, TrainerConfig
 
-__all__ = ["DTYPES", "build_trainer", "load_causal_lm"]
+__all__ = ["build_trainer", "load_causal_lm"]
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float64": torch.float64,
-}
-"""Parameter dtype names the learner accepts -> torch dtypes."""
 
 
 def load_causal_lm(path: str | Path, dtype: Literal["float32", "bfloat16", "float64"]) -> Any:

@@ -35,12 +35,13 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.devices import resolve_device
 from grpo.learner import metric_names as mn
 from grpo.learner.batch import GroupRows, TrainingBatch, pad_batch
 from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.logprobs import entropy_from_logits
 
-__all__ = ["Trainer", "TrainerConfig", "resolve_device"]
+__all__ = ["Trainer", "TrainerConfig"]
 
 
 class TrainerConfig(BaseModel):
@@ -95,13 +96,6 @@ class TrainerConfig(BaseModel):
         if self.schedule != "constant" and self.total_steps == 0:
             raise ValueError(f"schedule={self.schedule!r} needs total_steps > 0")
         return self
-
-
-def resolve_device(name: str) -> torch.device:
-    """'auto' -> ``cuda`` when available else ``cpu``; anything else is passed to torch."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def _lr_multiplier(config: TrainerConfig, step: int) -> float:

@@ -96,7 +96,7 @@ def deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
         else:
-            out[key] = dict(value) if isinstance(value, Mapping) else value
+            out[key] = deep_merge({}, value) if isinstance(value, Mapping) else value
     return out
 
 

@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, DynamicCache
 
+from grpo.devices import resolve_device, resolve_dtype
 from grpo.errors import ContractError, InvalidArgumentError, NotFoundError
 from grpo.model import load_tokenizer
 from grpo.services.generation.backend import (
@@ -39,7 +40,6 @@ from grpo.v1 import common_pb2
 
 __all__ = ["TransformersBackend", "sample_next_tokens"]
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def sample_next_tokens(
@@ -110,14 +110,8 @@ class TransformersBackend(GenerationBackend):
             raise NotFoundError(f"model folder {folder} has no config.json")
         self._config = config
         self._tok = load_tokenizer(folder)
-        dev = config.device
-        if dev == "auto":
-            dev = "cuda:0" if torch.cuda.is_available() else "cpu"
-        self._device = torch.device(dev)
-        if config.dtype == "auto":
-            dtype = torch.bfloat16 if self._device.type == "cuda" else torch.float32
-        else:
-            dtype = _DTYPES[config.dtype]
+        self._device = resolve_device(config.device)
+        dtype = resolve_dtype(config.dtype, self._device)
         model: Any = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
         self._model = model.to(self._device).eval()
         eos = self._model.config.eos_token_id

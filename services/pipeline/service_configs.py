@@ -15,7 +15,7 @@ import yaml
 
 from grpo.errors import InvalidArgumentError
 from grpo.services.assembler.config import check_reclaim_before_deadline, reclaim_idle_ms_for
-from grpo.services.config import load_settings
+from grpo.services.config import deep_merge, load_settings
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.registry import load_spec
 
@@ -30,19 +30,9 @@ __all__ = [
 _SERVER = {"host": "127.0.0.1", "metrics_port": -1, "grace_s": 5.0}
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def verifier_settings(config: RunConfig, service: str) -> dict[str, Any]:
     """Settings of a verifier service (``verifiers.extra[service]`` merged in)."""
-    return _merge({"server": dict(_SERVER)}, config.verifiers.extra.get(service, {}))
+    return deep_merge({"server": dict(_SERVER)}, config.verifiers.extra.get(service, {}))
 
 
 def assembler_settings(
@@ -62,7 +52,7 @@ def assembler_settings(
         "assembler": config.assembler.model_dump(mode="json"),
         "group_log": str(group_log),
     }
-    return _merge(base, config.assembler_extra)
+    return deep_merge(base, config.assembler_extra)
 
 
 def rollout_worker_settings(
@@ -97,7 +87,7 @@ def rollout_worker_settings(
             "reclaim_idle_ms": reclaim_idle_ms_for(config.assembler.group_deadline_s),
         },
     }
-    out = _merge(base, gen.extra)
+    out = deep_merge(base, gen.extra)
     try:
         check_reclaim_before_deadline(
             int(out["worker"]["reclaim_idle_ms"]),
@@ -128,7 +118,7 @@ def learner_settings(
         "trainer": learn.trainer.model_dump(mode="json"),
         "algo": learn.algo.model_dump(mode="json"),
     }
-    return _merge(base, learn.extra)
+    return deep_merge(base, learn.extra)
 
 
 def write_service_config(service: str, settings: Mapping[str, Any], path: Path) -> Path:

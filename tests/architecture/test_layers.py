@@ -30,6 +30,7 @@ LAYER_OF: list[tuple[str, str]] = [
     ("grpo.verifiers.*.service", "verifier-edge"),
     ("grpo.verifiers", "verifiers"),
     ("grpo.model", "model"),
+    ("grpo.devices", "model"),
     ("grpo.learner", "learner"),
     ("grpo.services", "services"),
     ("grpo.report", "cli"),
