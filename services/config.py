@@ -89,8 +89,9 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 def deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` updated by ``update``, recursively: nested mappings merge key by key, any other
-    value (lists included) replaces; neither argument is modified. The one deep-merge of
-    settings layers (YAML, environment, flags, and ``grpo run``'s per-service extras)."""
+    value (lists included) replaces; neither argument is modified and the result shares no
+    nested mapping with them. The one deep-merge of settings layers (YAML, environment, flags,
+    and ``grpo run``'s per-service extras)."""
     out = dict(base)
     for key, value in update.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):
