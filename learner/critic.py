@@ -92,7 +92,8 @@ class Critic:
     """The value model with its AdamW optimizer and ``LambdaLR`` schedule.
 
     Args:
-        model: the value model (moved to ``device``).
+        model: the value model (moved to ``device``): a :class:`ValueModel`, or any module
+            with its ``forward(input_ids, attention_mask, position_ids, num_values)``.
         lr: peak learning rate of the critic.
         lr_lambda: the schedule factor by optimizer step (the policy's schedule).
         betas, eps, weight_decay: AdamW settings.
@@ -101,7 +102,7 @@ class Critic:
 
     def __init__(
         self,
-        model: ValueModel,
+        model: torch.nn.Module,
         *,
         lr: float,
         lr_lambda: Any,

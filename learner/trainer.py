@@ -1,17 +1,24 @@
 """The GRPO trainer: one ``step(groups)`` = batch -> π_old -> advantages -> clipped updates.
 
 A plain class with no Redis or gRPC. It owns the policy model π_θ, its AdamW optimizer with a
-linear warmup and a constant/linear/cosine schedule, and the reference model π_ref when the
-KL weight β > 0. One call of ``step`` on B closed groups:
+linear warmup and a constant/linear/cosine schedule (``grpo.learner.schedule``: ``lr`` is the
+peak, the decay starts after warmup), the reference model π_ref when the KL weight β > 0, and
+with ``estimator: gae`` a learned critic (``grpo.learner.critic``). One call of ``step`` on B
+closed groups:
 
 1. builds the padded batch (``grpo.learner.batch``);
-2. computes π_old log-probs at batch start without gradient, at the sampler's temperature
-   (``token_logprobs(logits, ids, temperature)``), and π_ref's when β > 0. With one PPO epoch
-   and one minibatch the parameters do not move before every token's ratio is formed, so
+2. computes π_old log-probs at batch start without gradient, at the sampler's temperature and
+   under the top-k/top-p truncation each rollout records (``token_logprobs(logits, ids,
+   temperature, top_k=, top_p=)``; π_θ likewise, so the ratio and the TIS weight compare like
+   with like), and π_ref's (full vocabulary, as the KL term's π_θ) when β > 0. With one PPO
+   epoch and one minibatch the parameters do not move before every token's ratio is formed, so
    π_old is the detached π_θ of the gradient pass itself and the extra forward is skipped;
 3. advantages: outcome (``group_advantages`` over rewards [P, G], missing rewards masked) and
    process credit (``process_token_advantages`` on step rewards placed at their step-end
-   tokens), combined as ``outcome_weight * A_outcome + process_weight * A_process``;
+   tokens), combined as ``outcome_weight * A_outcome + process_weight * A_process``; with
+   ``gae``, token rewards and the critic's values at batch start give GAE advantages and
+   returns (``grpo.learner.value``), and the critic is trained on the same minibatches with
+   the clipped value loss, the same mask, reduction and global denominators;
 4. ``ppo_epochs`` passes over ``minibatches`` minibatches of rows; each minibatch is one
    optimizer step, accumulated over micro-batches of ``micro_batch_size`` rows. Denominators
    (tokens, responses) are global over the whole minibatch and all ranks, so the gradient does
@@ -19,7 +26,11 @@ KL weight β > 0. One call of ``step`` on B closed groups:
 5. behavior correction: with ``tis_cap`` set, each token's loss is weighted by the truncated
    importance weight min(π_old/μ, cap) (truncated IS, Yao et al. 2025 "Your efficient RL
    framework secretly brings you off-policy RL training"); the mismatch
-   mean/max |log π_old − log μ| is always reported.
+   mean/max |log π_old − log μ| is always reported;
+6. numerics: an optimizer step whose loss or gradient norm (policy or critic) is not finite is
+   skipped — gradients dropped, parameters, optimizer state and LR schedule untouched — with a
+   warning and the count in ``optim/skipped_steps`` (``optim/skipped_steps_total`` since the
+   trainer was built), so NaN never reaches the parameters or a checkpoint.
 
 Data parallel: pass a ``grpo.learner.distributed.DataParallel``; every rank calls ``step`` with
 its own whole groups; denominators, gradients and summed statistics are all-reduced.
@@ -27,10 +38,11 @@ its own whole groups; denominators, gradients and summed statistics are all-redu
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -40,8 +52,11 @@ from grpo.learner import metric_names as mn
 from grpo.learner.batch import GroupRows, TrainingBatch, pad_batch
 from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.logprobs import entropy_from_logits
+from grpo.learner.schedule import Schedule, lr_multiplier
 
 __all__ = ["Trainer", "TrainerConfig"]
+
+log = logging.getLogger(__name__)
 
 
 class TrainerConfig(BaseModel):
@@ -51,15 +66,20 @@ class TrainerConfig(BaseModel):
 
     lr: float = Field(default=5e-5, gt=0, description="Peak AdamW learning rate.")
     warmup_steps: int = Field(
-        default=5, ge=0, description="Optimizer steps of linear warmup from lr/warmup to lr."
+        default=5,
+        ge=0,
+        description="Optimizer steps of linear warmup from lr/warmup to lr (reached at the "
+        "last warmup step).",
     )
-    schedule: Literal["constant", "linear", "cosine"] = Field(
-        default="constant", description="LR after warmup: constant, or linear/cosine decay."
+    schedule: Schedule = Field(
+        default="constant",
+        description="LR after warmup: constant, or linear/cosine decay that starts after warmup.",
     )
     total_steps: int = Field(
         default=0,
         ge=0,
-        description="Optimizer steps the decay spans (linear/cosine); 0 = no decay.",
+        description="Optimizer step at which linear/cosine decay reaches min_lr_ratio * lr "
+        "(the decay spans steps warmup_steps..total_steps); 0 = no decay.",
     )
     min_lr_ratio: float = Field(
         default=0.1, ge=0, le=1, description="Final LR as a fraction of lr for linear/cosine."
@@ -90,36 +110,54 @@ class TrainerConfig(BaseModel):
         default="auto", description="'auto' (CUDA when present, else CPU), or a device."
     )
     seed: int = Field(default=0, description="Seed of torch's RNG at trainer construction.")
+    critic_lr: float | None = Field(
+        default=None,
+        gt=0,
+        description="estimator gae: peak AdamW learning rate of the critic (same schedule as "
+        "the policy); null = lr.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
         if self.schedule != "constant" and self.total_steps == 0:
             raise ValueError(f"schedule={self.schedule!r} needs total_steps > 0")
+        if self.schedule != "constant" and self.total_steps <= self.warmup_steps:
+            raise ValueError(
+                f"total_steps={self.total_steps} must exceed warmup_steps={self.warmup_steps}: "
+                "the decay starts after warmup"
+            )
         return self
 
 
 def _lr_multiplier(config: TrainerConfig, step: int) -> float:
-    """LR factor after ``step`` optimizer steps (LambdaLR convention, step 0 = first update)."""
-    warm = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
-    if config.schedule == "constant":
-        return warm
-    frac = min(1.0, step / config.total_steps)
-    linear = config.schedule == "linear"
-    decay = 1.0 - frac if linear else 0.5 * (1.0 + math.cos(math.pi * frac))
-    return warm * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * decay)
+    """LR factor of optimizer update ``step`` (LambdaLR convention, step 0 = first update)."""
+    return lr_multiplier(
+        step,
+        warmup_steps=config.warmup_steps,
+        schedule=config.schedule,
+        total_steps=config.total_steps,
+        min_lr_ratio=config.min_lr_ratio,
+    )
 
 
 class Trainer:
-    """Holds π_θ, its optimizer and schedule, π_ref (β > 0); ``step(groups)`` trains one batch.
+    """Holds π_θ, its optimizer and schedule, π_ref (β > 0), the critic (``gae``); ``step(groups)``
+    trains one batch.
 
     Args:
         model: a causal LM (transformers ``PreTrainedModel``); moved to the config's device.
         algo: ``grpo.learner.config.LearnerAlgoConfig`` (estimator, std, clip band, reduction,
-            KL estimator and weight β, process normalization, TIS cap).
+            KL estimator and weight β, process normalization, TIS cap, GAE settings).
         config: optimizer/batching/device settings.
         pad_token_id, eos_token_id: the tokenizer's ids (see ``pad_batch``).
         ref_model: π_ref, required when β > 0 (frozen, eval mode, no gradient).
         parallel: data-parallel context; None for a single process.
+        value_model: the critic's ``ValueModel`` for ``estimator: gae``; default a copy of the
+            policy's backbone with a zero-initialised value head.
+
+    Raises:
+        InvalidArgumentError: β > 0 without ``ref_model``; ``gae`` under FSDP (the critic is
+            not sharded); ``value_model`` given for another estimator.
     """
 
     def __init__(
@@ -132,6 +170,7 @@ class Trainer:
         eos_token_id: int,
         ref_model: torch.nn.Module | None = None,
         parallel: Any | None = None,
+        value_model: torch.nn.Module | None = None,
     ) -> None:
         from grpo.errors import InvalidArgumentError
 
@@ -162,7 +201,34 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: _lr_multiplier(config, s)
         )
+        self.critic = self._build_critic(value_model)
         self.step_count = 0
+        self.skipped_steps_total = 0
+
+    def _build_critic(self, value_model: torch.nn.Module | None) -> Any:
+        from grpo.errors import InvalidArgumentError
+        from grpo.learner.critic import Critic, ValueModel
+
+        if self.algo.estimator != "gae":
+            if value_model is not None:
+                raise InvalidArgumentError(
+                    f"value_model is only used by estimator 'gae', not {self.algo.estimator!r}"
+                )
+            return None
+        if self.parallel is not None and getattr(self.parallel, "fsdp", False):
+            raise InvalidArgumentError(
+                "estimator 'gae' with fsdp is not supported: the critic is not sharded"
+            )
+        cfg = self.config
+        return Critic(
+            value_model if value_model is not None else ValueModel.from_policy(self.model),
+            lr=cfg.critic_lr if cfg.critic_lr is not None else cfg.lr,
+            lr_lambda=lambda s: _lr_multiplier(cfg, s),
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_eps,
+            weight_decay=cfg.weight_decay,
+            device=self.device,
+        )
 
     # ------------------------------------------------------------------ forward passes
     def _micro_slices(self, rows: torch.Tensor) -> Iterator[torch.Tensor]:
@@ -170,25 +236,37 @@ class Trainer:
         for start in range(0, rows.numel(), size):
             yield rows[start : start + size]
 
-    def _forward_logprobs(
-        self, model: torch.nn.Module, batch: TrainingBatch, rows: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Log-probs and logits of the response tokens of ``rows``.
-
-        Returns:
-            (logprobs [n, T_mb], logits [n, T_mb, V] at temperature 1, T_mb) where T_mb is the
-            longest response among ``rows``; columns beyond a row's response are padding.
-        """
-        from grpo.learner.logprobs import token_logprobs
-
+    @staticmethod
+    def _columns(batch: TrainingBatch, rows: torch.Tensor) -> tuple[slice, int]:
+        """Columns of ``rows``' longest prompt and response, and T_mb (longest response)."""
         p = batch.prompt_len
         att = batch.attention_mask[rows]
         p_mb = int(att[:, :p].sum(dim=1).max())
         t_mb = max(1, int(att[:, p:].sum(dim=1).max()))
-        cols = slice(p - p_mb, p + t_mb)
+        return slice(p - p_mb, p + t_mb), t_mb
+
+    def _forward_logprobs(
+        self,
+        model: torch.nn.Module,
+        batch: TrainingBatch,
+        rows: torch.Tensor,
+        *,
+        truncate: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, int]:
+        """Log-probs and logits of the response tokens of ``rows``.
+
+        Returns:
+            (logprobs [n, T_mb] — under each row's recorded top-k/top-p when ``truncate`` —,
+            full-vocabulary logprobs [n, T_mb] when truncation changed them and β > 0 (the KL
+            term's π_θ) else None, logits [n, T_mb, V] at temperature 1, T_mb) where T_mb is
+            the longest response among ``rows``; columns beyond a row's response are padding.
+        """
+        from grpo.learner.logprobs import token_logprobs
+
+        cols, t_mb = self._columns(batch, rows)
         out = model(
             input_ids=batch.input_ids[rows, cols],
-            attention_mask=att[:, cols],
+            attention_mask=batch.attention_mask[rows, cols],
             position_ids=batch.position_ids[rows, cols],
             use_cache=False,
             logits_to_keep=t_mb + 1,
@@ -197,19 +275,51 @@ class Trainer:
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
         ids = batch.response_ids[rows, :t_mb]
-        return token_logprobs(logits, ids, self.config.temperature), logits, t_mb
+        temp = self.config.temperature
+        top_k, top_p = batch.sampling_top_k[rows], batch.sampling_top_p[rows]
+        vocab = logits.shape[-1]
+        truncated = bool((((top_k > 0) & (top_k < vocab)) | (top_p < 1)).any())
+        if not (truncate and truncated):
+            return token_logprobs(logits, ids, temp), None, logits, t_mb
+        lp = token_logprobs(logits, ids, temp, top_k=top_k, top_p=top_p)
+        full = token_logprobs(logits, ids, temp) if self.beta > 0 else None
+        return lp, full, logits, t_mb
 
     @torch.no_grad()
-    def _logprobs_no_grad(self, model: torch.nn.Module, batch: TrainingBatch) -> torch.Tensor:
+    def _logprobs_no_grad(
+        self, model: torch.nn.Module, batch: TrainingBatch, *, truncate: bool
+    ) -> torch.Tensor:
         """[N, T] log-probs of every response token under ``model`` (0 beyond each response)."""
         out: torch.Tensor | None = None
         rows_all = torch.arange(batch.num_rows, device=self.device)
         for rows in self._micro_slices(rows_all):
-            lp, _, t_mb = self._forward_logprobs(model, batch, rows)
+            lp, _, _, t_mb = self._forward_logprobs(model, batch, rows, truncate=truncate)
             if out is None:
                 out = lp.new_zeros(batch.response_ids.shape)
             out[rows, :t_mb] = lp
         assert out is not None  # a batch has at least one row
+        return out
+
+    def _values(self, batch: TrainingBatch, rows: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Critic values [n, T_mb] of ``rows`` (with gradient when enabled) and T_mb."""
+        cols, t_mb = self._columns(batch, rows)
+        values = self.critic.model(
+            batch.input_ids[rows, cols],
+            batch.attention_mask[rows, cols],
+            batch.position_ids[rows, cols],
+            t_mb,
+        )
+        return values, t_mb
+
+    @torch.no_grad()
+    def _values_no_grad(self, batch: TrainingBatch) -> torch.Tensor:
+        """[N, T] critic values at batch start (0 beyond each response)."""
+        out = torch.zeros(batch.response_ids.shape, device=self.device)
+        rows_all = torch.arange(batch.num_rows, device=self.device)
+        for rows in self._micro_slices(rows_all):
+            values, t_mb = self._values(batch, rows)
+            out = out.to(values.dtype)
+            out[rows, :t_mb] = values
         return out
 
     # ------------------------------------------------------------------ advantages
@@ -218,6 +328,9 @@ class Trainer:
 
         A_{i,t} = outcome_weight · A_i + process_weight · A^process_{i,t} (the algo config's
         weights; the process term only when the batch carries step rewards).
+
+        Raises:
+            ValueError: the estimator is ``gae`` (its advantages need the critic: ``step``).
         """
         from grpo.learner.advantages import group_advantages
         from grpo.learner.process import combine_advantages, process_token_advantages
@@ -250,6 +363,44 @@ class Trainer:
             adv = (algo.outcome_weight * row_adv)[:, None].expand(n, t).clone()
         return adv, outcome
 
+    def gae_advantages(
+        self, batch: TrainingBatch, mask: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """GAE token advantages [N, T], returns [N, T] and per-member advantages [P, G].
+
+        Token rewards: outcome on the last loss token, process steps (``process_weight``) on
+        their end tokens (``grpo.learner.value.token_rewards``). The per-member advantage
+        (for the group diagnostics) is each response's advantage at its first loss token
+        (R − V(prompt) with γ = λ = 1 and no whitening), 0 for members without loss tokens.
+        """
+        from grpo.learner.value import gae_advantages, masked_whiten, token_rewards
+
+        algo = self.algo
+        outcome = batch.rewards[batch.row_prompt, batch.row_slot]  # (N,) NaN where missing
+        rewards = token_rewards(
+            outcome,
+            mask,
+            step_ends=batch.step_ends if batch.has_process_rewards else None,
+            step_rewards=batch.step_rewards if batch.has_process_rewards else None,
+            outcome_weight=algo.outcome_weight,
+            process_weight=algo.process_weight,
+        )
+        adv, returns = gae_advantages(rewards, values, mask, gamma=algo.gamma, lam=algo.gae_lambda)
+        if algo.whiten_advantages:
+            adv = masked_whiten(adv, mask, distributed=self._distributed)
+        dtype = batch.behavior_logprobs.dtype
+        first = mask.int().argmax(1)  # (N,) first loss token
+        has = mask.any(1)
+        per_row = torch.where(has, adv.gather(1, first[:, None]).squeeze(1), 0.0)
+        per_member = torch.zeros(batch.rewards.shape, dtype=dtype, device=adv.device)
+        per_member[batch.row_prompt, batch.row_slot] = per_row.to(dtype)
+        return adv.to(dtype), returns.to(dtype), per_member
+
+    @property
+    def _distributed(self) -> bool:
+        # Collectives only with an explicit data-parallel context, whatever the global state.
+        return self.parallel is not None and self.parallel.world_size > 1
+
     # ------------------------------------------------------------------ the step
     def step(self, groups: Sequence[GroupRows]) -> dict[str, float]:
         """Train on one batch of closed groups; returns the step's metrics.
@@ -262,13 +413,18 @@ class Trainer:
             Flat dict of floats: ``batch_diagnostics`` names plus ``loss/*`` (merged over
             micro-batches, minibatches and ranks), ``entropy/mean`` (nats/token),
             ``behavior/abs_logprob_diff_mean``/``_max`` (|log π_old − log μ|),
-            ``optim/grad_norm`` (before clipping), ``optim/lr``, ``time/*_s`` (seconds).
+            ``optim/grad_norm`` (before clipping), ``optim/lr``, ``optim/skipped_steps``
+            (optimizer steps skipped for a non-finite loss or gradient) and
+            ``optim/skipped_steps_total``, ``time/*_s`` (seconds); with ``gae`` also
+            ``critic/value_loss``, ``critic/value_clip_frac``, ``critic/value_mean``,
+            ``critic/return_mean`` (token means), ``critic/explained_variance`` (of the
+            values at batch start), ``critic/grad_norm``, ``critic/lr``.
 
         Raises:
             InvalidArgumentError / ContractError: malformed groups (see ``pad_batch``).
             ValueError: a configuration the loss rejects (see ``policy_loss``).
         """
-        from grpo.learner.losses import loss_denominators, policy_loss
+        from grpo.learner.losses import loss_denominators
 
         t_start = time.perf_counter()
         cfg = self.config
@@ -278,62 +434,172 @@ class Trainer:
             eos_token_id=self.eos_token_id,
             mask_truncated=self.algo.mask_truncated,
         ).to(self.device)
-        adv, outcome_adv = self.advantages(batch)
         mask = batch.response_mask & batch.row_valid[:, None]  # (N, T) tokens in the loss
+        critic_targets = None
+        extra: dict[str, float] = {}
+        if self.critic is not None:
+            from grpo.learner.value import explained_variance
+
+            old_values = self._values_no_grad(batch)
+            adv, returns, outcome_adv = self.gae_advantages(batch, mask, old_values)
+            critic_targets = (old_values, returns)
+            extra["critic/explained_variance"] = explained_variance(
+                old_values, returns, mask, distributed=self._distributed
+            )
+        else:
+            adv, outcome_adv = self.advantages(batch)
         reuse_old = cfg.ppo_epochs == 1 and cfg.minibatches == 1
-        old = None if reuse_old else self._logprobs_no_grad(self.model, batch)
-        ref = self._logprobs_no_grad(self.ref_model, batch) if self.ref_model is not None else None
+        old = None if reuse_old else self._logprobs_no_grad(self.model, batch, truncate=True)
+        ref = (
+            self._logprobs_no_grad(self.ref_model, batch, truncate=False)
+            if self.ref_model is not None
+            else None
+        )
         t_old = time.perf_counter()
 
         rows_all = torch.arange(batch.num_rows, device=self.device)
-        minibatches = list(rows_all.tensor_split(cfg.minibatches))
         old_full = torch.zeros_like(batch.behavior_logprobs)  # (N, T) log π_old for diagnostics
         parts: list[dict[str, float]] = []
-        scale = self.parallel.loss_scale if self.parallel is not None else 1.0
-        # Collectives only with an explicit data-parallel context, whatever the global state.
-        distributed = self.parallel is not None and self.parallel.world_size > 1
         entropy_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        grad_norms: list[float] = []
+        norms: list[tuple[float, float]] = []
+        skipped = 0
         for epoch in range(cfg.ppo_epochs):
-            for mb in minibatches:
+            for mb in rows_all.tensor_split(cfg.minibatches):
                 # Global denominators of this optimizer step: all micro-batches and ranks.
-                denom = loss_denominators(mask[mb], distributed=distributed)
-                self.optimizer.zero_grad(set_to_none=True)
+                denom = loss_denominators(mask[mb], distributed=self._distributed)
+                self._zero_grad()
+                finite_loss = True
                 for rows in self._micro_slices(mb):
-                    lp, logits, t_mb = self._forward_logprobs(self.model, batch, rows)
-                    old_mb = lp.detach() if old is None else old[rows, :t_mb]
-                    m = mask[rows, :t_mb]
-                    loss, stats = policy_loss(
-                        lp,
-                        old_mb,
-                        adv[rows, :t_mb],
-                        m,
-                        num_tokens=denom.num_tokens,
-                        num_responses=denom.num_responses,
-                        behavior_logprobs=batch.behavior_logprobs[rows, :t_mb],
-                        ref_logprobs=None if ref is None else ref[rows, :t_mb],
-                        **self._loss_options(),
+                    stats, ent, old_mb, t_mb, ok = self._micro_step(
+                        batch, rows, mask, adv, old, ref, denom, critic_targets
                     )
-                    (loss * scale).backward()
+                    finite_loss &= ok
                     parts.append(stats)
                     if epoch == 0:
                         old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
-                        with torch.no_grad():
-                            ent = entropy_from_logits(logits.detach(), cfg.temperature)
-                            entropy_sum += torch.where(m, ent.double(), 0.0).sum()
-                self._all_reduce_grads()
-                grad_norms.append(self._clip_grads())
-                self.optimizer.step()
-                self.scheduler.step()
+                        entropy_sum += ent
+                norm, critic_norm, applied = self._optimizer_step(finite_loss)
+                norms.append((norm, critic_norm))
+                skipped += 0 if applied else 1
         self.step_count += 1
+        self.skipped_steps_total += skipped
         t_end = time.perf_counter()
         metrics = self._metrics(batch, outcome_adv, adv, mask, old_full, parts, entropy_sum)
-        metrics["optim/grad_norm"] = grad_norms[-1]
-        metrics["optim/grad_norm_max"] = max(grad_norms)
+        metrics.update(extra)
+        finite_norms = [n for n, _ in norms if math.isfinite(n)] or [norms[-1][0]]
+        metrics["optim/grad_norm"] = norms[-1][0]
+        metrics["optim/grad_norm_max"] = max(finite_norms)
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
+        metrics["optim/skipped_steps"] = float(skipped)
+        metrics["optim/skipped_steps_total"] = float(self.skipped_steps_total)
+        if self.critic is not None:
+            metrics["critic/grad_norm"] = norms[-1][1]
+            metrics["critic/lr"] = float(self.critic.scheduler.get_last_lr()[0])
         metrics["time/old_logprobs_s"] = t_old - t_start
         metrics["time/step_s"] = t_end - t_start
         return metrics
+
+    def _micro_step(
+        self,
+        batch: TrainingBatch,
+        rows: torch.Tensor,
+        mask: torch.Tensor,
+        adv: torch.Tensor,
+        old: torch.Tensor | None,
+        ref: torch.Tensor | None,
+        denom: Any,
+        critic_targets: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> tuple[dict[str, float], torch.Tensor, torch.Tensor, int, bool]:
+        """Forward and backward of one micro-batch (policy, and critic with ``gae``).
+
+        Returns:
+            (loss stats, summed entropy over its loss tokens, its log π_old [n, T_mb], T_mb,
+            whether every loss was finite).
+        """
+        from grpo.learner.losses import policy_loss
+
+        lp, lp_full, logits, t_mb = self._forward_logprobs(self.model, batch, rows)
+        old_mb = lp.detach() if old is None else old[rows, :t_mb]
+        m = mask[rows, :t_mb]
+        loss, stats = policy_loss(
+            lp,
+            old_mb,
+            adv[rows, :t_mb],
+            m,
+            num_tokens=denom.num_tokens,
+            num_responses=denom.num_responses,
+            behavior_logprobs=batch.behavior_logprobs[rows, :t_mb],
+            ref_logprobs=None if ref is None else ref[rows, :t_mb],
+            kl_logprobs=lp_full,
+            **self._loss_options(),
+        )
+        scale = self.parallel.loss_scale if self.parallel is not None else 1.0
+        (loss * scale).backward()
+        ok = bool(torch.isfinite(loss.detach()))
+        if critic_targets is not None:
+            from grpo.learner.value import value_loss
+
+            old_values, returns = critic_targets
+            values, _ = self._values(batch, rows)
+            vloss, vstats = value_loss(
+                values,
+                old_values[rows, :t_mb],
+                returns[rows, :t_mb],
+                m,
+                value_clip=self.algo.value_clip,
+                reduction=self.algo.reduction,
+                num_tokens=denom.num_tokens,
+                num_responses=denom.num_responses,
+                max_response_length=self.config.max_response_length or None,
+            )
+            vloss.backward()
+            ok &= bool(torch.isfinite(vloss.detach()))
+            stats.update({k: v for k, v in vstats.items() if k.startswith("critic/")})
+        with torch.no_grad():
+            ent = entropy_from_logits(logits.detach(), self.config.temperature)
+            ent_sum = torch.where(m, ent.double(), 0.0).sum()
+        return stats, ent_sum, old_mb, t_mb, ok
+
+    def _zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.critic is not None:
+            self.critic.optimizer.zero_grad(set_to_none=True)
+
+    def _optimizer_step(self, finite_loss: bool) -> tuple[float, float, bool]:
+        """Reduce, clip and apply the accumulated gradients unless something is not finite.
+
+        Returns:
+            (policy grad norm, critic grad norm (0 without a critic), whether the step was
+            applied). A non-finite loss (on any rank) or gradient norm skips the step of both
+            models: gradients are dropped, parameters, optimizer states and schedules keep
+            their values, and a warning is logged.
+        """
+        self._all_reduce_grads()
+        norm = self._clip_grads(self.model)
+        critic_norm = self._clip_grads(self.critic.model) if self.critic is not None else 0.0
+        bad = not (finite_loss and math.isfinite(norm) and math.isfinite(critic_norm))
+        if self._distributed and self.parallel is not None:
+            flag = torch.tensor([1.0 if bad else 0.0], dtype=torch.float64, device=self.device)
+            bad = float(self.parallel.all_reduce(flag, "max")[0]) > 0
+        if bad:
+            self._zero_grad()
+            log.warning(
+                "non-finite loss or gradient: optimizer step skipped",
+                extra={
+                    "step": self.step_count,
+                    "grad_norm": norm,
+                    "critic_grad_norm": critic_norm,
+                    "finite_loss": finite_loss,
+                    "skipped_steps_total": self.skipped_steps_total + 1,
+                },
+            )
+            return norm, critic_norm, False
+        self.optimizer.step()
+        self.scheduler.step()
+        if self.critic is not None:
+            self.critic.optimizer.step()
+            self.critic.scheduler.step()
+        return norm, critic_norm, True
 
     def _loss_options(self) -> dict[str, Any]:
         """Keyword options of ``policy_loss`` from the algorithm config."""
@@ -343,12 +609,15 @@ class Trainer:
 
     def _all_reduce_grads(self) -> None:
         """Sum gradients over ranks (each rank's loss is its share of the global loss)."""
-        if self.parallel is None or self.parallel.world_size == 1:
+        if not self._distributed or self.parallel is None:
             return
         self.parallel.all_reduce_grads(self.model)
+        if self.critic is not None:
+            self.parallel.all_reduce_grads(self.critic.model)
 
-    def _clip_grads(self) -> float:
-        params = [p for p in self.model.parameters() if p.grad is not None]
+    def _clip_grads(self, model: torch.nn.Module) -> float:
+        """Global gradient L2 norm before clipping (clipped to ``max_grad_norm`` when > 0)."""
+        params = [p for p in model.parameters() if p.grad is not None]
         if not params:
             return 0.0
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from grpo.learner.choices import CriticEstimatorName
 from grpo.learner.collectives import all_reduce
 from grpo.learner.registry import Registry
 
@@ -51,7 +52,7 @@ __all__ = [
     "value_loss",
 ]
 
-CRITIC_ESTIMATORS: Registry[Any] = Registry("critic advantage estimator")
+CRITIC_ESTIMATORS: Registry[Any] = Registry("critic advantage estimator", CriticEstimatorName)
 """Advantage estimators that need a learned critic, ``fn(token_rewards, values, mask, *,
 gamma, lam) -> (advantages, returns)``, all [N, T]; the group estimators are
 ``grpo.learner.advantages.ESTIMATORS``."""
@@ -95,8 +96,7 @@ def token_rewards(
     """
     if outcome.shape != mask.shape[:1] or mask.dim() != 2:
         raise ValueError(
-            f"outcome must be [N] and mask [N, T]; got {tuple(outcome.shape)}, "
-            f"{tuple(mask.shape)}"
+            f"outcome must be [N] and mask [N, T]; got {tuple(outcome.shape)}, {tuple(mask.shape)}"
         )
     mask = mask.bool()
     n, t = mask.shape
