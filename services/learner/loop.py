@@ -205,7 +205,11 @@ class LearnerLoop:
         if path is not None:
             t = self.trainer
             state = load_checkpoint(
-                path, model=t.model, optimizer=t.optimizer, scheduler=t.scheduler
+                path,
+                model=t.model,
+                optimizer=t.optimizer,
+                scheduler=t.scheduler,
+                critic=t.critic,
             )
             t.step_count = state.step
             self.consumed = list(state.consumed_group_ids)
@@ -214,6 +218,7 @@ class LearnerLoop:
             self.trained_tokens = int(state.extra.get("trained_tokens", 0))
             self.run_start_unix_s = float(state.extra.get("run_start_unix_s", time.time()))
             self.wait_s_total = float(state.extra.get("wait_s_total", 0.0))
+            t.skipped_steps_total = int(state.extra.get("skipped_steps_total", 0))
             self.last_checkpoint = str(path)
             self._ckpt_step = state.step
             log.info("resumed", extra={"checkpoint": str(path), "step": state.step})
@@ -440,6 +445,7 @@ class LearnerLoop:
                 "trained_tokens": self.trained_tokens,
                 "run_start_unix_s": self.run_start_unix_s,
                 "wait_s_total": self.wait_s_total,
+                "skipped_steps_total": t.skipped_steps_total,
             },
         )
         path = save_checkpoint(
@@ -449,6 +455,7 @@ class LearnerLoop:
             scheduler=t.scheduler,
             state=state,
             keep_last=self.settings.keep_checkpoints,
+            critic=t.critic,
         )
         # Durable now: acknowledge every entry the checkpoint covers. When Redis is down past
         # the loop's stop, the entries stay pending; a restart skips them (consumed ids).

@@ -108,6 +108,7 @@ def follower_main(rank: int, world_size: int, settings_json: str, init_method: s
             model=trainer.model,
             optimizer=trainer.optimizer,
             scheduler=trainer.scheduler,
+            critic=trainer.critic,
         )
         trainer.step_count = state.step
     while True:
