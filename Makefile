@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install proto proto-check lint test soak bench run clean config-docs chart-schema
+.PHONY: install proto proto-check lint test soak faults bench run clean config-docs chart-schema
 
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap and buf
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -41,6 +41,9 @@ test: proto-check  ## the whole suite (unit, service, end-to-end, chart); < 15 m
 
 soak:  ## bounded fault/soak runs kept out of `make test`
 	$(PY) -m pytest -q -m slow
+
+faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md): a few minutes on 2 cores
+	$(PY) -m pytest -q -m faults tests/faults
 
 bench:  ## speed and memory benchmarks, printed as ratios measured in the same run
 	$(PY) -m bench

@@ -196,6 +196,7 @@ def run_local(
         final_accuracy = driver.evaluate(final_dir, "final")
     else:
         extra["failure"] = str(failure)[:4000]
+    extra["resumed"] = resume
     summary = driver.summary(
         stop_reason=stop_reason,
         sft_accuracy=sft_accuracy,
