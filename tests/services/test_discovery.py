@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from helpers import wait_until
 from kubernetes import client
 from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceSpec
 
@@ -220,15 +220,6 @@ def fake_api() -> Iterator[tuple[FakeKubeApi, Any]]:
     server.server_close()
 
 
-def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_discovery_routes_new_verifier_without_restart(fake_api: tuple[FakeKubeApi, Any]) -> None:
     api, core = fake_api
     api.put("ADDED", service("verifier-math", "math,arith"))
@@ -252,18 +243,18 @@ def test_discovery_routes_new_verifier_without_restart(fake_api: tuple[FakeKubeA
         assert table.lookup("code").outcome == ("c:1",)
 
         api.put("ADDED", service("verifier-poetry", "poetry"))
-        assert wait_until(lambda: "poetry" in table.task_types())
+        wait_until(lambda: "poetry" in table.task_types())
         assert table.lookup("poetry").outcome == ("verifier-poetry.grpo.svc:50051",)
 
         api.put("MODIFIED", service("verifier-poetry", "poetry,haiku"))
-        assert wait_until(lambda: "haiku" in table.task_types())
+        wait_until(lambda: "haiku" in table.task_types())
 
         api.put("DELETED", service("verifier-math", "math,arith"))
-        assert wait_until(lambda: "arith" not in table.task_types())
+        wait_until(lambda: "arith" not in table.task_types())
         assert table.lookup("math").outcome == ("static-math:1",)  # static default is back
 
         # The watch expires every 0.3 s without events: discovery re-lists, state survives.
-        assert wait_until(lambda: api.list_calls >= 3)
+        wait_until(lambda: api.list_calls >= 3)
         assert table.lookup("haiku").outcome == ("verifier-poetry.grpo.svc:50051",)
         assert all(q["timeoutSeconds"] == ["5"] for q in api.watch_calls)
         assert api.watch_calls[-1].get("resourceVersion") is not None
@@ -290,9 +281,9 @@ def test_discovery_relists_after_gone_and_survives_api_errors(
     try:
         assert table.wait_for_version(1, 10.0)
         assert api.fail_lists == 0
-        assert wait_until(lambda: api.list_calls >= 2)  # 410 -> immediate re-list
+        wait_until(lambda: api.list_calls >= 2)  # 410 -> immediate re-list
         api.put("ADDED", service("verifier-code", "code", port=50052))
-        assert wait_until(lambda: "code" in table.task_types())
+        wait_until(lambda: "code" in table.task_types())
         assert worker.last_result.skipped == {}
     finally:
         worker.stop(5.0)

@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent import futures
@@ -21,6 +19,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from helpers import wait_until
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
 from grpo.services.server import GrpoServer, ServerSettings, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
@@ -172,7 +173,7 @@ def test_in_process_drain_cancels_calls_that_outlive_the_grace_period():
     with grpc.insecure_channel(srv.address) as ch:
         stub = verifier_pb2_grpc.VerifierStub(ch)
         pending = stub.Score.future(_request("slow:5"), timeout=30)
-        time.sleep(0.3)  # the call is running in the server
+        wait_until(lambda: _in_flight_scores() >= 1, what="the call running in the server")
         srv.stop(grace_s=0.2)
         with pytest.raises(grpc.RpcError) as err:
             pending.result(timeout=30)
@@ -180,15 +181,26 @@ def test_in_process_drain_cancels_calls_that_outlive_the_grace_period():
     assert srv.wait(timeout_s=5)
 
 
+def _in_flight_scores(text: str | None = None) -> float:
+    """Score RPCs being handled: this process's gauge, or the one in ``text`` (a /metrics
+    page of another process)."""
+    labels = {"service": "grpo.v1.Verifier", "method": "Score"}
+    if text is None:
+        return REGISTRY.get_sample_value("grpo_rpc_in_flight", labels) or 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "grpo_rpc_in_flight" and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
 def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if path.exists():
-            return json.loads(path.read_text())
+    def written() -> dict | None:
         if proc.poll() is not None:
             raise AssertionError(f"server exited early: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
-        time.sleep(0.05)
-    raise AssertionError("server did not write its port file")
+        return json.loads(path.read_text()) if path.exists() else None
+
+    return wait_until(written, timeout_s=timeout_s, what="the server's port file")
 
 
 def test_sigterm_lets_in_flight_call_finish_then_refuses_new_calls(tmp_path):
@@ -201,34 +213,34 @@ def test_sigterm_lets_in_flight_call_finish_then_refuses_new_calls(tmp_path):
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "grpo.cli", "serve", "echo_service:SERVICE",
-         "--port", "0", "--metrics-port", "-1", "--port-file", str(port_file)],
+         "--port", "0", "--metrics-port", "0", "--port-file", str(port_file)],
         env=env, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        port = _wait_for_file(port_file, proc, timeout_s=60)["port"]
+        info = _wait_for_file(port_file, proc, timeout_s=60)
+        port, metrics_url = info["port"], f"http://127.0.0.1:{info['metrics_port']}/metrics"
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
             stub = verifier_pb2_grpc.VerifierStub(ch)
             assert stub.Score(_request("warm"), timeout=10).score.extracted_answer == "warm"
             pool = futures.ThreadPoolExecutor(1)
-            started = threading.Event()
+            slow = pool.submit(stub.Score, _request("slow:3"), timeout=30)
 
-            def slow_call() -> verifier_pb2.ScoreResponse:
-                started.set()
-                return stub.Score(_request("slow:3"), timeout=30)
+            def slow_call_in_server() -> bool:
+                with urllib.request.urlopen(metrics_url, timeout=5) as page:
+                    return _in_flight_scores(page.read().decode()) >= 1
 
-            slow = pool.submit(slow_call)
-            started.wait()
-            time.sleep(0.5)  # let the slow call reach the server before the signal
+            wait_until(slow_call_in_server, what="the slow call running in the server")
             proc.send_signal(signal.SIGTERM)
-            refused: grpc.RpcError | None = None
-            for _ in range(200):
+
+            def refusal() -> grpc.RpcError | None:
                 try:
                     stub.Describe(verifier_pb2.VerifierDescribeRequest(), timeout=2)
                 except grpc.RpcError as err:
-                    refused = err
-                    break
-                time.sleep(0.01)
-            assert refused is not None and refused.code() == grpc.StatusCode.UNAVAILABLE
+                    return err
+                return None
+
+            refused = wait_until(refusal, interval_s=0.01, what="new calls refused")
+            assert refused.code() == grpc.StatusCode.UNAVAILABLE
             assert "draining" in refused.details()
             health = health_pb2_grpc.HealthStub(ch).Check(
                 health_pb2.HealthCheckRequest(service="grpo.v1.Verifier"), timeout=5

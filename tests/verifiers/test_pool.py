@@ -8,6 +8,7 @@ from pathlib import Path
 
 import _pool_funcs as funcs
 import pytest
+from helpers import wait_until
 
 from grpo.errors import UnavailableError
 from grpo.verifiers.sdk import (
@@ -72,8 +73,8 @@ def test_concurrent_callers_from_threads(pool: WorkerPool) -> None:
 
 def test_deadline_with_no_free_worker_times_out() -> None:
     with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one, cf.ThreadPoolExecutor(1) as ex:
-        busy = ex.submit(one.call, funcs.sleep_then, 1.0, 7)
-        time.sleep(0.2)
+        busy = ex.submit(one.call, funcs.sleep_then, 3.0, 7)
+        wait_until(lambda: one.idle_workers == 0, what="the only worker busy")
         with pytest.raises(CheckTimeoutError):
             one.call(funcs.add, 1, 2, deadline=time.monotonic() + 0.1)
         assert busy.result() == 7
@@ -93,15 +94,15 @@ def test_worker_that_died_while_idle_is_replaced_before_the_call() -> None:
     with WorkerPool(PoolSettings(workers=1, timeout_s=20)) as one:
         victim = one.pids[0]
         os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + 10
         status = Path(f"/proc/{victim}/status")
-        while time.monotonic() < deadline:
+
+        def dead() -> bool:
             try:
-                if "zombie" in status.read_text():
-                    break
+                return "zombie" in status.read_text()
             except FileNotFoundError:
-                break
-            time.sleep(0.05)
+                return True
+
+        wait_until(dead, what=f"worker {victim} dead")
         assert one.call(funcs.add, 2, 2) == 4
         assert one.pids != [victim] and one.replaced == 1
 

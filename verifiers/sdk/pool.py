@@ -222,6 +222,11 @@ class WorkerPool:
             self._add_worker()
 
     @property
+    def idle_workers(self) -> int:
+        """Workers waiting for a call right now (approximate while calls start and end)."""
+        return self._idle.qsize()
+
+    @property
     def pids(self) -> list[int]:
         """Process ids of the live workers (for tests and diagnostics)."""
         with self._lock:

@@ -1,0 +1,1 @@
+"""The assembler: rollouts -> verifier scores -> closed groups (Redis state, dynamic sampling)."""
