@@ -68,14 +68,19 @@ def set_child_subreaper(on: bool) -> None:
             raise InternalError(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
 
 
-def sweep_uid(uid: int) -> None:
-    """SIGKILL every process whose real uid is ``uid`` and reap those that are our children.
+def sweep_uid(uid: int, keep: frozenset[int] = frozenset()) -> None:
+    """SIGKILL every process whose real uid is ``uid`` (but those in ``keep``) and reap those
+    that are our children.
 
-    Retries (up to ~200 rounds) until no process of ``uid`` is left.
+    Args:
+        uid: the slot uid.
+        keep: pids to spare (a warm slot's bwrap and zygote).
+
+    Retries (up to ~200 rounds) until no process of ``uid`` outside ``keep`` is left.
     """
     me = os.getpid()
     for _ in range(200):
-        pids = processes_of_uid(uid)
+        pids = [pid for pid in processes_of_uid(uid) if pid not in keep]
         if not pids:
             return
         for pid in pids:

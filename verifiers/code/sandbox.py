@@ -1,42 +1,57 @@
-"""bubblewrap harness: run the in-sandbox driver on one job under isolation and hard limits.
+"""bubblewrap harness: run the in-sandbox driver on one sample under isolation and hard limits.
 
-One sandboxed process per sample (Python start-up costs more than bwrap). Each run:
+Two ways to get a fresh sandbox per sample (``SandboxSettings.mode``):
+
+- ``warm`` (default): one long-lived bubblewrap per slot runs the driver's *zygote*, a
+  pre-imported interpreter that never runs candidate or test code. Per sample it forks a child
+  that unshares NEW mount/PID/network/IPC/UTS/cgroup namespaces, becomes pid 1 of the new PID
+  namespace, mounts fresh tmpfs (``/home/sandbox``, ``/tmp``, ``/dev/shm``) and a new ``/proc``,
+  installs a seccomp filter (keyrings, ptrace, process_vm_*), drops every capability and runs
+  the sample (``driver.py``). What is shared between samples and why nothing leaks:
+  docs/sandbox.md, "What the warm path shares".
+- ``spawn``: one ``bwrap`` + interpreter start per sample (the previous path; ~10x slower).
+
+Common to both. Each run:
 
 1. takes a concurrency *slot*: a dedicated unprivileged uid (``uid_base`` ...), held with an
    ``flock`` so that two services on one host never share a uid (RLIMIT_NPROC counts per uid,
-   and the post-run sweep kills every process of the slot's uid);
-2. starts ``bwrap`` as that uid (via ``setpriv``: gid = uid, no supplementary groups, no
+   and a sweep can kill every process of the slot's uid);
+2. bwrap runs as that uid (via ``setpriv``: gid = uid, no supplementary groups, no
    inheritable capabilities, no_new_privs), with an EMPTY environment, new
    user/PID/network/IPC/UTS/cgroup/mount namespaces (``--unshare-all``, never
    ``--share-net``), ``--disable-userns`` (no further user namespaces inside),
-   ``--cap-drop ALL``, ``--new-session``, ``--die-with-parent``;
+   ``--new-session``, ``--die-with-parent``; ``--cap-drop ALL`` (spawn) or, for the zygote
+   only, CAP_SYS_ADMIN + CAP_SETPCAP *inside its own user namespace* (to make the per-sample
+   namespaces and mounts), which every sample process drops before it starts;
 3. the filesystem inside is: ``/usr`` (+ ``/lib``, ``/lib64``, ``/bin`` links) read-only; the
    interpreter, ``libpython`` and the stdlib (no site-packages, no test suite) read-only at
    their real path, from a hard-linked mirror under ``mirror_dir`` (``interpreter.py``; the
    real prefix may sit under ``/root``, which the slot uid cannot traverse; nothing else of
    ``/root`` or the project is visible); the driver and codec read-only at ``/opt/grpo``;
    fresh size-capped tmpfs mounts at ``/home/sandbox`` (work dir, HOME), ``/tmp`` and
-   ``/dev/shm``; a fresh ``/proc`` of the new PID namespace and a minimal ``/dev``; bwrap's
-   own root is remounted read-only;
-4. feeds the job (program, planned calls, limits) on stdin; the driver lowers rlimits
-   (address space, CPU seconds, processes, open files, file size, core = 0) before running
-   any candidate code;
+   ``/dev/shm`` per sample; a fresh ``/proc`` of the sample's PID namespace and a minimal,
+   read-only ``/dev``; bwrap's own root is read-only;
+4. passes the job (program, planned calls, limits) and, separately, the inside test cases as
+   sealed memfds: the driver's program process reads only the first, its test process only the
+   second (``driver.py``); the driver lowers rlimits (address space, CPU seconds, processes,
+   open files, file size, core = 0) before running any candidate code;
 5. reads stdout/stderr up to ``output_cap_bytes`` each (then closes them: a flood gets
-   EPIPE/SIGPIPE, never blocks us) and the result pipe up to ``result_cap_bytes``;
-6. enforces the wall clock from OUTSIDE: SIGKILL to bwrap at the deadline; ``--die-with-parent``
-   then kills the namespace's init and with it every process in the namespace (setsid or
-   double-fork cannot leave a PID namespace);
-7. sweeps: SIGKILL to any process still owned by the slot uid, and reaps zombies re-parented
-   to this process, which is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so no
-   zombie or orphan outlives a run (``processes.py``).
+   EPIPE, never blocks us), the result pipe (program process) and the verdict pipe (test
+   process only) up to ``result_cap_bytes``;
+6. enforces the wall clock from OUTSIDE: at the deadline the sample is SIGKILLed (spawn: bwrap,
+   whose ``--die-with-parent`` takes the PID namespace down; warm: the zygote kills the sample's
+   first child, whose death kills the namespace's init by PDEATHSIG and with it the namespace),
+   then every process of the slot uid but the zygote's own is SIGKILLed (read from ``/proc``);
+   zombies re-parented to this process (a child subreaper) are reaped (``processes.py``).
 
 Threat model. Covered: candidate code reading host files, secrets or the service's
-environment (/proc/1/environ inside is bwrap's empty one); writing outside its tmpfs; using the
+environment (/proc/1/environ inside is empty); writing outside its tmpfs; using the
 network, including loopback gRPC ports of this host; signalling or ptracing host processes;
 fork/thread bombs (RLIMIT_NPROC per slot uid); memory bombs (RLIMIT_AS per process); CPU burn
 and sleeping (wall clock + RLIMIT_CPU); output floods (capped reads, RLIMIT_FSIZE, tmpfs size);
-daemons outliving the run (PID namespace + uid sweep + subreaper); forging a verdict (the
-verdict never comes from exit codes or stdout; see ``verifier.py``).
+daemons outliving the run (PID namespace + sweep + subreaper); forging a verdict (verdicts
+never come from exit codes or stdout, and case verdicts only from the test process's fd);
+leaving state for the next sample (see docs/sandbox.md).
 Not covered: kernel or bwrap exploits (a shared kernel is the boundary: use gVisor or
 microVMs for hostile multi-tenant code); aggregate memory across the processes of one run is
 bounded only by ``max_processes`` x ``memory_mb`` (use a cgroup / pod memory limit in
@@ -45,7 +60,7 @@ kernel version); denial of service against the verifier by a caller that sends i
 code (tests are trusted input; keep the Score RPC on a private network or mTLS).
 
 Without root the harness cannot switch uids: it then runs bwrap as the service's own uid and
-relies on the PID namespace alone for cleanup (RLIMIT_NPROC then counts the service's own
+relies on the PID namespaces alone for cleanup (RLIMIT_NPROC then counts the service's own
 processes too). ``allow_unsandboxed`` (development only) runs the driver with no bwrap at all.
 """
 
@@ -59,22 +74,28 @@ import marshal
 import os
 import py_compile
 import queue
+import select
 import selectors
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import FailedPreconditionError, InternalError, ResourceExhaustedError
 from grpo.verifiers.code.interpreter import build_mirror, interpreter_paths
-from grpo.verifiers.code.processes import reap_zombie_children, set_child_subreaper, sweep_uid
+from grpo.verifiers.code.processes import (
+    processes_of_uid,
+    reap_zombie_children,
+    set_child_subreaper,
+    sweep_uid,
+)
 
 __all__ = ["RunResult", "Sandbox", "SandboxSettings"]
 
@@ -91,6 +112,11 @@ class SandboxSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     slots: int = Field(default=2, ge=1, le=256, description="Sandboxes running at once.")
+    mode: Literal["warm", "spawn"] = Field(
+        default="warm",
+        description="'warm': one pre-imported zygote per slot forks each sample into fresh "
+        "namespaces (fast); 'spawn': a new bwrap and interpreter per sample (the old path).",
+    )
     uid_base: int = Field(
         default=61000,
         ge=1000,
@@ -169,6 +195,9 @@ class RunResult:
         wall_s: seconds from spawn to the end of the sweep.
         corrupt_lines: result lines that were not JSON objects (protocol violations).
         results_truncated: the result pipe exceeded ``result_cap_bytes``.
+        verdicts: records of the test process (``case`` verdicts; the program never holds
+            that fd).
+        start_error: why the sandbox could not be started (empty when it was).
     """
 
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -179,6 +208,8 @@ class RunResult:
     wall_s: float = 0.0
     corrupt_lines: int = 0
     results_truncated: bool = False
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    start_error: str = ""
 
     @property
     def started(self) -> bool:
@@ -219,11 +250,272 @@ def _driver_bundle(root: Path) -> Path:
     return target
 
 
-class Sandbox:
-    """Runs driver jobs in bubblewrap, one process per job, ``settings.slots`` at once.
+_ZYGOTE_START_S = 20.0  # a cold start on a loaded 2-core machine can take seconds
+_KILL_GRACE_S = 2.0  # after a kill, how long the zygote may take to report the sample gone
+_EXIT_GRACE_S = 0.2  # after every pipe closed, how long the sample may take to exit by itself
+_WARM_PROCESSES = 6  # bwrap's init, zygote, sample's first child, its init, test process, slack
+_SPAWN_PROCESSES = _BWRAP_PROCESSES + 2  # + the sample root and the test process
 
-    Create it before the gRPC server starts (it sets this process as child subreaper and
-    builds the interpreter mirror). Thread-safe: :meth:`run` blocks until a slot is free.
+
+def _sealed_memfd(name: str, data: bytes) -> int:
+    """A read-only (sealed) in-memory file holding ``data``, offset 0 (job and tests input)."""
+    fd = os.memfd_create(name, os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    fcntl.fcntl(
+        fd,
+        fcntl.F_ADD_SEALS,
+        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL,
+    )
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+class _Pipes:
+    """The four pipes of one sample: result, verdict, stdout, stderr (our read ends)."""
+
+    def __init__(self) -> None:
+        self.read: dict[str, int] = {}
+        self.write: dict[str, int] = {}
+        for name in ("result", "verdict", "stdout", "stderr"):
+            self.read[name], self.write[name] = os.pipe()
+
+    def close_write(self) -> None:
+        for fd in self.write.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.write = {}
+
+
+class _Reader:
+    """Drains a sample's pipes with caps; the caller decides when the sample is over."""
+
+    def __init__(self, pipes: _Pipes, settings: SandboxSettings) -> None:
+        out_cap = settings.output_cap_bytes
+        res_cap = settings.result_cap_bytes
+        caps = {"result": res_cap, "verdict": res_cap, "stdout": out_cap, "stderr": out_cap}
+        self.names = {fd: name for name, fd in pipes.read.items()}
+        self.caps = {fd: caps[name] for fd, name in self.names.items()}
+        self.chunks: dict[int, bytearray] = {fd: bytearray() for fd in self.names}
+        self.open = set(self.names)
+        self.truncated = False
+        self.sel = selectors.DefaultSelector()
+        for fd in self.names:
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ)
+
+    def pump(self, timeout: float, extra: int | None = None) -> bool:
+        """Read what is ready within ``timeout``; True when ``extra`` (a fd) became readable."""
+        if extra is not None:
+            self.sel.register(extra, selectors.EVENT_READ)
+        try:
+            if not self.open and extra is None:
+                return False
+            for key, _ in self.sel.select(timeout=max(timeout, 0.0)):
+                fd = int(key.fd)
+                if fd == extra:
+                    return True
+                self._read(fd)
+        finally:
+            if extra is not None:
+                self.sel.unregister(extra)
+        return False
+
+    def _read(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        room = self.caps[fd] - len(self.chunks[fd])
+        self.chunks[fd] += data[:room]
+        if not data or len(data) > room:
+            if data and self.names[fd] in ("result", "verdict"):
+                self.truncated = True
+            self.sel.unregister(fd)
+            self.open.discard(fd)
+            os.close(fd)  # a flood now gets EPIPE instead of blocking
+
+    def finish(self, result: RunResult) -> None:
+        """Close what is left and fill ``result``'s records and outputs."""
+        for fd in list(self.open):
+            self.sel.unregister(fd)
+            os.close(fd)
+        self.open.clear()
+        self.sel.close()
+        by_name = {self.names[fd]: bytes(data) for fd, data in self.chunks.items()}
+        result.stdout, result.stderr = by_name["stdout"], by_name["stderr"]
+        result.records, corrupt = _parse_records(by_name["result"])
+        verdicts, corrupt_verdicts = _parse_records(by_name["verdict"])
+        result.verdicts = [v for v in verdicts if v.get("k") == "case"]
+        result.corrupt_lines = corrupt + corrupt_verdicts
+        result.results_truncated = self.truncated
+
+
+class _Zygote:
+    """The warm interpreter of one slot: a long-lived bwrap running ``driver.py zygote``."""
+
+    def __init__(self, sandbox: Sandbox, uid: int) -> None:
+        self.sandbox = sandbox
+        self.uid = uid
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self.keep: frozenset[int] = frozenset()
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        """Host pid of the slot's bwrap (None when not running)."""
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self) -> None:
+        """Start bwrap + zygote and wait for ``ready``.
+
+        Raises:
+            InternalError: it did not come up (the message holds bwrap's stderr).
+        """
+        sb = self.sandbox
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        tail = ["zygote", str(theirs.fileno()), str(sb.settings.tmpfs_mb * 1024 * 1024)]
+        command = sb._command(tail, warm=True)
+        if sb.is_root:
+            command = [*sb._drop_privileges(self.uid), *command]
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(theirs.fileno(),),
+                env={},
+                close_fds=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise InternalError(f"cannot start the sandbox: {exc}") from exc
+        finally:
+            theirs.close()
+        self.proc, self.sock = proc, ours
+        self.starts += 1
+        ready, _, _ = select.select([ours], [], [], _ZYGOTE_START_S)
+        message = ours.recv(256) if ready else b""
+        if message != b"ready":
+            self.stop()
+            assert proc.stderr is not None
+            with contextlib.suppress(OSError):
+                os.set_blocking(proc.stderr.fileno(), False)
+            try:
+                err = (proc.stderr.read() or b"")[-500:]
+            except OSError:
+                err = b""
+            text = (message or err).decode("utf-8", "replace").strip()
+            raise InternalError(f"sandbox failed to start (exit status {proc.returncode}): {text}")
+        assert proc.stderr is not None
+        proc.stderr.close()
+        self.keep = frozenset(processes_of_uid(self.uid)) if sb.is_root else frozenset()
+
+    def stop(self) -> None:
+        """Kill bwrap (its --die-with-parent init takes the zygote down) and sweep the uid."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        if self.sandbox.is_root:
+            sweep_uid(self.uid)
+        else:
+            reap_zombie_children()
+        self.keep = frozenset()
+
+    def run(self, job_fd: int, tests_fd: int, limit: float) -> RunResult:
+        """Run one sample through the zygote; restart it once if it died in between."""
+        result = RunResult()
+        start = time.monotonic()
+        for attempt in (0, 1):
+            if self.sock is None:
+                try:
+                    self.start()
+                except InternalError as exc:
+                    result.start_error = str(exc)
+                    return result
+            pipes = _Pipes()
+            fds = [job_fd, tests_fd, *pipes.write.values()]
+            assert self.sock is not None
+            try:
+                socket.send_fds(self.sock, [b"run"], fds)
+            except OSError:
+                pipes.close_write()
+                for fd in pipes.read.values():
+                    os.close(fd)
+                self.stop()
+                if attempt:
+                    result.start_error = "the sandbox zygote is gone"
+                    return result
+                continue
+            pipes.close_write()
+            self._collect(pipes, start + limit, result)
+            break
+        result.wall_s = time.monotonic() - start
+        return result
+
+    def _collect(self, pipes: _Pipes, deadline: float, result: RunResult) -> None:
+        assert self.sock is not None
+        reader = _Reader(pipes, self.sandbox.settings)
+        done: bytes | None = None
+        try:
+            while done is None:
+                now = time.monotonic()
+                if now >= deadline:
+                    result.timed_out = True
+                    break
+                lingering = not reader.open
+                wait = min(deadline - now, _EXIT_GRACE_S) if lingering else deadline - now
+                if reader.pump(wait, self.sock.fileno()):
+                    done = self.sock.recv(64)
+                    if not done.startswith(b"done"):
+                        done = None if done else b""
+                elif lingering:
+                    break  # every pipe closed but the sample lingers: end it
+            if done is None:
+                done = self._kill()
+            drain_until = time.monotonic() + _EXIT_GRACE_S  # writers are gone: EOF is near
+            while reader.open and (left := drain_until - time.monotonic()) > 0:
+                reader.pump(left)
+        finally:
+            reader.finish(result)
+        if done and done.startswith(b"done ") and not result.timed_out:
+            result.exit_code = os.waitstatus_to_exitcode(int(done[5:]))
+
+    def _kill(self) -> bytes | None:
+        """End the running sample; restart the zygote if it does not report the sample gone."""
+        assert self.sock is not None
+        with contextlib.suppress(OSError):
+            self.sock.send(b"kill")
+        if self.sandbox.is_root:
+            sweep_uid(self.uid, keep=self.keep)
+        until = time.monotonic() + _KILL_GRACE_S
+        while (left := until - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if not ready:
+                break
+            message = self.sock.recv(64)
+            if message.startswith(b"done") or not message:
+                if message:
+                    return message
+                break
+        self.stop()
+        return None
+
+
+class Sandbox:
+    """Runs driver jobs in bubblewrap, ``settings.slots`` at once, one fresh sandbox per job.
+
+    Create it before the gRPC server starts (it sets this process as child subreaper, builds
+    the interpreter mirror and, in ``warm`` mode, starts one zygote per slot). Thread-safe:
+    :meth:`run` blocks until a slot is free.
 
     Raises (constructor):
         FailedPreconditionError: bubblewrap is missing and ``allow_unsandboxed`` is false, or
@@ -251,13 +543,23 @@ class Sandbox:
         self.prefix = prefix
         self.mirror = build_mirror(prefix, Path(self.settings.mirror_dir)) if found else None
         self.driver_dir = _driver_bundle(Path(self.settings.mirror_dir)) if found else _DRIVER_DIR
+        self.warm = self.settings.mode == "warm" and found is not None
         self._lock_fds: list[int] = []
         self._uids: list[int] = []
         self._closed = False
         set_child_subreaper(True)
         self._slots: queue.Queue[int] = queue.Queue()
-        for uid in self._acquire_uids():
+        self._zygotes: dict[int, _Zygote] = {}
+        for i, uid in enumerate(self._acquire_uids()):
             self._slots.put(uid)
+            if self.warm:
+                self._zygotes[i] = _Zygote(self, uid)
+        for zygote in self._zygotes.values():
+            with contextlib.suppress(InternalError):  # reported by the first run instead
+                zygote.start()
+        self._free_zygotes: queue.Queue[_Zygote] = queue.Queue()
+        for zygote in self._zygotes.values():
+            self._free_zygotes.put(zygote)
 
     @property
     def sandboxed(self) -> bool:
@@ -268,6 +570,17 @@ class Sandbox:
     def slot_uids(self) -> list[int]:
         """The uids held by this sandbox's slots (empty when not root)."""
         return list(self._uids)
+
+    @property
+    def resident_pids(self) -> frozenset[int]:
+        """Host pids of the long-lived processes of the warm slots (bwrap, its init, the
+        zygote); any other process of a slot uid belongs to a sample (root only)."""
+        return frozenset().union(*(z.keep for z in self._zygotes.values()))
+
+    @property
+    def zygote_pids(self) -> list[int | None]:
+        """Host pid of each slot's warm bwrap (``warm`` mode; None while not running)."""
+        return [z.pid for z in self._zygotes.values()]
 
     def _acquire_uids(self) -> list[int]:
         """Take ``slots`` uids from the range by flock (root), else reuse our own uid."""
@@ -295,7 +608,9 @@ class Sandbox:
         )
 
     def close(self) -> None:
-        """Release the slot uids (their lock files) and, with the last Sandbox, the subreaper."""
+        """Stop the zygotes, release the slot uids (their lock files) and the subreaper."""
+        for zygote in self._zygotes.values():
+            zygote.stop()
         for fd in self._lock_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -303,14 +618,6 @@ class Sandbox:
         if not self._closed:
             self._closed = True
             set_child_subreaper(False)
-
-    @contextlib.contextmanager
-    def _slot(self) -> Iterator[int]:
-        uid = self._slots.get()
-        try:
-            yield uid
-        finally:
-            self._slots.put(uid)
 
     def _drop_privileges(self, uid: int) -> list[str]:
         """``setpriv`` prefix that switches to ``uid`` (gid = uid, no groups, no inheritable
@@ -331,10 +638,11 @@ class Sandbox:
             "--",
         ]
 
-    def _command(self, result_fd: int) -> list[str]:
+    def _command(self, tail: list[str], warm: bool) -> list[str]:
+        """bwrap command line running ``driver.py TAIL...`` (spawn: one sample; warm: zygote)."""
         inside_python = str(self.python)
         if self.bwrap is None:
-            return [inside_python, "-I", "-S", "-B", str(_DRIVER_DIR / "driver.py"), str(result_fd)]
+            return [inside_python, "-I", "-S", "-B", str(_DRIVER_DIR / "driver.py"), *tail]
         assert self.mirror is not None
         size = str(self.settings.tmpfs_mb * 1024 * 1024)
         cmd = [
@@ -344,8 +652,11 @@ class Sandbox:
             "--disable-userns",
             "--die-with-parent",
             "--new-session",
-            "--cap-drop",
-            "ALL",
+            *(
+                ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+                if warm
+                else ["--cap-drop", "ALL"]
+            ),
             "--hostname",
             "sandbox",
             "--ro-bind",
@@ -361,150 +672,124 @@ class Sandbox:
         cmd += ["--ro-bind", str(self.mirror), str(self.prefix)]
         cmd += ["--ro-bind", str(self.driver_dir), _INSIDE_DRIVER_DIR]
         cmd += ["--proc", "/proc", "--dev", "/dev"]
-        for mount in (_WORK_DIR, "/tmp", "/dev/shm"):
-            cmd += ["--size", size, "--perms", "1777", "--tmpfs", mount]
+        if warm:  # mount points only: each sample mounts its own tmpfs over them
+            cmd += ["--dir", _WORK_DIR, "--dir", "/tmp", "--remount-ro", "/dev"]
+        else:
+            for mount in (_WORK_DIR, "/tmp", "/dev/shm"):
+                cmd += ["--size", size, "--perms", "1777", "--tmpfs", mount]
         cmd += ["--remount-ro", "/"]  # bwrap's own root tmpfs: no writes outside the tmpfs mounts
-        cmd += ["--setenv", "HOME", _WORK_DIR, "--chdir", _WORK_DIR]
+        cmd += ["--setenv", "HOME", _WORK_DIR, "--chdir", "/" if warm else _WORK_DIR]
         launch = (
             f"import sys; sys.path.insert(0, {_INSIDE_DRIVER_DIR!r}); import driver; driver.main()"
         )
-        cmd += ["--", inside_python, "-I", "-S", "-B", "-c", launch, str(result_fd)]
+        cmd += ["--", inside_python, "-I", "-S", "-B", "-c", launch, *tail]
         return cmd
 
     def limits(self, wall_time_s: float) -> dict[str, int]:
         """Return the rlimits the driver applies (bytes, seconds, counts)."""
         s = self.settings
+        overhead = _WARM_PROCESSES if self.warm else (_SPAWN_PROCESSES if self.bwrap else 2)
         return {
             "memory_bytes": s.memory_mb * 1024 * 1024,
             "cpu_s": int(wall_time_s) + 1,
-            "processes": s.max_processes + (_BWRAP_PROCESSES + 1 if self.bwrap else 1),
+            "processes": s.max_processes + overhead,
             "open_files": s.max_open_files,
             "file_bytes": s.max_file_mb * 1024 * 1024,
         }
 
-    def run(self, job: dict[str, Any], wall_time_s: float | None = None) -> RunResult:
+    def run(
+        self,
+        job: dict[str, Any],
+        tests: dict[str, Any] | None = None,
+        wall_time_s: float | None = None,
+    ) -> RunResult:
         """Run one driver job (see ``driver.py``) in a fresh sandbox and collect its records.
 
         Args:
-            job: the driver job (mode, program, entry_point, calls, script, stdin ...) made of
-                plain builtin data; sent as ``marshal`` (read only inside, by the driver); the
-                ``limits`` entry is added here.
+            job: the program process's job (mode, program, entry_point, calls, stdin ...) made
+                of plain builtin data, sent as ``marshal`` (read only inside, by the driver);
+                the ``limits`` entry is added here.
+            tests: the test process's cases (prefix, setup, cases, report, arg, entry_point,
+                names) or None; the program process never holds them.
             wall_time_s: wall-clock limit in seconds (default ``settings.wall_time_s``).
 
         Returns:
-            The :class:`RunResult`; a timeout is ``timed_out=True``, never an exception.
-
-        Raises:
-            InternalError: the sandbox process could not be spawned.
+            The :class:`RunResult`; a timeout is ``timed_out=True`` and a sandbox that could
+            not start has ``start_error`` set, never an exception.
         """
         limit = self.settings.wall_time_s if wall_time_s is None else wall_time_s
-        payload = marshal.dumps({**job, "limits": self.limits(limit)})
-        with self._slot() as uid:
-            return self._run_as(uid, payload, limit)
+        limits = self.limits(limit)
+        job_fd = _sealed_memfd("job", marshal.dumps({**job, "limits": limits}))
+        tests_payload = None if tests is None else {**tests, "limits": limits}
+        tests_fd = _sealed_memfd("tests", marshal.dumps(tests_payload))
+        try:
+            if self.warm:
+                zygote = self._free_zygotes.get()
+                try:
+                    return zygote.run(job_fd, tests_fd, limit)
+                finally:
+                    self._free_zygotes.put(zygote)
+            uid = self._slots.get()
+            try:
+                return self._run_spawn(uid, job_fd, tests_fd, limit)
+            finally:
+                self._slots.put(uid)
+        finally:
+            os.close(job_fd)
+            os.close(tests_fd)
 
-    def _run_as(self, uid: int, payload: bytes, limit: float) -> RunResult:
-        result_r, result_w = os.pipe()
-        command = self._command(result_w)
+    def _run_spawn(self, uid: int, job_fd: int, tests_fd: int, limit: float) -> RunResult:
+        pipes = _Pipes()
+        w = pipes.write
+        tail = ["spawn", str(job_fd), str(tests_fd), str(w["result"]), str(w["verdict"])]
+        command = self._command(tail, warm=False)
         if self.is_root and self.bwrap is not None:
             command = [*self._drop_privileges(uid), *command]
         start = time.monotonic()
+        result = RunResult()
         try:
             proc = subprocess.Popen(
                 command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(result_w,),
+                stdin=subprocess.DEVNULL,
+                stdout=w["stdout"],
+                stderr=w["stderr"],
+                pass_fds=(job_fd, tests_fd, w["result"], w["verdict"]),
                 env={},
                 close_fds=True,
             )
         except OSError as exc:
-            os.close(result_r)
-            os.close(result_w)
-            raise InternalError(f"cannot start the sandbox: {exc}") from exc
-        os.close(result_w)
-        result = RunResult()
+            pipes.close_write()
+            for fd in pipes.read.values():
+                os.close(fd)
+            result.start_error = f"cannot start the sandbox: {exc}"
+            return result
+        pipes.close_write()
+        reader = _Reader(pipes, self.settings)
+        deadline = start + limit
         try:
-            self._pump(proc, result_r, payload, start + limit, result)
+            while reader.open:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    result.timed_out = True
+                    break
+                reader.pump(min(remaining, 0.5))
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+            reader.finish(result)
             result.exit_code = None if result.timed_out else proc.returncode
             if self.is_root and self.bwrap is not None:
                 sweep_uid(uid)
             else:
                 reap_zombie_children()
             result.wall_s = time.monotonic() - start
+        if not result.started and not result.timed_out:
+            tail_text = result.stderr[-500:].decode("utf-8", "replace").strip()
+            result.start_error = (
+                f"sandbox failed to start (exit status {result.exit_code}): {tail_text}"
+            )
         return result
-
-    def _pump(
-        self,
-        proc: subprocess.Popen[bytes],
-        result_r: int,
-        payload: bytes,
-        deadline: float,
-        result: RunResult,
-    ) -> None:
-        assert proc.stdin and proc.stdout and proc.stderr
-        cap = self.settings.output_cap_bytes
-        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-        caps = {
-            out_fd: cap,
-            err_fd: cap,
-            result_r: self.settings.result_cap_bytes,
-        }
-        chunks: dict[int, bytearray] = {fd: bytearray() for fd in caps}
-        owned = {result_r: os.fdopen(result_r, "rb", buffering=0)}
-        sel = selectors.DefaultSelector()
-        for fd in caps:
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ)
-        stdin_fd = proc.stdin.fileno()
-        os.set_blocking(stdin_fd, False)
-        sel.register(stdin_fd, selectors.EVENT_WRITE)
-        pending = memoryview(payload)
-        open_reads = set(caps)
-        try:
-            while open_reads:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    result.timed_out = True
-                    proc.kill()
-                    break
-                for key, _ in sel.select(timeout=min(remaining, 0.5)):
-                    fd = int(key.fd)
-                    if fd == stdin_fd:
-                        try:
-                            pending = pending[os.write(fd, pending[: 1 << 16]) :]
-                        except (BrokenPipeError, OSError):
-                            pending = pending[:0]
-                        if not pending:
-                            sel.unregister(fd)
-                            proc.stdin.close()
-                        continue
-                    try:
-                        data = os.read(fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    room = caps[fd] - len(chunks[fd])
-                    chunks[fd] += data[:room]
-                    if not data or len(data) > room:
-                        if data and fd == result_r:
-                            result.results_truncated = True
-                        sel.unregister(fd)
-                        open_reads.discard(fd)
-                        if fd != result_r:  # close so a flood gets EPIPE instead of blocking
-                            (proc.stdout if fd == out_fd else proc.stderr).close()
-        finally:
-            sel.close()
-            if not proc.stdin.closed:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
-            owned[result_r].close()
-        result.stdout = bytes(chunks[out_fd])
-        result.stderr = bytes(chunks[err_fd])
-        result.records, result.corrupt_lines = _parse_records(bytes(chunks[result_r]))
 
 
 def _parse_records(data: bytes) -> tuple[list[dict[str, Any]], int]:

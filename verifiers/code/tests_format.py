@@ -7,8 +7,9 @@ Formats (``grpo.v1.CodeTests``):
   it as its setup), named by its line.
 - MBPP: ``test_list`` holds one ``assert`` per case, ``test_imports`` run first; the candidate
   is bound to ``entry_point`` (inferred from the first assert when empty).
-- stdin/stdout: ``io_pairs``; the program runs as ``__main__`` per pair, output is compared
-  after stripping trailing whitespace of each line and trailing blank lines.
+- stdin/stdout: ``io_pairs``; the program runs as ``__main__`` per pair, and its output is
+  compared as ``output_compare`` says (:func:`compare_stdout`; default: the judges' rule,
+  whitespace-separated tokens with decimal numbers within ``float_tolerance``, 1e-6).
 
 Record/replay (for the first two formats). The test code is trusted, the candidate is not, so
 the verdict is computed on the trusted side:
@@ -25,15 +26,23 @@ the verdict is computed on the trusted side:
    A case whose calls diverge from the recording (control flow depends on results) is
    reported as ``diverged`` and re-run inside.
 
-``inside`` cases run with the test code inside the sandbox: a candidate can forge those
-verdicts (frame inspection, patched ``AssertionError``), so they are flagged as weaker.
+``inside`` cases run in the sandbox's separate *test process* (``driver.py``): a process no
+candidate code has run in, with the real builtins and modules, the task's ``program_prefix``
+helpers, and the candidate reachable only through plain-data calls to the program process
+(:func:`free_names` lists the names the tests take from the program). The candidate cannot
+reach that process's namespace or memory, so shadowed builtins, patched modules and forged
+records do not change those verdicts; they are still flagged, since the verdict is made
+inside the sandbox rather than here.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import decimal
 import functools
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
@@ -49,6 +58,7 @@ __all__ = [
     "TestCase",
     "TestSuite",
     "compare_stdout",
+    "free_names",
     "record_calls",
     "replay_cases",
     "suite_from_tests",
@@ -85,6 +95,9 @@ class TestSuite:
         arg: the name the cases use for the candidate (``candidate`` or the entry point).
         setup: module-level test source run before the cases (imports, helpers, check).
         cases: the test cases, in order.
+        compare: stdout comparison of stdio suites (a ``common_pb2.OUTPUT_COMPARE_*`` value,
+            never UNSPECIFIED).
+        float_tolerance: absolute-or-relative tolerance of ``OUTPUT_COMPARE_TOKENS_FLOAT``.
     """
 
     style: Literal["check", "asserts", "stdio"]
@@ -92,6 +105,8 @@ class TestSuite:
     arg: str
     setup: str
     cases: tuple[TestCase, ...]
+    compare: int = common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT
+    float_tolerance: float = 1e-6
 
 
 def _contains_assert(node: ast.AST) -> bool:
@@ -155,6 +170,40 @@ def _infer_entry_point(asserts: Sequence[str]) -> str:
     return ""
 
 
+DEFAULT_FLOAT_TOLERANCE = 1e-6
+"""The judges' tolerance (Codeforces/AtCoder checkers): absolute or relative error <= 1e-6."""
+
+_COMPARE_NAMES = {
+    v: k for k, v in common_pb2.OutputCompare.items() if k != "OUTPUT_COMPARE_UNSPECIFIED"
+}
+
+
+def _output_rule(tests: common_pb2.CodeTests, task_id: str, stdio: bool) -> tuple[int, float]:
+    """Validated (compare mode, tolerance) of a task; UNSPECIFIED means TOKENS_FLOAT."""
+    mode = int(tests.output_compare)
+    tol = float(tests.float_tolerance)
+    if mode != common_pb2.OUTPUT_COMPARE_UNSPECIFIED and mode not in _COMPARE_NAMES:
+        raise InvalidArgumentError(
+            f"task {task_id!r}: code_tests.output_compare={mode} is not an OutputCompare value"
+        )
+    if not stdio and (mode or tol):
+        raise InvalidArgumentError(
+            f"task {task_id!r}: code_tests.output_compare/float_tolerance apply to io_pairs "
+            "only (test_code and test_list are decided by their assertions)"
+        )
+    if not (math.isfinite(tol) and 0.0 <= tol < 1.0):
+        raise InvalidArgumentError(
+            f"task {task_id!r}: code_tests.float_tolerance={tol} must be in [0, 1)"
+        )
+    mode = mode or common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT
+    if tol and mode != common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT:
+        raise InvalidArgumentError(
+            f"task {task_id!r}: code_tests.float_tolerance is set but output_compare is "
+            f"{_COMPARE_NAMES[mode]}; it applies to OUTPUT_COMPARE_TOKENS_FLOAT only"
+        )
+    return mode, tol or DEFAULT_FLOAT_TOLERANCE
+
+
 def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuite:
     """Normalize a task's ``CodeTests`` into a :class:`TestSuite`.
 
@@ -162,9 +211,12 @@ def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuit
 
     Raises:
         InvalidArgumentError: no tests are set, the test source does not parse, ``check``
-            is missing, or no entry point is given or inferable; the message names the field.
+            is missing, no entry point is given or inferable, or ``output_compare`` /
+            ``float_tolerance`` are unknown, out of range or set on a non-stdio task; the
+            message names the field.
     """
     if tests.test_code.strip():
+        _output_rule(tests, task_id, stdio=False)
         if not tests.entry_point:
             raise InvalidArgumentError(
                 f"task {task_id!r}: code_tests.entry_point is required with test_code"
@@ -172,6 +224,7 @@ def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuit
         arg, cases = _check_cases(tests.test_code, task_id)
         return TestSuite("check", tests.entry_point, arg, tests.test_code, cases)
     if tests.test_list:
+        _output_rule(tests, task_id, stdio=False)
         for i, text in enumerate(tests.test_list):
             try:
                 ast.parse(text)
@@ -189,26 +242,112 @@ def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuit
         cases = tuple(TestCase(name=t.strip()[:200], source=t) for t in tests.test_list)
         return TestSuite("asserts", entry, entry, setup, cases)
     if tests.io_pairs:
+        mode, tol = _output_rule(tests, task_id, stdio=True)
         cases = tuple(
             TestCase(name=f"io[{i}]", stdin=p.stdin, expected_stdout=p.expected_stdout)
             for i, p in enumerate(tests.io_pairs)
         )
-        return TestSuite("stdio", "", "", "", cases)
+        return TestSuite("stdio", "", "", "", cases, compare=mode, float_tolerance=tol)
     raise InvalidArgumentError(
         f"task {task_id!r}: code_tests has no test_code, test_list or io_pairs"
     )
 
 
-def compare_stdout(actual: str, expected: str) -> bool:
-    """True when outputs match after stripping each line's trailing whitespace and blank tail."""
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
-    def norm(text: str) -> list[str]:
-        lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-        while lines and not lines[-1]:
-            lines.pop()
-        return lines
 
-    return norm(actual) == norm(expected)
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def _integer_key(token: str) -> tuple[bool, str]:
+    """(negative, digits without leading zeros) of an integer token: exact, no int() limit."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return token.startswith("-") and digits != "0", digits
+
+
+def _tokens_close(actual: str, expected: str, tolerance: float) -> bool:
+    """Judges' number rule for one token pair (testlib ``doubleCompare``): integers exactly;
+    otherwise both decimal numbers with ``|a - e| <= tolerance * max(1, |e|)``."""
+    if actual == expected:
+        return True
+    if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
+        return _integer_key(actual) == _integer_key(expected)
+    if not (_DECIMAL.fullmatch(actual) and _DECIMAL.fullmatch(expected)):
+        return False
+    with decimal.localcontext() as ctx:
+        ctx.prec, ctx.Emax, ctx.Emin = 40, decimal.MAX_EMAX, decimal.MIN_EMIN
+        ctx.traps[decimal.Overflow] = ctx.traps[decimal.InvalidOperation] = False
+        a, e = decimal.Decimal(actual), decimal.Decimal(expected)
+        bound = decimal.Decimal(repr(tolerance)) * max(decimal.Decimal(1), abs(e))
+        return abs(a - e) <= bound
+
+
+def compare_stdout(
+    actual: str,
+    expected: str,
+    mode: int = common_pb2.OUTPUT_COMPARE_LINES,
+    tolerance: float = DEFAULT_FLOAT_TOLERANCE,
+) -> bool:
+    """True when a program's stdout matches the expected output under ``mode``.
+
+    Args:
+        actual: the program's stdout (text).
+        expected: the task's expected_stdout.
+        mode: ``OUTPUT_COMPARE_EXACT`` (same text), ``LINES`` (per line, trailing whitespace,
+            CR and trailing blank lines ignored), ``TOKENS`` (same whitespace-separated
+            tokens), ``TOKENS_FLOAT`` (tokens; two integer tokens must be equal, any other two
+            decimal numbers may differ by ``tolerance`` absolutely or relatively to the
+            expected one, as Codeforces/AtCoder checkers do; ``nan``/``inf`` compare as text).
+        tolerance: the float tolerance (only ``TOKENS_FLOAT``).
+
+    Raises:
+        ValueError: ``mode`` is not a known comparison.
+    """
+    if mode == common_pb2.OUTPUT_COMPARE_EXACT:
+        return actual == expected
+    if mode == common_pb2.OUTPUT_COMPARE_LINES:
+        return _lines(actual) == _lines(expected)
+    if mode not in (common_pb2.OUTPUT_COMPARE_TOKENS, common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT):
+        raise ValueError(f"unknown output comparison {mode}")
+    got, want = actual.split(), expected.split()
+    if len(got) != len(want):
+        return False
+    if mode == common_pb2.OUTPUT_COMPARE_TOKENS:
+        return got == want
+    return all(_tokens_close(a, e, tolerance) for a, e in zip(got, want, strict=True))
+
+
+def free_names(suite: TestSuite) -> tuple[str, ...]:
+    """Names the test code reads but never binds and that are not builtins, sorted.
+
+    These are the program's names the tests use (the entry point, helpers); the sandbox's test
+    process takes them from the task's prefix when it defines them, else from the program
+    process as plain-data values or remote functions.
+    """
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for source in (suite.setup, *(c.source for c in suite.cases)):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(node.name)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, ast.alias):
+                bound.add((node.asname or node.name).split(".")[0])
+    names = loaded - bound - set(dir(builtins))
+    names.add(suite.entry_point)
+    return tuple(sorted(names))
 
 
 class _RecordingLimitError(Exception):

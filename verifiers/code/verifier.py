@@ -19,10 +19,12 @@ status         when                                                             
 OK             the program loaded and the run ended by itself (tests may fail)     from tests
 NO_ANSWER      the response holds no program (empty after extraction)              0
 RUNTIME_ERROR  the program cannot be loaded (SyntaxError, import-time exception,    0
-               exit or crash while loading, MemoryError at load)
+               exit or crash while loading, MemoryError at load, a lone surrogate
+               in the source: no UTF-8 file can hold it)
 TIMEOUT        the wall clock killed the run (finished tests keep their status,    from tests
                the rest are TIMEOUT)
-INTERNAL       the sandbox itself failed to start                                  0 (missing)
+INTERNAL       the sandbox itself failed to start, or a test passes the program    0 (missing)
+               something that is not plain data (the verifier cannot decide)
 =============  ==================================================================  =========
 
 Reward: ``fraction`` = passed / total tests, or ``all_or_nothing`` = 1 only when every test
@@ -39,13 +41,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.code import codec
-from grpo.verifiers.code.extract import extract_program
+from grpo.verifiers.code.extract import extract_program, source_text, unencodable_at
 from grpo.verifiers.code.sandbox import RunResult, Sandbox, SandboxSettings
 from grpo.verifiers.code.tests_format import (
     CaseVerdict,
     Recording,
     TestSuite,
     compare_stdout,
+    free_names,
     record_calls,
     replay_cases,
     suite_from_tests,
@@ -60,7 +63,9 @@ _ERROR = common_pb2.TEST_STATUS_ERROR
 _TIMEOUT = common_pb2.TEST_STATUS_TIMEOUT
 _MEMORY = common_pb2.TEST_STATUS_MEMORY
 _EXTRACTED_CHARS = 4000  # head of the extracted program reported in Score.extracted_answer
-_INSIDE_NOTE = "ran inside the sandbox (not replayable outside; weaker, forgeable)"
+_INSIDE_NOTE = (
+    "ran in the sandbox's test process (isolated from the program, but decided inside: weaker)"
+)
 
 
 class CodeConfig(BaseModel):
@@ -129,10 +134,21 @@ class CodeVerifier(Verifier):
             InvalidArgumentError: the task's tests are malformed (names the field).
         """
         suite = suite_from_tests(task.code_tests, task.id)
-        body = extract_program(response)
+        body = extract_program(source_text(response))
         if not body.strip():
             return make_score(common_pb2.SCORE_STATUS_NO_ANSWER, detail="no program in response")
-        program = task.code_tests.program_prefix + body
+        prefix = source_text(task.code_tests.program_prefix)
+        program = prefix + source_text(body)
+        bad = unencodable_at(program)
+        if bad is not None:
+            detail = (
+                f"program text holds a lone surrogate U+{ord(program[bad]):04X} at character "
+                f"{bad}: not UTF-8, no source file can hold it (SyntaxError under python3)"
+            )
+            tests = [_result(c.name, _ERROR, detail) for c in suite.cases]
+            score = make_score(common_pb2.SCORE_STATUS_RUNTIME_ERROR, tests=tests, detail=detail)
+            score.extracted_answer = _safe(body[:_EXTRACTED_CHARS])
+            return score
         if len(program) > self.cfg.max_program_chars:
             return make_score(
                 common_pb2.SCORE_STATUS_RUNTIME_ERROR,
@@ -142,7 +158,7 @@ class CodeVerifier(Verifier):
         if suite.style == "stdio":
             result = self._score_stdio(suite, program)
         else:
-            result = self._score_calls(suite, program)
+            result = self._score_calls(suite, program, prefix)
         result.extracted_answer = body[:_EXTRACTED_CHARS]
         return result
 
@@ -155,6 +171,8 @@ class CodeVerifier(Verifier):
     def _unstarted(self, run: RunResult) -> common_pb2.Score | None:
         if run.started:
             return None
+        if run.start_error:
+            return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=_safe(run.start_error))
         if run.timed_out:
             return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail="sandbox start timed out")
         tail = run.stderr[-500:].decode("utf-8", "replace").strip()
@@ -171,7 +189,7 @@ class CodeVerifier(Verifier):
         if error is not None:
             kind = str(error.get("type", "Error"))[:80]
             status = _MEMORY if kind == "MemoryError" else _ERROR
-            detail = f"program failed to load: {kind}: {str(error.get('msg', ''))[:300]}"
+            detail = _safe(f"program failed to load: {kind}: {str(error.get('msg', ''))[:300]}")
         elif run.timed_out:
             tests = [
                 _result(c.name, _TIMEOUT, "wall-clock limit while loading") for c in suite.cases
@@ -196,9 +214,10 @@ class CodeVerifier(Verifier):
             detail += "; wall-clock limit hit"
         return make_score(status, self._reward(tests), tests=tests, detail=detail)
 
-    def _score_calls(self, suite: TestSuite, program: str) -> common_pb2.Score:
+    def _score_calls(self, suite: TestSuite, program: str, prefix: str) -> common_pb2.Score:
         recording = record_calls(suite)
-        run = self.sandbox.run(_calls_job(suite, program, recording, recording.inside))
+        job = _calls_job(suite, program, recording)
+        run = self.sandbox.run(job, _tests_job(suite, prefix, recording.inside))
         early = self._unstarted(run) or self._load_failure(suite, run)
         if early is not None:
             return early
@@ -207,11 +226,16 @@ class CodeVerifier(Verifier):
         diverged = [i for i, v in verdicts.items() if v.outcome == "diverged"]
         if diverged:  # rare: control flow depends on results; rerun those cases inside
             rerun = self.sandbox.run(
-                _calls_job(suite, program, Recording([None] * len(suite.cases)), diverged)
+                _calls_job(suite, program, Recording([None] * len(suite.cases))),
+                _tests_job(suite, prefix, diverged),
             )
             for i in diverged:
                 inside[i] = _case_record(rerun, i)
                 run.timed_out = run.timed_out or rerun.timed_out
+        unsupported = [r for r in inside.values() if r and r.get("outcome") == "unsupported"]
+        if unsupported:
+            detail = _safe(f"cannot decide: {str(unsupported[0].get('msg', ''))[:300]}")
+            return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=detail)
         tests: list[common_pb2.TestResult] = []
         for i, case in enumerate(suite.cases):
             if i in inside:
@@ -243,7 +267,9 @@ class CodeVerifier(Verifier):
                     out = codec.decode_tree(record["v"])
                 except codec.CodecError:
                     out = None
-                ok = isinstance(out, str) and compare_stdout(out, case.expected_stdout)
+                ok = isinstance(out, str) and compare_stdout(
+                    out, case.expected_stdout, suite.compare, suite.float_tolerance
+                )
                 tests.append(
                     _result(case.name, _PASSED if ok else _FAILED, "" if ok else "stdout differs")
                 )
@@ -252,8 +278,13 @@ class CodeVerifier(Verifier):
         return self._finish(run, tests, "")
 
 
+def _safe(text: str) -> str:
+    """``text`` with lone surrogates escaped (``\\ud800``): protobuf strings must be UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _result(name: str, status: int, detail: str = "") -> common_pb2.TestResult:
-    return common_pb2.TestResult(name=name, status=status, detail=detail)  # type: ignore[arg-type]
+    return common_pb2.TestResult(name=_safe(name), status=status, detail=_safe(detail))  # type: ignore[arg-type]
 
 
 def _missing_result(name: str, timed_out: bool) -> common_pb2.TestResult:
@@ -294,23 +325,28 @@ def _inside_result(
     return result
 
 
-def _calls_job(
-    suite: TestSuite, program: str, recording: Recording, report: list[int]
-) -> dict[str, Any]:
-    script = None
-    if report:
-        script = {
-            "setup": suite.setup,
-            "cases": [c.source for c in suite.cases],
-            "report": report,
-            "arg": suite.arg,
-        }
+def _calls_job(suite: TestSuite, program: str, recording: Recording) -> dict[str, Any]:
+    """The program process's job: load ``program``, make the recorded calls, then serve."""
     return {
         "mode": "calls",
         "program": program,
         "entry_point": suite.entry_point,
         "calls": recording.flat_calls(),
-        "script": script,
+    }
+
+
+def _tests_job(suite: TestSuite, prefix: str, report: list[int]) -> dict[str, Any] | None:
+    """The test process's job (cases ``report`` are decided inside), or None when none is."""
+    if not report:
+        return None
+    return {
+        "prefix": prefix,
+        "setup": suite.setup,
+        "cases": [c.source for c in suite.cases],
+        "report": report,
+        "arg": suite.arg,
+        "entry_point": suite.entry_point,
+        "names": list(free_names(suite)),
     }
 
 
@@ -329,7 +365,8 @@ def _call_results(run: RunResult, n: int) -> list[dict[str, Any] | None]:
 
 
 def _case_record(run: RunResult, i: int) -> dict[str, Any] | None:
-    for record in run.records:
+    """The test process's verdict on case ``i`` (never read from the program's fd)."""
+    for record in run.verdicts:
         if record.get("k") == "case" and record.get("i") == i and type(record.get("i")) is int:
             return record
     return None

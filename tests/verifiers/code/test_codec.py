@@ -108,7 +108,11 @@ def test_encode_refuses_self_reference() -> None:
         '{"k": 1}',
         "[" * 5000 + "]" * 5000,
         "not json",
-        '["I", "' + "9" * 5000 + '"]',  # past the int digit limit
+        '["I", ""]',
+        '["I", "-"]',
+        '["I", "0x1f"]',  # hex without a prefix
+        '["I", "1F"]',  # lower-case digits only
+        '["I", " 1f"]',
     ],
 )
 def test_decode_rejects_malformed(text: str) -> None:
@@ -125,3 +129,14 @@ def test_decode_refuses_hash_flooding_but_keeps_big_sets() -> None:
     assert codec.decode(codec.encode({k * mersenne: 0 for k in range(1, 10)})) == {
         k * mersenne: 0 for k in range(1, 10)
     }
+
+
+def test_big_integers_cross_past_the_decimal_digit_limit() -> None:
+    """Ints travel as hex: 10**6000 (past CPython's 4300-digit str limit) and a 200,000-digit
+    number round-trip exactly, and the limit of this process stays as it was."""
+    import sys
+
+    for value in (10**6000, -(3**9000), 7 ** (10**5 * 2), 0, -1):
+        assert codec.decode(codec.encode(value)) == value
+    assert codec.encode_tree(255) == ["I", "ff"] and codec.encode_tree(-255) == ["I", "-ff"]
+    assert sys.get_int_max_str_digits() in (0, 4300)

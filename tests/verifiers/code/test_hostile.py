@@ -34,12 +34,16 @@ def _score(verifier: CodeVerifier, program: str, check: str = CHECK) -> common_p
 
 
 def _leftovers(verifier: CodeVerifier) -> list[str]:
-    """Processes (zombies included) whose real uid is a slot uid, seen by psutil."""
+    """Processes (zombies included) whose real uid is a slot uid, seen by psutil, but the warm
+    slots' own bwrap + zygote (3 per slot, started before any sample)."""
     uids = set(verifier.sandbox.slot_uids)
+    resident = verifier.sandbox.resident_pids
     found = [
         f"{p.info['pid']} {p.info['name']}"
         for p in psutil.process_iter(["pid", "name", "uids"])
-        if p.info["uids"] is not None and p.info["uids"].real in uids
+        if p.info["uids"] is not None
+        and p.info["uids"].real in uids
+        and p.info["pid"] not in resident
     ]
     return found
 
@@ -47,8 +51,10 @@ def _leftovers(verifier: CodeVerifier) -> list[str]:
 def _assert_clean(verifier: CodeVerifier, score: common_pb2.Score) -> None:
     assert CANARY not in str(score)
     assert _leftovers(verifier) == []
+    assert len(verifier.sandbox.resident_pids) <= 3 * len(verifier.sandbox.slot_uids)
     for uid in verifier.sandbox.slot_uids:
-        assert processes_of_uid(uid) == [], f"processes left for uid {uid}"
+        left = set(processes_of_uid(uid)) - verifier.sandbox.resident_pids
+        assert left == set(), f"processes left for uid {uid}"
     healthy = _score(verifier, GOOD)
     assert (healthy.status, healthy.reward) == (common_pb2.SCORE_STATUS_OK, 1.0)
 
@@ -87,7 +93,7 @@ HOSTILE_ZERO = {
         except RuntimeError:
             pass
         def f(x):
-            return len(threads)
+            return -len(threads)  # never right: the bomb is contained and the program runs
         """,
         common_pb2.SCORE_STATUS_OK,
     ),
@@ -147,11 +153,14 @@ HOSTILE_ZERO = {
     ),
     "forged-result-records": (
         """
-        import json, os, sys
-        fd = int(sys.argv[1])
-        for i in range(2):  # the expected values are unknown here: guess
-            os.write(fd, (json.dumps({"k": "call", "i": i, "v": ["S", "PASSED"]}) + "\\n").encode())
-        os.write(fd, b'{"k": "case", "i": 0, "outcome": "passed"}\\n{"k": "done"}\\n')
+        import json, os
+        for fd in range(3, 64):  # every fd the program holds: the result pipe is one of them
+            try:
+                for i in range(2):  # the expected values are unknown here: guess
+                    os.write(fd, (json.dumps({"k": "call", "i": i, "v": ["S", "PASSED"]}) + "\\n").encode())
+                os.write(fd, b'{"k": "case", "i": 0, "outcome": "passed"}\\n{"k": "done"}\\n')
+            except OSError:
+                pass
         def f(x):
             return -1
         """,
