@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -39,6 +40,7 @@ from grpo.v1 import common_pb2
 
 __all__ = [
     "DataParallel",
+    "broadcast_folder",
     "init_data_parallel",
     "shard_groups",
     "spawn",
@@ -157,6 +159,69 @@ class DataParallel:
     def barrier(self) -> None:
         """Wait for every rank."""
         dist.barrier()
+
+
+_FOLDER_CHUNK_BYTES = 64 << 20
+
+
+def broadcast_folder(parallel: DataParallel, source: Path | None, dest: Path) -> Path | None:
+    """Copy rank 0's folder ``source`` to ``dest`` on every other rank, over the process group.
+
+    For ranks in separate pods, which share no filesystem: the initial model folder and the
+    checkpoint to resume from live on rank 0's volume only. Rank 0 broadcasts the file list
+    (relative paths and sizes), then each file's bytes as uint8 tensors of at most 64 MiB
+    (on the CUDA device under NCCL); receivers write them under ``dest`` (emptied first).
+
+    Args:
+        parallel: this rank's ``DataParallel``.
+        source: the folder on rank 0 (None = nothing to share); ignored on other ranks.
+        dest: where other ranks write the copy; ignored on rank 0.
+
+    Returns:
+        ``source`` on rank 0; ``dest`` on other ranks; None everywhere when rank 0 sent None.
+
+    Raises:
+        RuntimeError: a collective failed (a rank died).
+    """
+    import shutil
+
+    listing: list[Any] = [None]
+    if parallel.is_main and source is not None:
+        files = sorted(p for p in Path(source).rglob("*") if p.is_file())
+        listing = [[(str(p.relative_to(source)), p.stat().st_size) for p in files]]
+    dist.broadcast_object_list(listing, src=0)
+    if listing[0] is None:
+        return None
+    device = (
+        torch.device("cuda", torch.cuda.current_device()) if parallel.backend == "nccl" else None
+    )
+    if not parallel.is_main:
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+    root = Path(source) if source is not None else dest
+    for relative, size in listing[0]:
+        handle = (root / relative).open("rb") if parallel.is_main else None
+        out = None
+        if not parallel.is_main:
+            (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+            out = (dest / relative).open("wb")
+        try:
+            for offset in range(0, size, _FOLDER_CHUNK_BYTES):
+                n = min(_FOLDER_CHUNK_BYTES, size - offset)
+                if handle is not None:
+                    chunk = torch.frombuffer(bytearray(handle.read(n)), dtype=torch.uint8)
+                else:
+                    chunk = torch.empty(n, dtype=torch.uint8)
+                if device is not None:
+                    chunk = chunk.to(device)
+                dist.broadcast(chunk, src=0)
+                if out is not None:
+                    out.write(chunk.cpu().numpy().tobytes())
+        finally:
+            for fh in (handle, out):
+                if fh is not None:
+                    fh.close()
+    return root if parallel.is_main else dest
 
 
 def init_data_parallel(

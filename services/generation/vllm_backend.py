@@ -70,6 +70,7 @@ class VllmWorkerExtension:
     by name through ``LLM.collective_rpc``."""
 
     model_runner: Any
+    device: Any
 
     def grpo_load_weights(self, files: list[str]) -> int:
         """Load the safetensors ``files`` into this worker's model; returns tensors loaded."""

@@ -125,8 +125,12 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
     Raises:
         FailedPreconditionError: no Redis URL (settings.redis_url or $REDIS_URL).
     """
+    from grpo.services.learner import pod_ranks
     from grpo.services.redis_server import connect, resolve_redis_url
 
+    rank = pod_ranks.env_rank(settings)  # None = ranks 1..W-1 (if any) are spawned here
+    if rank is not None and rank > 0:
+        return pod_ranks.build_follower(settings, rank)
     url = str(resolve_redis_url(settings.redis_url, required_by="learner"))
     parallel = None
     procs = None
@@ -137,16 +141,21 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
 
         init = _dist_init(settings)
         os.environ.setdefault("OMP_NUM_THREADS", str(settings.torch_threads))
-        procs = mp.start_processes(
-            _follower_entry,
-            args=(settings.world_size, settings.model_dump_json(), init),
-            nprocs=settings.world_size - 1,
-            join=False,
-            start_method="spawn",
-        )
+        if rank is None:
+            procs = mp.start_processes(
+                _follower_entry,
+                args=(settings.world_size, settings.model_dump_json(), init),
+                nprocs=settings.world_size - 1,
+                join=False,
+                start_method="spawn",
+            )
         parallel = init_data_parallel(0, settings.world_size, init, fsdp=settings.fsdp)
+        if rank is not None:  # ranks in other pods: they get the model folder from here
+            pod_ranks.share_model(parallel, settings)
     trainer, tokenizer = build_trainer(settings, parallel)
-    if parallel is not None:
+    if parallel is not None and rank is not None:
+        pod_ranks.share_checkpoint(parallel, settings)
+    elif parallel is not None:
         ckpt = latest_checkpoint(Path(settings.run_dir) / "checkpoints")
         torch.distributed.broadcast_object_list([str(ckpt) if ckpt else None], src=0)
     loop = LearnerLoop(
