@@ -12,7 +12,19 @@ from grpo.verifiers.math.extract import UnclosedBoxError
     ("response", "answer", "rule"),
     [
         (r"so $\boxed{\frac{1}{2}}$", r"\frac{1}{2}", "boxed"),
-        (r"first \boxed{2} then \boxed{3}", "3", "boxed"),  # the last box, not "23"
+        (r"first \boxed{2} then \boxed{3}", "2, 3", "boxed"),  # two parts, never "23"
+        (r"\boxed{7} and again \boxed{ 7 }", "7", "boxed"),  # equal boxes count once
+        ("<think>\\boxed{4}</think>so \\boxed{5}", "5", "boxed"),  # drafts in the reasoning
+        ("\\boxed{3} wait.\n**Final Answer**\n\\boxed{5}", "5", "boxed"),
+        ("\\boxed{5}<|im_end|>\n<|im_start|>user\n\\boxed{6}", "5", "boxed"),  # next turn
+        ("The answer is 12 apples.", "12", "answer_is"),
+        ("The answers are 4 and 6.", "4 and 6", "answer_is"),
+        ("The answer is 8, since 2*4=8.", "8", "answer_is"),
+        ("The answer is 3 1/2", "3 1/2", "answer_is"),
+        ("The answer is Evelyn.", "Evelyn", "answer_is"),
+        ("**Answer:** **17**", "17", "answer_is"),
+        ("The laptop costs $2,450.", "2,450", "last_number"),
+        ("so 1.5e3 in all", "1.5e3", "last_number"),
         (r"\boxed{\{1,\{2\}\}}", r"\{1,\{2\}\}", "boxed"),
         (r"\fbox{a{b{c}}d}", "a{b{c}}d", "boxed"),
         (r"\boxed 5 apples", "5", "boxed"),
@@ -39,6 +51,7 @@ def test_extract_answer(response: str, answer: str, rule: str) -> None:
 
 def test_extract_nothing_and_unclosed_box() -> None:
     assert extract_answer("no digits at all") is None
+    assert extract_answer("QX7ZK") is None  # digits inside a word are not a number
     with pytest.raises(UnclosedBoxError):
         extract_answer(r"the answer is \boxed{12")
 
@@ -55,12 +68,21 @@ def test_extract_nothing_and_unclosed_box() -> None:
         ("0,1", "0,1"),  # a list, not 1 or 01
         ("1, 2, 3", "1, 2, 3"),
         (r"\$1,234.50", "1234.50"),
-        (r"10\%", "10"),
+        (r"10\%", "10%"),  # kept: the answer model reads the percent
+        (r"1,\!234", "1234"),
+        (r"1{,}234", "1234"),
+        (r"3 \text{ thousand}", r"3\times10^{3}"),
+        (r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}"),
+        (r"\varnothing", r"\emptyset"),
+        (r"\{\}", r"\emptyset"),
+        ("**17**", "17"),
+        (r"3\sqrt(3)", r"3\sqrt{3}"),
+        ("12 apples", "12"),
         (r"5 \text{ cm}", "5"),
         ("12 dollars", "12"),
         ("2√2", r"2\sqrt{2}"),
         ("√(x+1)", r"\sqrt{x+1}"),
-        ("30°", r"30^\circ"),
+        ("30°", "30"),
         ("∞", r"\infty"),
         ("½", r"\frac{1}{2}"),
         ("−3", "-3"),

@@ -43,9 +43,10 @@ def test_extraction_returns_a_substring_or_reports_an_unclosed_box(text: str) ->
         assert "\\boxed" in text or "\\fbox" in text
         return
     if found is not None:
-        assert found.text
-        assert text[found.start : found.start + len(found.text)] == found.text
-        normalize_answer(found.text)  # never raises
+        assert found.text and found.parts and found.start == found.parts[0][0]
+        for start, part in found.parts:
+            assert part and text[start : start + len(part)] == part
+            normalize_answer(part)  # never raises
 
 
 @given(st.integers(min_value=1000, max_value=10**12))

@@ -1,10 +1,23 @@
 """The math outcome check as one function that runs inside a worker process.
 
-:func:`check_answer` does extraction, normalization, parsing and comparison, so everything
-that may be slow on hostile input is bounded by the worker pool's hard wall-clock limit. It
-returns plain data (status, reward, extracted answer, detail) that crosses the process pipe.
-Multiple-choice golds (one letter A-E, optionally in parentheses) are compared with the
-answer's leading letter before any parsing, so ``(B) 42`` matches gold ``B``.
+:func:`check_answer` does extraction, normalization, the answer model and the comparison, so
+everything that may be slow on hostile input is bounded by the worker pool's hard wall-clock
+limit. It returns plain data (status, reward, extracted answer, detail) that crosses the
+process pipe. Multiple-choice golds (one letter A-E, optionally in parentheses) are compared
+with the answer's leading letter before any parsing, so ``(B) 42`` matches gold ``B``.
+
+What is a verdict and what is undecided (docs/verifiers.md):
+
+- ``NO_ANSWER`` (verdict, 0): no final answer, an empty one, an unclosed last ``\\boxed{``;
+- ``PARSE_ERROR`` (verdict, 0): the answer cannot be read (unbalanced, over
+  ``answer.MAX_ANSWER_CHARS``, more than ``answer.MAX_ITEMS`` items, nested too deep, a leaf
+  no parser reads, ``2 4/3``);
+- ``OK`` (verdict): reward 1 or 0; also for a value over ``arith.MAX_DIGITS`` digits against
+  a smaller one (``9^{9^{9^9}}`` vs 1 is 0, decided without computing it);
+- ``UNDECIDED`` (missing): two well-formed values the verifier could not compare (both too
+  large, a sympy failure); the verifier answers the same for a time limit or memory cap hit
+  in the worker;
+- ``INTERNAL`` (missing): the gold answer is empty or unreadable (a task error).
 """
 
 from __future__ import annotations
@@ -13,19 +26,18 @@ import logging
 import re
 
 from grpo.v1 import common_pb2
-from grpo.verifiers.math.equivalence import AnswerParseError, answers_equivalent
+from grpo.verifiers.math.answer import Answer, AnswerSyntaxError, Items, read_answer
+from grpo.verifiers.math.compare import AnswerParseError, UndecidedError, answers_equal
 from grpo.verifiers.math.extract import UnclosedBoxError, extract_answer
 from grpo.verifiers.math.normalize import normalize_answer
 
-__all__ = ["CheckResult", "check_answer"]
+__all__ = ["CheckResult", "check_answer", "read_gold", "read_response"]
 
 CheckResult = tuple[int, float, str, str]
 """(``SCORE_STATUS_*`` value, reward, normalized extracted answer, detail)."""
 
-# math-verify warns on every call that its own timeout is disabled: we enforce ours outside.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
-
 
 _CHOICE_GOLD = re.compile(r"^\(?([A-Ea-e])\)?$")
 _CHOICE_ANSWER = re.compile(r"^\(?([A-Ea-e])\)?(?=$|[\s.:,;])")
@@ -43,13 +55,55 @@ def _choice(gold: str, answer: str) -> bool | None:
     return gold_letter.group(1).upper() == answer_letter.group(1).upper()
 
 
-def _gold_text(gold: str) -> str:
-    """Gold may be bare LaTeX or contain a ``\\boxed{}``; return its normalized answer."""
+def read_gold(gold: str) -> tuple[str, Answer]:
+    """The gold answer's normalized text and model (a boxed gold gives its box).
+
+    Raises:
+        AnswerSyntaxError: the gold is empty or unreadable.
+    """
+    parts = [gold]
     if "\\boxed" in gold or "\\fbox" in gold:
         found = extract_answer(gold)
         if found is not None:
-            gold = found.text
-    return normalize_answer(gold)
+            parts = [t for _, t in found.parts]
+    return _model(parts)
+
+
+def read_response(response: str) -> tuple[str, str, Answer] | str:
+    """The response's (rule, normalized text, model), or why there is no answer.
+
+    Raises:
+        AnswerSyntaxError: the extracted answer cannot be read into the model.
+    """
+    try:
+        found = extract_answer(response)
+    except UnclosedBoxError as exc:
+        return str(exc)
+    if found is None:
+        return "no final answer found"
+    text, model = _model([t for _, t in found.parts])
+    return found.rule, text, model
+
+
+def _model(parts: list[str]) -> tuple[str, Answer]:
+    """Normalize and read the parts; parts of equal value count once, several make a list."""
+    texts = [normalize_answer(p) for p in parts]
+    texts = list(dict.fromkeys(t for t in texts if t))
+    if not texts:
+        raise AnswerSyntaxError("empty answer")
+    if len(texts) == 1:
+        return texts[0], read_answer(texts[0])
+    models = [read_answer(t) for t in texts]
+    if all(_same(models[0], m) for m in models[1:]):
+        return texts[-1], models[-1]  # \boxed{15\frac{39}{40}} ... \boxed{\frac{639}{40}}: one value
+    return ", ".join(texts), Items(tuple(models))
+
+
+def _same(a: Answer, b: Answer) -> bool:
+    try:
+        return answers_equal(a, b)
+    except (AnswerParseError, UndecidedError):
+        return False
 
 
 def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
@@ -58,36 +112,39 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     Args:
         gold: the reference answer (LaTeX or plain text, may be boxed).
         response: the model's response.
-        rel_tol: relative tolerance for decimals (see ``equivalence``).
+        rel_tol: relative tolerance for decimals (see ``compare``).
 
     Returns:
-        ``(status, reward, extracted, detail)``: ``OK`` with reward 1/0; ``NO_ANSWER`` (no
-        final answer, or an unclosed ``\\boxed{``); ``PARSE_ERROR`` (gold or answer not
-        parsable, nesting too deep); ``RUNTIME_ERROR`` (sympy raised); ``INTERNAL`` (the gold
-        answer normalizes to nothing: a task error, so the reward is missing, not 0).
+        ``(status, reward, extracted, detail)`` with the statuses of the module docstring.
     """
     try:
-        found = extract_answer(response)
-    except UnclosedBoxError as exc:
-        return common_pb2.SCORE_STATUS_NO_ANSWER, 0.0, "", str(exc)
-    if found is None:
-        return common_pb2.SCORE_STATUS_NO_ANSWER, 0.0, "", "no final answer found"
-    answer = normalize_answer(found.text)
-    if not answer:
-        return common_pb2.SCORE_STATUS_NO_ANSWER, 0.0, "", f"empty answer ({found.rule})"
-    gold_norm = _gold_text(gold)
-    if not gold_norm:
-        return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer, "gold answer is empty"
-    choice = _choice(gold_norm, answer)
+        read = read_response(response)
+    except AnswerSyntaxError as exc:
+        return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, "", f"answer: {exc}"[:500]
+    except RecursionError:
+        return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, "", "answer nested too deeply"
+    if isinstance(read, str):
+        status = common_pb2.SCORE_STATUS_NO_ANSWER
+        return status, 0.0, "", read
+    rule, answer_text, answer = read
+    try:
+        gold_text, gold_model = read_gold(gold)
+    except (AnswerSyntaxError, RecursionError) as exc:
+        return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer_text, f"gold answer: {exc}"[:500]
+    choice = _choice(gold_text, answer_text)
     if choice is not None:
         verdict = "same choice" if choice else "different choice"
-        return common_pb2.SCORE_STATUS_OK, float(choice), answer, f"{found.rule}: {verdict}"
+        return common_pb2.SCORE_STATUS_OK, float(choice), answer_text, f"{rule}: {verdict}"
     try:
-        gold_ok = answers_equivalent(gold_norm, answer, rel_tol)
-    except (AnswerParseError, RecursionError) as exc:
-        return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, answer, f"{found.rule}: {exc}"[:500]
-    except Exception as exc:
-        detail = f"{found.rule}: {type(exc).__name__}: {exc}"[:500]
-        return common_pb2.SCORE_STATUS_RUNTIME_ERROR, 0.0, answer, detail
-    verdict = "equivalent" if gold_ok else "not equivalent"
-    return common_pb2.SCORE_STATUS_OK, float(gold_ok), answer, f"{found.rule}: {verdict}"
+        same = answers_equal(gold_model, answer, rel_tol)
+    except AnswerParseError as exc:
+        if exc.side == "gold":
+            return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer_text, f"{rule}: {exc}"[:500]
+        return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, answer_text, f"{rule}: {exc}"[:500]
+    except RecursionError:
+        detail = f"{rule}: expression nested too deeply"
+        return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, answer_text, detail
+    except UndecidedError as exc:
+        return common_pb2.SCORE_STATUS_UNDECIDED, 0.0, answer_text, f"{rule}: {exc}"[:500]
+    verdict = "equivalent" if same else "not equivalent"
+    return common_pb2.SCORE_STATUS_OK, float(same), answer_text, f"{rule}: {verdict}"

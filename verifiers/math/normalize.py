@@ -1,23 +1,31 @@
-"""Text normalization of an extracted answer before it is parsed into sympy.
+"""Text normalization of an extracted answer (and of the gold) before it is read into the
+answer model (``grpo.verifiers.math.answer``).
 
-Applied in order by :func:`normalize_answer`:
+Applied in order by :func:`normalize_answer` (each with an example):
 
 - Unicode: zero-width characters (U+200B-U+200D, U+2060, U+FEFF) and soft hyphens removed;
-  NFKC-free mapping of math symbols to LaTeX: ``√x``/``√(..)`` -> ``\\sqrt{..}``, ``°`` ->
-  ``^\\circ``, ``∞`` -> ``\\infty``, ``π`` -> ``\\pi``, ``−`` -> ``-``, ``×``/``·`` ->
-  ``\\times``/``\\cdot``, ``÷`` -> ``\\div``, ``≤``/``≥``/``≠``, vulgar fractions
-  (``½`` -> ``\\frac{1}{2}``, any character with a Unicode fraction value).
-- LaTeX: ``\\dfrac``/``\\tfrac`` -> ``\\frac``; ``\\left``/``\\right`` dropped; ``\\text{..}``,
-  ``\\textbf{..}``, ``\\mathrm{..}``, ``\\mbox{..}`` unwrapped (so ``\\text{13}`` is 13);
-  ``\\!``, ``\\,``, ``\\;``, ``~`` spacing dropped; surrounding ``$`` dropped.
-- Numbers: a thousands-separated integer (``1,000``, ``115,000``; groups of exactly three
-  digits after a leading group not starting with 0) loses its commas — ``0,1`` stays a list;
-  a dollar sign before a number is dropped; a trailing period is dropped.
-- Units and percent: a unit word after a number (``5 \\text{ cm}``, ``12 dollars``, ``3 cm^2``;
-  a fixed list of common units) and a trailing ``%``/``\\%`` are dropped, so ``10\\%`` equals
-  10. Degrees (``^\\circ``) are removed by the parser (math-verify).
+  math symbols mapped to LaTeX: ``√8`` -> ``\\sqrt{8}``, ``30°`` -> ``30^\\circ``, ``∞``,
+  ``π``, ``−3`` -> ``-3``, ``×``/``·``/``÷``, ``≤``/``≥``/``≠``, ``∪``/``∩``, ``∅``;
+  vulgar fractions ``½`` -> ``\\frac{1}{2}``; full-width digits ``１２`` -> ``12`` (NFKC on
+  digits only).
+- Markdown and delimiters: ``**17**`` -> ``17``; surrounding ``$``/``\\(..\\)``/``\\[..\\]``
+  dropped; a nested ``\\boxed{5}`` -> ``5``; ``\\displaystyle`` dropped.
+- LaTeX: ``\\dfrac``/``\\tfrac`` -> ``\\frac``; ``\\left``/``\\right`` dropped;
+  ``\\sqrt(3)`` -> ``\\sqrt{3}``; braceless arguments ``\\frac 59`` -> ``\\frac{5}{9}``,
+  ``\\frac{270}7`` -> ``\\frac{270}{7}``, ``11\\sqrt2`` -> ``11\\sqrt{2}``; ``\\text{and}``/``\\text{or}`` -> `` and ``/`` or ``;
+  ``\\text{..}``, ``\\textbf{..}``, ``\\mathrm{..}``, ``\\mbox{..}`` unwrapped after units are
+  removed (so ``\\text{13}`` is 13); ``\\!``, ``\\,``, ``\\;``, ``~`` spacing dropped; empty
+  sets ``\\varnothing``, ``\\{\\}`` -> ``\\emptyset``.
+- Numbers: ``1{,}234``, ``1,\\!234`` and ``1\\,234`` -> ``1,234``, then a thousands-separated
+  integer (``1,000``, ``115,000``; groups of exactly three digits after a leading group not starting
+  with 0) loses its commas — ``0,1`` stays a list; ``\\$2,450`` -> ``2450`` (a dollar sign
+  before a number is dropped); scale words ``3 \\text{ thousand}`` -> ``3\\times10^{3}``
+  (hundred, thousand, million, billion, trillion); a trailing period is dropped.
+- Units: words after a number are a unit and are dropped: ``12 \\text{ cm}`` -> ``12``,
+  ``5\\text{ cm}^2`` -> ``5``, ``12 apples`` -> ``12``, ``30^\\circ`` -> ``30``; ``\\%`` ->
+  ``%`` (kept: the answer model reads a percent).
 
-The output is also what ``Score.extracted_answer`` reports.
+The output is also what ``Score.extracted_answer`` reports. Pure text functions, no sympy.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ _SYMBOLS = {
     "–": "-",
     "×": r"\times ",
     "·": r"\cdot ",
+    "⋅": r"\cdot ",
     "÷": r"\div ",
     "≤": r"\le ",
     "≥": r"\ge ",
@@ -43,24 +52,36 @@ _SYMBOLS = {
     "°": r"^\circ ",
     "∪": r"\cup ",
     "∩": r"\cap ",
+    "∅": r"\emptyset ",
+    "θ": r"\theta ",
+    "α": r"\alpha ",
+    "β": r"\beta ",
 }
 _SQRT_PAREN = re.compile(r"√\s*\(([^()]*)\)")
 _SQRT_TOKEN = re.compile(r"√\s*([0-9A-Za-z.]+|\\[A-Za-z]+)")
-_UNIT_WORDS = (
-    "cm|mm|km|m|meters?|centimeters?|kilometers?|inches|inch|in|feet|foot|ft|yards?|miles?|"
-    "units?|sq|square|cubic|degrees?|deg|seconds?|minutes?|hours?|days?|weeks?|months?|years?|"
-    "dollars?|cents?|kg|g|grams?|pounds?|lbs?|ounces?|oz|liters?|litres?|ml|gallons?|mph|"
-    "percent|people|students|points?|times|ways"
-)
-_TEXT_UNIT = re.compile(
-    rf"(?<=[0-9}}])\s*\\(?:text|mbox|mathrm)\s*\{{\s*(?:{_UNIT_WORDS})(?:\^?[23])?\s*\}}(?:\^\{{?[23]\}}?)?"
-)
-_BARE_UNIT = re.compile(rf"(?<=[0-9])\s+(?:{_UNIT_WORDS})(?:\^?[23])?\s*$")
-_PERCENT = re.compile(r"\\?%\s*$")
-_WRAPPERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
-_SPACING = re.compile(r"\\[!,;: ]|~")
+_LATEX_SQRT_PAREN = re.compile(r"\\sqrt\s*\(([^()]*)\)")
+_BARE_ARG = r"(\d|[A-Za-z](?![A-Za-z])|\{[^{}]*\})"  # one digit, one letter or a braced group
+_FRAC_BARE = re.compile(rf"\\frac\s*{_BARE_ARG}\s*{_BARE_ARG}")
+_SQRT_BARE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
+_SCALE = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_CONNECTORS = {"and", "or"}
+_TEXT_CMD = r"\\(?:text|textbf|textrm|textit|mathrm|mathbf|mathit|mbox|operatorname)\s*"
+_TEXT_WORDS = re.compile(_TEXT_CMD + r"\{\s*([A-Za-z][A-Za-z .'-]*?)\s*\}(?:\^\{?[23]\}?)?")
+_WRAPPERS = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
+_SPACING = re.compile(r"\\\\|\\[!,;: ]|~|\\quad|\\qquad")  # "\\\\" (a row break) is kept
+_THIN_THOUSANDS = re.compile(r"(?<=[\d,])\\[!,](?=\d{3}(?!\d))|(?<=,)\\!")
+_BRACED_COMMA = re.compile(r"\{,\}")
 _THOUSANDS = re.compile(r"(?<![\d.,])(-?[1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(?!\.\d*,)")
-_DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\d)")
+_DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\.?\d)")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_EMPTY_SET = re.compile(r"\\varnothing|\\emptyset|\\\{\s*\\\}|\\O(?![A-Za-z])")
+_NUMBER_END = r"(?:\d|\}|\))"
+# words after a number: a unit (dropped), a scale word (kept as a power of ten), a connector
+_WORDS_AFTER = re.compile(
+    rf"(?<={_NUMBER_END})(\s*)([A-Za-z][A-Za-z.'-]*(?:\s+[A-Za-z][A-Za-z.'-]*)*)(\^\{{?[23]\}}?)?"
+    r"(?=\s*(?:$|[,;)\]]|\\\}|\\cup))"
+)
 
 
 def _fraction_char(ch: str) -> str | None:
@@ -82,6 +103,8 @@ def _unicode_to_latex(text: str) -> str:
     for ch in text:
         if ch in _SYMBOLS:
             out.append(_SYMBOLS[ch])
+        elif ord(ch) > 127 and ch.isdigit() and unicodedata.digit(ch, None) is not None:
+            out.append(str(unicodedata.digit(ch)))
         elif ord(ch) > 127 and (frac := _fraction_char(ch)) is not None:
             out.append(frac)
         else:
@@ -89,28 +112,90 @@ def _unicode_to_latex(text: str) -> str:
     return "".join(out)
 
 
+def _unbrace(arg: str) -> str:
+    return arg[1:-1] if arg.startswith("{") else arg
+
+
+def _unbox(text: str) -> str:
+    """``\\boxed{5}`` -> ``5`` (nested boxes inside an answer)."""
+    while (m := _BOX.search(text)) is not None:
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth:
+            return text
+        text = text[: m.start()] + text[m.end() : i - 1] + text[i:]
+    return text
+
+
+def _strip_delimiters(text: str) -> str:
+    for _ in range(3):
+        text = text.strip()
+        stripped = text.strip("*").strip()
+        if len(stripped) >= 2 and stripped[0] == "$" and stripped[-1] == "$":
+            stripped = stripped.strip("$").strip()
+        for left, right in ((r"\(", r"\)"), (r"\[", r"\]")):
+            if stripped.startswith(left) and stripped.endswith(right):
+                stripped = stripped[2:-2].strip()
+        if stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def _text_words(m: re.Match[str]) -> str:
+    """``\\text{ cm}`` after a number: a unit (dropped); ``\\text{and}``: a connector."""
+    words = m.group(1).strip()
+    if words.lower() in _CONNECTORS:
+        return f" {words.lower()} "
+    if words.lower() in _SCALE:
+        return f" {words.lower()}"
+    return m.group(0)  # not after a number: handled by _words_after or unwrapped later
+
+
+def _words_after(m: re.Match[str]) -> str:
+    words = m.group(2).split()
+    first = words[0].lower()
+    if len(words) == 1 and first in _SCALE:
+        return rf"\times10^{{{_SCALE[first]}}}"
+    if any(w.lower() in _CONNECTORS for w in words):
+        return m.group(0)
+    if len(first) == 1 and len(words) == 1:
+        return m.group(0)  # "2 x": a variable, not a unit
+    return ""
+
+
 def normalize_answer(answer: str) -> str:
-    """Normalize an extracted answer's text (rules in the module docstring).
+    """Normalize an extracted answer's text (rules, with examples, in the module docstring).
 
     Args:
-        answer: raw answer text (e.g. the content of the last ``\\boxed{}``).
+        answer: raw answer text (e.g. the content of a ``\\boxed{}``).
 
     Returns:
         Normalized text; the empty string when nothing is left.
     """
-    text = _unicode_to_latex(answer).strip()
-    if len(text) >= 2 and text[0] == "$" and text[-1] == "$":
-        text = text.strip("$").strip()
+    text = _unicode_to_latex(answer)
+    text = _strip_delimiters(_unbox(text))
     text = text.replace(r"\dfrac", r"\frac").replace(r"\tfrac", r"\frac")
+    text = text.replace(r"\displaystyle", "")
     text = re.sub(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])", "", text)
-    text = _TEXT_UNIT.sub("", text)
+    text = _LATEX_SQRT_PAREN.sub(r"\\sqrt{\1}", text)
+    text = _FRAC_BARE.sub(lambda m: rf"\frac{{{_unbrace(m.group(1))}}}{{{_unbrace(m.group(2))}}}", text)
+    text = _SQRT_BARE.sub(r"\\sqrt{\1}", text)
+    text = _DEGREE.sub("", text)
+    text = _EMPTY_SET.sub(r"\\emptyset", text)
+    text = _TEXT_WORDS.sub(_text_words, text)
     for _ in range(3):  # nested wrappers: \text{\textbf{13}}
         text = _WRAPPERS.sub(r"\1", text)
-    text = _SPACING.sub("", text)
+    text = _THIN_THOUSANDS.sub("", text)
+    text = _SPACING.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", text)
+    text = _BRACED_COMMA.sub(",", text)
     text = _DOLLAR_NUMBER.sub("", text)
     text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
-    text = _BARE_UNIT.sub("", text.strip())
-    text = _PERCENT.sub("", text).strip()
+    text = text.replace(r"\%", "%")
+    text = _WORDS_AFTER.sub(_words_after, text)
+    text = " ".join(text.split())
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()
-    return text
+    return _strip_delimiters(text)

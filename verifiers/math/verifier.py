@@ -1,11 +1,15 @@
 """The math outcome verifier: reward 1 when the response's final answer equals the gold.
 
-Extraction, normalization and equivalence are described in ``extract``, ``normalize`` and
-``equivalence``; every check runs in a pre-started :class:`WorkerPool` (hard wall-clock limit,
-memory cap), so the same limit holds from any thread or event loop. Statuses: ``OK`` (reward 1
-or 0), ``NO_ANSWER``, ``PARSE_ERROR`` (also: response over ``max_response_chars`` or not valid
-UTF-8), ``TIMEOUT`` (worker killed and replaced), ``RUNTIME_ERROR`` (sympy raised, memory cap,
-worker crash), ``INTERNAL`` (pool closed).
+Extraction, normalization, the answer model and the comparison are described in ``extract``,
+``normalize``, ``answer`` and ``compare``; every check runs in a pre-started
+:class:`WorkerPool` (hard wall-clock limit, memory cap), so the same limit holds from any
+thread or event loop. Statuses (verdict or missing: ``check`` and docs/verifiers.md): ``OK``
+(reward 1 or 0), ``NO_ANSWER``, ``PARSE_ERROR`` (also: a response over
+``max_response_chars`` or not valid UTF-8) are verdicts; ``UNDECIDED`` (the comparison could
+not decide, or the worker hit its time limit or memory cap or died: the verifier's limits, not
+the response's, since every size a response controls is refused before any sympy call) and
+``INTERNAL`` (a bad gold answer, a closed pool, a bug in the check) are missing. This
+verifier never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 """
 
 from __future__ import annotations
@@ -27,11 +31,29 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import pool_failure_score, utf8_problem
+from grpo.verifiers.sdk.failures import utf8_problem
 
-__all__ = ["MathConfig", "MathVerifier"]
+__all__ = ["MathConfig", "MathVerifier", "undecided_on_pool_failure"]
 
-PRELOAD = ("grpo.verifiers.math.check",)
+PRELOAD = ("grpo.verifiers.math.check", "grpo.verifiers.math.symbolic")
+
+
+def undecided_on_pool_failure(exc: Exception) -> common_pb2.Score:
+    """The Score of a math (or steps) check that the worker pool could not finish.
+
+    The time limit, the memory cap and a dying worker are the verifier's limits: status
+    ``UNDECIDED`` (missing, never 0). A check function that raised (:class:`RemoteCheckError`:
+    a bug, it catches everything it expects) and a closed pool are ``INTERNAL``.
+
+    Args:
+        exc: the exception raised by ``WorkerPool.call``.
+
+    Returns:
+        The Score (reward 0, meaningless), ``detail`` naming the failure.
+    """
+    if isinstance(exc, CheckTimeoutError | CheckMemoryError | WorkerCrashError):
+        return make_score(common_pb2.SCORE_STATUS_UNDECIDED, detail=f"verifier limit: {exc}"[:500])
+    return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(exc).__name__}: {exc}")
 
 
 class MathConfig(BaseModel):
@@ -57,7 +79,8 @@ class MathConfig(BaseModel):
 
 
 class MathVerifier(Verifier):
-    """Outcome verifier for math answers (``task.gold_answer``) with sympy equivalence.
+    """Outcome verifier for math answers (``task.gold_answer``): the answer model, exact
+    arithmetic and sympy equivalence.
 
     Args:
         config: tolerance, response size limit and worker pool settings.
@@ -90,10 +113,14 @@ class MathVerifier(Verifier):
             status, reward, extracted, detail = self.pool.call(
                 check_answer, task.gold_answer, response, self.config.rel_tol
             )
-        except (CheckTimeoutError, CheckMemoryError, WorkerCrashError, RemoteCheckError) as exc:
-            return pool_failure_score(exc)
-        except UnavailableError as exc:
-            return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=str(exc))
+        except (
+            CheckTimeoutError,
+            CheckMemoryError,
+            WorkerCrashError,
+            RemoteCheckError,
+            UnavailableError,
+        ) as exc:
+            return undecided_on_pool_failure(exc)
         return make_score(status, reward, extracted=extracted, detail=detail)
 
     def close(self) -> None:

@@ -1,0 +1,399 @@
+"""The structured answer model: what an answer *is*, filled by extraction, read by comparison.
+
+An answer (and a gold answer) is one of:
+
+- :class:`Scalar` — one expression: ``12``, ``\\frac{7}{2}``, ``2\\sqrt{2}``, ``x^2+1``, ``50%``;
+- :class:`Items` — several values: a comma/``and``/``or`` list ``-5, 3`` or ``4 and 6``,
+  ``1 \\pm \\sqrt{2}`` (its two values), a set
+  ``\\{1, 2\\}``, the empty set ``\\emptyset``, or several different ``\\boxed{}`` answers;
+  compared as a multiset (order-free);
+- :class:`Tuple` — an ordered tuple or point ``(1, 2)``; a two-item tuple in parentheses may also
+  be an open interval;
+- :class:`Interval` — ``[1, 2)``, ``(-\\infty, 3]``; also what an inequality in one variable
+  means (``x > 3`` is ``(3, \\infty)``, ``2 \\le x < 5`` is ``[2, 5)``);
+- :class:`Union` — intervals or sets joined by ``\\cup``;
+- :class:`Matrix` — ``\\begin{pmatrix}..\\end{pmatrix}`` (also ``bmatrix``, ``matrix``...; not
+  ``vmatrix``, a determinant), rows of entries;
+- :class:`Equation` — ``lhs = rhs``; an *assignment* when ``lhs`` is a bare variable
+  (``y = 5``, ``x_1 = 2``, ``\\theta = \\pi``), which then equals its right side;
+- :class:`Text` — words (``Evelyn``, ``yes``), compared case-insensitively.
+
+:func:`read_answer` builds the model from *normalized* text (``normalize``) by splitting at
+the top level only (commas and brackets inside ``\\frac{}``, ``f(x, y)`` do not split). Pure
+text code: no sympy here; leaves are compared by ``grpo.verifiers.math.compare``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "MAX_ANSWER_CHARS",
+    "MAX_ITEMS",
+    "Answer",
+    "AnswerSyntaxError",
+    "Equation",
+    "Interval",
+    "Items",
+    "Matrix",
+    "Scalar",
+    "Text",
+    "Tuple",
+    "Union",
+    "read_answer",
+]
+
+MAX_ANSWER_CHARS = 2_000
+"""Longest normalized answer that is read; longer is a parse error (the response's fault)."""
+MAX_ITEMS = 64
+"""Most items of a list, set, tuple or matrix; more is a parse error."""
+_MAX_DEPTH = 60
+
+
+class AnswerSyntaxError(ValueError):
+    """The text cannot be read as an answer (empty, unbalanced, too long, too many items)."""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """One expression (normalized LaTeX text); ``percent``: it ended in ``%`` (not removed)."""
+
+    text: str
+    percent: bool = False
+
+
+@dataclass(frozen=True)
+class Text:
+    """Words; ``words`` is lower-cased with single spaces."""
+
+    words: str
+
+
+@dataclass(frozen=True)
+class Items:
+    """Several values, compared order-free; ``braces``: written as a set ``\\{..\\}``."""
+
+    items: tuple[Answer, ...]
+    braces: bool = False
+
+
+@dataclass(frozen=True)
+class Tuple:
+    """An ordered tuple ``(a, b, ..)``; ``brackets`` is its pair of delimiters, e.g. ``()``."""
+
+    items: tuple[Answer, ...]
+    brackets: str = "()"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval of the real line; endpoints are Scalars (``\\infty`` allowed)."""
+
+    lo: Scalar
+    hi: Scalar
+    lo_closed: bool
+    hi_closed: bool
+
+
+@dataclass(frozen=True)
+class Union:
+    """Parts (intervals, sets) joined by ``\\cup``, compared order-free."""
+
+    parts: tuple[Answer, ...]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Rows of Scalar entries (all rows the same length)."""
+
+    rows: tuple[tuple[Answer, ...], ...]
+
+
+@dataclass(frozen=True)
+class Equation:
+    """``lhs = rhs``; ``variable`` is the bare variable on the left (or empty)."""
+
+    lhs: str
+    rhs: Answer
+    variable: str = ""
+
+
+Answer = Scalar | Text | Items | Tuple | Interval | Union | Matrix | Equation
+"""Any node of the answer model."""
+
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_VARIABLE = re.compile(
+    r"^(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|theta|phi|lambda|mu|omega|sigma|rho|tau|psi))"
+    r"(?:_\{?[A-Za-z0-9]+\}?)?'?$"
+)
+_MATRIX = re.compile(
+    r"^\\begin\{(pmatrix|bmatrix|Bmatrix|matrix|smallmatrix|array)\}(?:\{[lcr|]*\})?"
+    r"(.*)\\end\{\1\}$",
+    re.DOTALL,
+)
+_WORDS = re.compile(r"^[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)*$")
+_LATEX_WORDS = {"pi", "infty", "sqrt", "frac", "emptyset", "cup", "cap", "in", "le", "ge"}
+_RELATIONS = (
+    (r"\leq", "le"),
+    (r"\geq", "ge"),
+    (r"\le", "le"),
+    (r"\ge", "ge"),
+    (r"\lt", "lt"),
+    (r"\gt", "gt"),
+    ("<=", "le"),
+    (">=", "ge"),
+    ("<", "lt"),
+    (">", "gt"),
+)
+
+
+def _top_level(text: str) -> list[tuple[int, int]]:
+    """``(index, depth)`` for every character position, tracking (), [], {}, \\{ \\}.
+
+    Raises:
+        AnswerSyntaxError: nesting deeper than the limit or a closing bracket too many.
+    """
+    depth = 0
+    out = []
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n and text[i + 1] in "{}":
+            out.append((i, depth))
+            depth += 1 if text[i + 1] == "{" else -1
+            out.append((i + 1, depth))
+            i += 2
+            if depth < 0:
+                raise AnswerSyntaxError("a closing brace too many")
+            continue
+        if ch in "([{":
+            depth += 1
+            if depth > _MAX_DEPTH:
+                raise AnswerSyntaxError("answer nested too deeply")
+        elif ch in ")]}":
+            depth -= 1
+        out.append((i, depth if ch not in "([{" else depth - 1))
+        i += 1
+    return out
+
+
+def _split(text: str, separators: tuple[str, ...]) -> list[str]:
+    """Split ``text`` at top-level occurrences of any separator (longest first)."""
+    parts: list[str] = []
+    depths = dict(_top_level(text))
+    start = 0
+    i = 0
+    ordered = sorted(separators, key=len, reverse=True)
+    while i < len(text):
+        if depths.get(i, 1) == 0:
+            for sep in ordered:
+                if text.startswith(sep, i) and _separator_ok(text, i, sep):
+                    parts.append(text[start:i])
+                    i += len(sep)
+                    start = i
+                    break
+            else:
+                i += 1
+                continue
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def _separator_ok(text: str, i: int, sep: str) -> bool:
+    if sep.startswith("\\") and sep[-1].isalpha():
+        after = text[i + len(sep) : i + len(sep) + 1]
+        return not after.isalpha()
+    return not (sep in ("<", ">") and text[i + 1 : i + 2] == "=")
+
+
+def _balanced_wrap(text: str, left: str, right: str) -> bool:
+    """True when ``text`` is ``left ... right`` and the opening bracket closes at the end."""
+    if not (text.startswith(left) and text.endswith(right)):
+        return False
+    depths = _top_level(text)
+    inner_end = len(text) - len(right)
+    return all(d > 0 for i, d in depths if len(left) <= i < inner_end)
+
+
+def _interval_brackets(text: str) -> tuple[str, str] | None:
+    if len(text) < 2 or text[0] not in "([" or text[-1] not in ")]":
+        return None
+    depths = _top_level(text)
+    if all(d > 0 for i, d in depths if 1 <= i < len(text) - 1):
+        return text[0], text[-1]
+    return None
+
+
+def read_answer(text: str) -> Answer:
+    """Read normalized answer text into the answer model (rules in the module docstring).
+
+    Args:
+        text: normalized text (``normalize_answer``), e.g. ``"-5, 3"``, ``"(1,2]"``.
+
+    Returns:
+        The answer node.
+
+    Raises:
+        AnswerSyntaxError: empty text, over ``MAX_ANSWER_CHARS``, unbalanced brackets, nesting
+            deeper than 60, more than ``MAX_ITEMS`` items.
+    """
+    text = text.strip()
+    if not text:
+        raise AnswerSyntaxError("empty answer")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise AnswerSyntaxError(f"answer longer than {MAX_ANSWER_CHARS} characters")
+    depths = _top_level(text)
+    if depths and depths[-1][1] != 0:
+        raise AnswerSyntaxError("unbalanced brackets")
+    return _read(text, 0)
+
+
+def _items(parts: list[str], level: int) -> tuple[Answer, ...]:
+    if len(parts) > MAX_ITEMS:
+        raise AnswerSyntaxError(f"more than {MAX_ITEMS} items")
+    if any(not p for p in parts):
+        raise AnswerSyntaxError("an empty item in a list")
+    return tuple(_read(p, level + 1) for p in parts)
+
+
+def _read(text: str, level: int) -> Answer:
+    if level > 12:
+        raise AnswerSyntaxError("answer nested too deeply")
+    text = text.strip()
+    if not text:
+        raise AnswerSyntaxError("empty item")
+    if text == r"\emptyset":
+        return Items((), braces=True)
+    matrix = _MATRIX.match(text)
+    if matrix is not None:
+        return _matrix(matrix.group(2), level)
+    union = _split(text, (r"\cup",))
+    if len(union) > 1:
+        return Union(_items(union, level))
+    parts = _split(text, (",", ";", " and ", " or "))
+    if len(parts) > 1:
+        return _list(_items(parts, level))
+    plus_minus = _split(text, (r"\pm", r"\mp"))
+    if len(plus_minus) == 2:
+        a, b = plus_minus
+        if not b:
+            raise AnswerSyntaxError("nothing after \\pm")
+        if not a:
+            return Items((_read(b, level + 1), _read(f"-({b})", level + 1)))
+        return Items((Scalar(f"{a}+({b})"), Scalar(f"{a}-({b})")))
+    equation = _split(text, ("=", r"\in"))
+    if len(equation) > 1:
+        lhs, rhs = equation[0], equation[-1]
+        if not lhs or not rhs:
+            raise AnswerSyntaxError("an equation with an empty side")
+        variable = lhs if _VARIABLE.match(lhs) else ""
+        return Equation(lhs, _read(rhs, level + 1), variable)
+    inequality = _inequality(text, level)
+    if inequality is not None:
+        return inequality
+    if _balanced_wrap(text, r"\{", r"\}"):
+        inner = text[2:-2].strip()
+        if not inner:
+            return Items((), braces=True)
+        return Items(_items(_split(inner, (",", ";")), level), braces=True)
+    brackets = _interval_brackets(text)
+    if brackets is not None:
+        inner = _split(text[1:-1], (",",))
+        if len(inner) == 2 and brackets != ("(", ")"):
+            lo, hi = _items(inner, level)
+            if isinstance(lo, Scalar) and isinstance(hi, Scalar):
+                return Interval(lo, hi, brackets[0] == "[", brackets[1] == "]")
+        if len(inner) >= 2:
+            return Tuple(_items(inner, level), brackets[0] + brackets[1])
+        if brackets == ("(", ")"):
+            return _read(text[1:-1], level + 1)
+    if _WORDS.match(text) and _is_words(text):
+        return Text(" ".join(text.lower().split()))
+    if text.endswith("%"):
+        return Scalar(text[:-1].strip(), percent=True)
+    return Scalar(text)
+
+
+def _is_words(text: str) -> bool:
+    """Words, not an expression: a word of 3+ letters or several words (not ``xy``)."""
+    words = text.split()
+    if any(w.lower() in _LATEX_WORDS for w in words):
+        return False
+    return len(words) > 1 or len(words[0]) >= 3
+
+
+def _list(items: tuple[Answer, ...]) -> Answer:
+    """A list whose first item assigns a variable spreads it: ``n=2, 3`` is ``n=2, n=3``."""
+    first = items[0]
+    if isinstance(first, Equation) and first.variable:
+        spread = [first]
+        for item in items[1:]:
+            if isinstance(item, Equation):
+                spread.append(item)
+            else:
+                spread.append(Equation(first.variable, item, first.variable))
+        items = tuple(spread)
+    return Items(items)
+
+
+def _matrix(body: str, level: int) -> Matrix:
+    rows = [r for r in _split(body, ("\\\\",)) if r.strip()]
+    if not rows:
+        raise AnswerSyntaxError("an empty matrix")
+    cells = [_split(r, ("&",)) for r in rows]
+    width = len(cells[0])
+    if any(len(r) != width for r in cells):
+        raise AnswerSyntaxError("matrix rows of different lengths")
+    if len(rows) * width > MAX_ITEMS:
+        raise AnswerSyntaxError(f"more than {MAX_ITEMS} matrix entries")
+    return Matrix(tuple(_items(r, level) for r in cells))
+
+
+def _inequality(text: str, level: int) -> Interval | None:
+    """``x > 3``, ``3 < x``, ``2 \\le x < 5`` as intervals; None when not an inequality."""
+    seps = tuple(s for s, _ in _RELATIONS)
+    pieces = _split(text, seps)
+    if len(pieces) < 2:
+        return None
+    kinds = []
+    i = 0
+    depths = dict(_top_level(text))
+    while i < len(text):
+        if depths.get(i, 1) == 0:
+            for sep, kind in _RELATIONS:
+                if text.startswith(sep, i) and _separator_ok(text, i, sep):
+                    kinds.append(kind)
+                    i += len(sep)
+                    break
+            else:
+                i += 1
+                continue
+            continue
+        i += 1
+    inf = Scalar(r"\infty")
+    minus_inf = Scalar(r"-\infty")
+    if len(pieces) == 2:
+        left, right = pieces
+        kind = kinds[0]
+        if _VARIABLE.match(left):
+            bound = Scalar(right)
+            if kind in ("lt", "le"):
+                return Interval(minus_inf, bound, False, kind == "le")
+            return Interval(bound, inf, kind == "ge", False)
+        if _VARIABLE.match(right):
+            bound = Scalar(left)
+            if kind in ("lt", "le"):
+                return Interval(bound, inf, kind == "le", False)
+            return Interval(minus_inf, bound, False, kind == "ge")
+        raise AnswerSyntaxError("an inequality without a bare variable on one side")
+    if len(pieces) == 3 and _VARIABLE.match(pieces[1]) and kinds[0][0] == kinds[1][0]:
+        lo, hi = Scalar(pieces[0]), Scalar(pieces[2])
+        if kinds[0][0] == "g":
+            lo, hi = hi, lo
+            return Interval(lo, hi, kinds[1] == "ge", kinds[0] == "ge")
+        return Interval(lo, hi, kinds[0] == "le", kinds[1] == "le")
+    raise AnswerSyntaxError("an inequality that is not one interval")

@@ -1,0 +1,311 @@
+"""Equivalence of two answers in the answer model (``grpo.verifiers.math.answer``).
+
+:func:`answers_equal` consumes the model, so several boxes, a list in the gold and matrix
+entries are types, not special cases:
+
+- an :class:`Equation` that assigns a bare variable equals its right side (``y = 5`` vs
+  ``5``); any other equation never equals a non-equation (``2x = 4`` vs ``4``, ``x^2 = 16``
+  vs ``16`` are not equal); two equations are equal when they assign equal values (to the
+  same variable, or when the values are numbers) or are proportional (``2y = 4x + 6`` vs
+  ``y = 2x + 3``);
+- :class:`Items` vs :class:`Items`: the same number of items, matched one to one in any
+  order; a one-item collection equals its item (``\\{5\\}`` vs ``5``);
+- :class:`Tuple` vs :class:`Tuple`: same length, in order; a two-item ``( )`` tuple equals the
+  open :class:`Interval` with those endpoints; a tuple equals a one-row or one-column
+  :class:`Matrix` with the same entries (a vector);
+- :class:`Interval`: same closedness at both ends, equal endpoints; :class:`Union`: its parts
+  matched one to one;
+- :class:`Matrix`: same shape, equal entries (``bmatrix`` and ``pmatrix`` alike; a transpose
+  differs);
+- :class:`Text`: equal words; never equal to a number;
+- :class:`Scalar` leaves: equal normalized texts; else both read exactly by
+  ``grpo.verifiers.math.arith`` (no sympy): exact values equal, or, when a decimal was
+  written, ``|g - a| <= rel_tol · max(|g|, |a|)``; a value over ``arith.MAX_DIGITS`` digits
+  never equals a smaller one; a percent on one side only may be read as written or divided by
+  100 (``50%`` vs ``0.5``); else sympy (``grpo.verifiers.math.symbolic``, imported here
+  lazily).
+
+Errors: :class:`AnswerParseError` (``side`` = ``"gold"`` or ``"answer"``) for an unreadable
+leaf, :class:`UndecidedError` when the values are well-formed but could not be compared
+(both too large to compute, a sympy failure).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from grpo.verifiers.math.answer import (
+    Answer,
+    Equation,
+    Interval,
+    Items,
+    Matrix,
+    Scalar,
+    Text,
+    Tuple,
+    Union,
+)
+from grpo.verifiers.math.arith import (
+    ArithSyntaxError,
+    NotExactError,
+    TooLargeError,
+    Value,
+    evaluate,
+    log10_abs,
+)
+
+__all__ = ["AnswerParseError", "UndecidedError", "answers_equal"]
+
+
+class AnswerParseError(ValueError):
+    """A leaf cannot be read; ``side`` says whose (``"gold"`` or ``"answer"``)."""
+
+    def __init__(self, side: str, message: str) -> None:
+        super().__init__(f"{side}: {message}")
+        self.side = side
+
+
+class UndecidedError(RuntimeError):
+    """Both values are well-formed, but the verifier could not compare them."""
+
+
+def answers_equal(gold: Answer, answer: Answer, rel_tol: float = 1e-6) -> bool:
+    """Decide whether ``answer`` is equivalent to ``gold`` (rules in the module docstring).
+
+    Args:
+        gold: the gold answer's model.
+        answer: the response's answer model.
+        rel_tol: relative tolerance when a decimal was written.
+
+    Returns:
+        True when equivalent.
+
+    Raises:
+        AnswerParseError: a leaf of either side cannot be parsed (``side`` names it).
+        UndecidedError: the two values could not be compared.
+    """
+    return _Comparer(rel_tol).equal(gold, answer)
+
+
+class _Comparer:
+    def __init__(self, rel_tol: float) -> None:
+        self.rel_tol = rel_tol
+        self.cache: dict[tuple[int, int], bool] = {}
+
+    def equal(self, g: Answer, a: Answer) -> bool:
+        if isinstance(g, Equation) or isinstance(a, Equation):
+            return self._equations(g, a)
+        if isinstance(g, Items | Union) or isinstance(a, Items | Union):
+            return self._collections(g, a)
+        if isinstance(g, Scalar) and isinstance(a, Scalar):
+            return self._leaf(g, a)
+        if isinstance(g, Text) or isinstance(a, Text):
+            return _words(g) is not None and _words(g) == _words(a)
+        if isinstance(g, Tuple | Interval | Matrix) or isinstance(a, Tuple | Interval | Matrix):
+            return self._ordered(g, a)
+        return False
+
+    def _equations(self, g: Answer, a: Answer) -> bool:
+        if isinstance(g, Equation) and isinstance(a, Equation):
+            same_variable = g.variable and g.variable == a.variable
+            both_constant = g.variable and a.variable and _constant(g.rhs) and _constant(a.rhs)
+            if same_variable or both_constant:
+                return self.equal(g.rhs, a.rhs)
+            if isinstance(g.rhs, Scalar) and isinstance(a.rhs, Scalar):
+                from grpo.verifiers.math import symbolic
+
+                return self._sympy(symbolic.proportional, (g.lhs, g.rhs.text), (a.lhs, a.rhs.text))
+            return False
+        if isinstance(g, Equation):
+            return bool(g.variable) and self.equal(g.rhs, a)
+        assert isinstance(a, Equation)
+        return bool(a.variable) and self.equal(g, a.rhs)
+
+    def _collections(self, g: Answer, a: Answer) -> bool:
+        gi, ai = _members(g), _members(a)
+        if len(gi) == 1 and len(ai) == 1 and (gi[0] is not g or ai[0] is not a):
+            return self.equal(gi[0], ai[0])
+        if isinstance(g, Items | Union) != isinstance(a, Items | Union):
+            return False
+        if type(g) is not type(a) or len(gi) != len(ai):
+            return False
+        return self._match(gi, ai)
+
+    def _match(self, gi: tuple[Answer, ...], ai: tuple[Answer, ...]) -> bool:
+        """A one-to-one matching of equal items exists (augmenting paths, Kuhn)."""
+        owner: dict[int, int] = {}
+
+        def place(i: int, seen: set[int]) -> bool:
+            for j in range(len(ai)):
+                if j in seen or not self.equal(gi[i], ai[j]):
+                    continue
+                seen.add(j)
+                if j not in owner or place(owner[j], seen):
+                    owner[j] = i
+                    return True
+            return False
+
+        return all(place(i, set()) for i in range(len(gi)))
+
+    def _ordered(self, g: Answer, a: Answer) -> bool:
+        for t, i in ((g, a), (a, g)):
+            pair = _open_pair(t, i)
+            if pair is not None:
+                (t_lo, t_hi), (i_lo, i_hi) = pair
+                if t is g:  # gold first, always
+                    return self.equal(t_lo, i_lo) and self.equal(t_hi, i_hi)
+                return self.equal(i_lo, t_lo) and self.equal(i_hi, t_hi)
+        ge, ae = _entries(g), _entries(a)
+        if ge is None or ae is None:
+            if isinstance(g, Interval) and isinstance(a, Interval):
+                return (
+                    g.lo_closed == a.lo_closed
+                    and g.hi_closed == a.hi_closed
+                    and self._leaf(g.lo, a.lo)
+                    and self._leaf(g.hi, a.hi)
+                )
+            return False
+        gshape, gitems = ge
+        ashape, aitems = ae
+        vectors = isinstance(g, Tuple) != isinstance(a, Tuple) and _vector_pair(gshape, ashape)
+        if gshape != ashape and not vectors:
+            return False
+        return len(gitems) == len(aitems) and all(
+            self.equal(x, y) for x, y in zip(gitems, aitems, strict=True)
+        )
+
+    def _leaf(self, g: Scalar, a: Scalar) -> bool:
+        if g.text == a.text and g.percent == a.percent:
+            return True
+        gv = _exact(g.text, "gold")
+        av = _exact(a.text, "answer")
+        if isinstance(gv, Value) and isinstance(av, Value):
+            return any(
+                self._values_equal(x, y, gv.decimal or av.decimal)
+                for x in _readings(gv.exact, g.percent, a.percent)
+                for y in _readings(av.exact, a.percent, g.percent)
+            )
+        if isinstance(gv, TooLargeError) or isinstance(av, TooLargeError):
+            return self._huge(g, a, gv, av)
+        from grpo.verifiers.math import symbolic
+
+        texts = [(x, y) for x in _texts(g, a) for y in _texts(a, g)]
+        return any(self._sympy(symbolic.leaves_equal, x, y, self.rel_tol) for x, y in texts)
+
+    def _values_equal(self, g: Fraction, a: Fraction, decimal: bool) -> bool:
+        if g == a:
+            return True
+        if not decimal:
+            return False
+        scale = max(abs(g), abs(a))
+        return abs(g - a) <= Fraction(self.rel_tol) * scale
+
+    def _huge(
+        self,
+        g: Scalar,
+        a: Scalar,
+        gv: Value | TooLargeError | None,
+        av: Value | TooLargeError | None,
+    ) -> bool:
+        """One side is too large to compute: equal only if the other is as large."""
+        sizes = []
+        for scalar, value, side in ((g, gv, "gold"), (a, av, "answer")):
+            if isinstance(value, TooLargeError):
+                sizes.append(value.log10)
+            elif isinstance(value, Value):
+                sizes.append(log10_abs(value.exact) if value.exact != 0 else float("-inf"))
+            else:
+                from grpo.verifiers.math import symbolic
+
+                size = self._sympy(symbolic.magnitude_of, scalar.text, side)
+                if size is None:
+                    raise UndecidedError("a value too large to compute against a symbolic one")
+                sizes.append(size)
+        if isinstance(gv, TooLargeError) and isinstance(av, TooLargeError):
+            raise UndecidedError("both values are too large to compute exactly")
+        small, large = sorted(sizes, key=abs)
+        if abs(large) > abs(small) + 10:
+            return False
+        raise UndecidedError("a value too large to compute exactly against one of similar size")
+
+    def _sympy(self, fn, *args):  # type: ignore[no-untyped-def]
+        from grpo.verifiers.math import symbolic
+
+        try:
+            return fn(*args)
+        except symbolic.SympyParseError as exc:
+            raise AnswerParseError(getattr(exc, "side", "answer"), str(exc)) from exc
+        except (RecursionError, MemoryError):
+            raise
+        except Exception as exc:  # a sympy crash: the verifier's failure, not the response's
+            raise UndecidedError(f"sympy failed: {type(exc).__name__}: {exc}"[:300]) from exc
+
+
+def _exact(text: str, side: str) -> Value | TooLargeError | None:
+    """The exact value of a leaf, its size error, or None when it is not exact arithmetic."""
+    try:
+        return evaluate(text)
+    except NotExactError:
+        return None
+    except TooLargeError as exc:
+        return exc
+    except ArithSyntaxError as exc:
+        if any(ch.isalpha() for ch in text.replace("\\frac", "")):
+            return None  # letters: let sympy read it
+        raise AnswerParseError(side, str(exc)) from exc
+
+
+def _readings(value: Fraction, percent: bool, other_percent: bool) -> tuple[Fraction, ...]:
+    """``50%`` against a side without ``%``: 50 as written, or 0.5."""
+    if percent and not other_percent:
+        return value, value / 100
+    return (value,)
+
+
+def _texts(s: Scalar, other: Scalar) -> tuple[str, ...]:
+    if s.percent and not other.percent:
+        return s.text, f"({s.text})/100"
+    return (s.text,)
+
+
+def _constant(a: Answer) -> bool:
+    return isinstance(a, Scalar) and not any(ch.isalpha() for ch in a.text.replace("\\frac", ""))
+
+
+def _words(a: Answer) -> str | None:
+    if isinstance(a, Text):
+        return a.words
+    if isinstance(a, Scalar) and a.text.replace(" ", "").isalpha():
+        return " ".join(a.text.lower().split())
+    return None
+
+
+def _members(a: Answer) -> tuple[Answer, ...]:
+    if isinstance(a, Items):
+        return a.items
+    if isinstance(a, Union):
+        return a.parts
+    return (a,)
+
+
+def _entries(a: Answer) -> tuple[tuple[int, int], tuple[Answer, ...]] | None:
+    """(shape, entries in row order) of a tuple, an open two-point interval or a matrix."""
+    if isinstance(a, Tuple):
+        return (1, len(a.items)), a.items
+    if isinstance(a, Matrix):
+        return (len(a.rows), len(a.rows[0])), tuple(x for row in a.rows for x in row)
+    return None
+
+
+def _open_pair(t: Answer, i: Answer) -> tuple[tuple[Answer, Answer], tuple[Answer, Answer]] | None:
+    """A two-item ``( )`` tuple and an open interval: their endpoints, else None."""
+    if not (isinstance(t, Tuple) and isinstance(i, Interval)):
+        return None
+    if t.brackets != "()" or len(t.items) != 2 or i.lo_closed or i.hi_closed:
+        return None
+    return (t.items[0], t.items[1]), (i.lo, i.hi)
+
+
+def _vector_pair(s1: tuple[int, int], s2: tuple[int, int]) -> bool:
+    """A tuple (1 x n) against a column or row vector of n entries."""
+    return (s1[0] == 1 or s1[1] == 1) and (s2[0] == 1 or s2[1] == 1) and max(s1) == max(s2)

@@ -1,0 +1,183 @@
+"""The sympy side of leaf comparison: LaTeX leaves that are not exact arithmetic.
+
+Imported lazily by ``grpo.verifiers.math.compare`` (and preloaded by the worker pool), so that
+importing extraction, normalization or the answer model never loads sympy. Parsing is done by
+latex2sympy2_extended (math-verify's LaTeX engine) with no timeout of its own: the pool's
+hard wall-clock limit bounds it.
+
+:func:`leaves_equal` decides two expressions, in order:
+
+1. both are numbers (no free symbols): infinities must be identical; otherwise exact values
+   must be equal exactly (the difference simplifies to 0, or is below 1e-30 of their magnitude
+   at 50 digits) and, when either side holds a decimal (``Float``), ``|g - a| <= rel_tol ·
+   max(|g|, |a|)``;
+2. free symbols on one side only (``12`` vs ``x^5 - 1``) -> not equal;
+3. both symbolic: ``simplify(g - a) == 0`` -> equal; else the difference is evaluated at
+   three fixed points with every symbol replaced (``x = 0.7312, 1.3719, 2.4111`` ...): not
+   zero at one of them -> not equal; zero at all three -> equal (an identity sympy could not
+   simplify).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import sys
+from typing import Any
+
+import sympy
+from latex2sympy2_extended import latex2sympy
+
+__all__ = [
+    "SympyParseError",
+    "leaves_equal",
+    "magnitude",
+    "magnitude_of",
+    "proportional",
+    "to_sympy",
+]
+
+logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
+
+_EXACT_REL = sympy.Float("1e-30", 50)
+_PROBES = (sympy.Float("0.7312"), sympy.Float("1.3719"), sympy.Float("2.4111"))
+_E_NOTATION = re.compile(r"(?<![A-Za-z\d.\\])(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![A-Za-z\d])")
+
+
+class SympyParseError(ValueError):
+    """latex2sympy could not read the text, or it is not an expression."""
+
+
+@functools.lru_cache(maxsize=4096)
+def to_sympy(text: str) -> Any:
+    """Parse a leaf's normalized LaTeX into a sympy expression (cached per worker).
+
+    ``2e4`` is read as ``2\\times10^{4}`` first (the number reader's rule), never ``2·e·4``.
+
+    Raises:
+        SympyParseError: the parser failed, recursed too deep, or returned no expression.
+    """
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
+    prepared = _E_NOTATION.sub(r"(\1\\times10^{\2})", text)
+    try:
+        value = latex2sympy(prepared)
+    except RecursionError as exc:
+        raise SympyParseError("expression nested too deeply") from exc
+    except Exception as exc:
+        raise SympyParseError(f"cannot parse {text[:80]!r}: {str(exc)[:120]}") from exc
+    if not isinstance(value, sympy.Expr):
+        raise SympyParseError(f"{text[:80]!r} is not a single expression")
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and not value.free_symbols
+
+
+def _infinite(value: Any) -> bool:
+    return bool(value.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan))
+
+
+def magnitude(value: Any) -> float | None:
+    """``log10 |value|`` of a finite non-zero number, else None."""
+    if not _is_number(value) or _infinite(value):
+        return None
+    try:
+        v = abs(complex(value.evalf(30)))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if v == 0 or v != v:
+        return None
+    return math.log10(v)
+
+
+def magnitude_of(text: str, side: str) -> float | None:
+    """``log10 |value|`` of a leaf's text when it is a finite non-zero number, else None.
+
+    Raises:
+        SympyParseError: the text cannot be parsed (``side`` set).
+    """
+    return magnitude(_parse(text, side))
+
+
+def _numbers_equal(gold: Any, answer: Any, rel_tol: float) -> bool:
+    """Exact numbers exactly (to 1e-30 relative at 50 digits), decimals to ``rel_tol``.
+
+    The comparison stays in sympy Floats (any exponent), never Python floats, so values past
+    1e308 (``\\Gamma(10^9)``) are not infinities that compare equal.
+    """
+    if _infinite(gold) or _infinite(answer):
+        return bool(gold == answer)
+    diff = gold - answer
+    if diff.is_zero is True:
+        return True
+    if isinstance(diff, sympy.Rational):
+        return False
+    g, a = gold.evalf(50), answer.evalf(50)
+    d = abs((g - a).evalf(50))
+    scale = sympy.Max(abs(g), abs(a))
+    for value in (g, a, d):
+        if not value.is_finite or not value.is_comparable:
+            raise ValueError("a value that cannot be evaluated to 50 digits")
+    if gold.has(sympy.Float) or answer.has(sympy.Float):
+        return bool(d <= sympy.Float(rel_tol, 50) * scale) if scale > 0 else bool(d == 0)
+    return bool(d == 0 or d <= _EXACT_REL * scale)
+
+
+def _zero_everywhere(diff: Any, scale_of: Any) -> bool:
+    """``simplify(diff) == 0``, else ``diff`` vanishes at every probe point."""
+    if sympy.simplify(diff) == 0:
+        return True
+    symbols = sorted(diff.free_symbols, key=str)
+    for probe in _PROBES:
+        point = {s: probe + sympy.Float("0.1137") * j for j, s in enumerate(symbols)}
+        value = complex(diff.evalf(30, subs=point))
+        scale = max(1.0, abs(complex(scale_of.evalf(30, subs=point))))
+        if abs(value) > 1e-12 * scale:
+            return False
+    return True
+
+
+def leaves_equal(gold: str, answer: str, rel_tol: float) -> bool:
+    """Decide two leaf expressions (rules in the module docstring).
+
+    Args:
+        gold, answer: normalized LaTeX of one expression each.
+        rel_tol: relative tolerance when a decimal is involved.
+
+    Raises:
+        SympyParseError: one side cannot be parsed; ``side`` is set to ``"gold"`` or
+            ``"answer"``.
+    """
+    g = _parse(gold, "gold")
+    a = _parse(answer, "answer")
+    if _is_number(g) and _is_number(a):
+        return _numbers_equal(g, a, rel_tol)
+    if _is_number(g) != _is_number(a):
+        return False
+    return _zero_everywhere(g - a, g)
+
+
+def proportional(gold: tuple[str, str], answer: tuple[str, str]) -> bool:
+    """Equations ``l1 = r1`` and ``l2 = r2`` with ``l1 - r1 = c (l2 - r2)``, ``c`` a non-zero
+    number (``2y = 4x + 6`` and ``y = 2x + 3``).
+
+    Raises:
+        SympyParseError: a side cannot be parsed (``side`` set).
+    """
+    d1 = _parse(gold[0], "gold") - _parse(gold[1], "gold")
+    d2 = _parse(answer[0], "answer") - _parse(answer[1], "answer")
+    if d1 == 0 or d2 == 0:
+        return bool(d1 == d2)
+    ratio = sympy.simplify(d1 / d2)
+    return bool(ratio.is_number and ratio != 0 and not _infinite(ratio))
+
+
+def _parse(text: str, side: str) -> Any:
+    try:
+        return to_sympy(text)
+    except SympyParseError as exc:
+        exc.side = side  # type: ignore[attr-defined]
+        raise
