@@ -95,7 +95,7 @@ def _model(parts: list[str]) -> tuple[str, Answer]:
         return texts[0], read_answer(texts[0])
     models = [read_answer(t) for t in texts]
     if all(_same(models[0], m) for m in models[1:]):
-        return texts[-1], models[-1]  # \boxed{15\frac{39}{40}} ... \boxed{\frac{639}{40}}: one value
+        return texts[-1], models[-1]  # \boxed{15\frac{39}{40}} = \boxed{\frac{639}{40}}
     return ", ".join(texts), Items(tuple(models))
 
 

@@ -12,7 +12,8 @@ Applied in order by :func:`normalize_answer` (each with an example):
   dropped; a nested ``\\boxed{5}`` -> ``5``; ``\\displaystyle`` dropped.
 - LaTeX: ``\\dfrac``/``\\tfrac`` -> ``\\frac``; ``\\left``/``\\right`` dropped;
   ``\\sqrt(3)`` -> ``\\sqrt{3}``; braceless arguments ``\\frac 59`` -> ``\\frac{5}{9}``,
-  ``\\frac{270}7`` -> ``\\frac{270}{7}``, ``11\\sqrt2`` -> ``11\\sqrt{2}``; ``\\text{and}``/``\\text{or}`` -> `` and ``/`` or ``;
+  ``\\frac{270}7`` -> ``\\frac{270}{7}``, ``11\\sqrt2`` -> ``11\\sqrt{2}``;
+  ``\\text{and}``/``\\text{or}`` -> `` and ``/`` or ``;
   ``\\text{..}``, ``\\textbf{..}``, ``\\mathrm{..}``, ``\\mbox{..}`` unwrapped after units are
   removed (so ``\\text{13}`` is 13); ``\\!``, ``\\,``, ``\\;``, ``~`` spacing dropped; empty
   sets ``\\varnothing``, ``\\{\\}`` -> ``\\emptyset``.
@@ -116,6 +117,10 @@ def _unbrace(arg: str) -> str:
     return arg[1:-1] if arg.startswith("{") else arg
 
 
+def _braced_frac(m: re.Match[str]) -> str:
+    return rf"\frac{{{_unbrace(m.group(1))}}}{{{_unbrace(m.group(2))}}}"
+
+
 def _unbox(text: str) -> str:
     """``\\boxed{5}`` -> ``5`` (nested boxes inside an answer)."""
     while (m := _BOX.search(text)) is not None:
@@ -181,7 +186,7 @@ def normalize_answer(answer: str) -> str:
     text = text.replace(r"\displaystyle", "")
     text = re.sub(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])", "", text)
     text = _LATEX_SQRT_PAREN.sub(r"\\sqrt{\1}", text)
-    text = _FRAC_BARE.sub(lambda m: rf"\frac{{{_unbrace(m.group(1))}}}{{{_unbrace(m.group(2))}}}", text)
+    text = _FRAC_BARE.sub(_braced_frac, text)
     text = _SQRT_BARE.sub(r"\\sqrt{\1}", text)
     text = _DEGREE.sub("", text)
     text = _EMPTY_SET.sub(r"\\emptyset", text)
