@@ -40,6 +40,7 @@ app = typer.Typer(
 
 SUBCOMMANDS: dict[str, str] = {
     "score": "grpo.cli_score",
+    "eval": "grpo.cli_eval",
     "run": "grpo.cli_run",
     "report": "grpo.cli_report",
     "model": "grpo.cli_model",

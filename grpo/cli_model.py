@@ -107,8 +107,7 @@ def sft(
     ] = 0,
 ) -> None:
     """Supervised warm start (loss on completion tokens only)."""
-    from grpo.learner.sft import greedy_accuracy, run_sft
-    from grpo.services.datasets import arith_tasks
+    from grpo.learner.sft import run_sft
 
     _quiet_torch()
     if steps is None and epochs is None and time_budget_s is None:
@@ -124,7 +123,17 @@ def sft(
         f"{result.wall_s:.1f} s"
     )
     if eval_arith:
+        from grpo.services.datasets import arith_tasks
+        from grpo.services.evaluation.evaluate import EvalSettings, evaluate_model
+        from grpo.services.evaluation.scorers import LocalScorer
+        from grpo.services.generation.backend import SamplingConfig
+
         seen = {"arith/" + prompt.removesuffix("=") for prompt, _ in pairs}
         held = arith_tasks(eval_arith, seed=10_007, exclude_ids=seen)
-        acc = greedy_accuracy(model_dir, held)
-        _console.print(f"greedy accuracy on {acc.total} held-out tasks: {acc.accuracy:.3f}")
+        greedy = EvalSettings(sampling=SamplingConfig(temperature=0.0, max_new_tokens=64))
+        math = LocalScorer.from_service("verifier-math", {"verifier": {"pool": {"workers": 1}}})
+        with math:
+            acc = evaluate_model(model_dir, held, math, greedy)
+        _console.print(
+            f"greedy accuracy on {acc.total} held-out tasks (math verifier): {acc.accuracy:.3f}"
+        )

@@ -1,4 +1,4 @@
-"""Supervised warm start (SFT) of a causal LM on (prompt, completion) pairs, and greedy accuracy.
+"""Supervised warm start (SFT) of a causal LM on (prompt, completion) pairs.
 
 ``run_sft`` minimises the token-mean cross-entropy of the completion tokens only (prompt tokens
 and padding carry no loss); every completion is followed by EOS so the model learns to stop.
@@ -6,17 +6,15 @@ AdamW with linear warmup to the peak ``lr``, then cosine decay to 10% starting a
 the number of steps is known (constant after warmup when only a time budget bounds the run); the
 schedule is ``grpo.learner.schedule.lr_multiplier``, the trainer's.
 
-``greedy_accuracy`` decodes each task greedily with the generation backend and compares the
-final answer with the task's gold answer (``final_answer``: the text after ``####`` if present,
-else after the last ``:``, else the last number) by exact match after removing spaces and
-thousands separators. It is the held-out metric of the main job for the arithmetic task.
+Evaluation is not here: held-out and dev-set accuracy are scored by the run's outcome verifier
+(``grpo.services.pipeline.heldout.heldout_accuracy`` over ``grpo.services.evaluation``), the
+verifier that gives the reward.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +27,8 @@ from transformers import AutoModelForCausalLM
 from grpo.errors import InvalidArgumentError
 from grpo.learner.schedule import lr_multiplier
 from grpo.model import load_tokenizer
-from grpo.v1 import common_pb2
 
-__all__ = ["AccuracyResult", "SftResult", "final_answer", "greedy_accuracy", "run_sft"]
-
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+__all__ = ["SftResult", "run_sft"]
 
 
 @dataclass
@@ -227,84 +222,4 @@ def run_sft(
         loss_history=history,
         checks=checks,
         stopped_by_check=stopped,
-    )
-
-
-def final_answer(text: str) -> str:
-    """The final answer of a response: after ``####``, else after the last ``:``, else the last
-    number; spaces and thousands separators removed, trailing ``.`` dropped ("" if none)."""
-    if "####" in text:
-        answer = text.rsplit("####", 1)[1]
-    elif ":" in text:
-        answer = text.rsplit(":", 1)[1]
-    else:
-        numbers = _NUMBER.findall(text)
-        answer = numbers[-1] if numbers else ""
-    return answer.strip().replace(",", "").replace(" ", "").rstrip(".")
-
-
-@dataclass
-class AccuracyResult:
-    """Greedy accuracy over tasks; ``answers[i]`` is the extracted answer of ``tasks[i]``."""
-
-    accuracy: float
-    correct: int
-    total: int
-    answers: list[str]
-
-
-def greedy_accuracy(
-    model: Any,
-    tasks: Sequence[common_pb2.Task],
-    *,
-    max_new_tokens: int = 64,
-    batch_size: int = 64,
-    check: Callable[[str, common_pb2.Task], bool] | None = None,
-) -> AccuracyResult:
-    """Greedy-decode every task and score it against its gold answer.
-
-    Args:
-        model: A model folder (str/Path; loaded with the transformers backend, one thread)
-            or a ``GenerationBackend``.
-        tasks: Tasks with ``prompt`` and ``gold_answer``.
-        max_new_tokens: Generation budget per task.
-        batch_size: Prompts per generate call.
-        check: ``(response text, task) -> correct``; default: ``final_answer(text)`` equals the
-            gold with commas and spaces removed.
-
-    Returns:
-        ``AccuracyResult`` (accuracy in [0, 1]; 0 for no tasks).
-    """
-    from grpo.services.generation.backend import (
-        BackendConfig,
-        GenerationBackend,
-        SamplingConfig,
-        create_backend,
-    )
-
-    backend = (
-        model
-        if isinstance(model, GenerationBackend)
-        else create_backend(BackendConfig(model_path=str(model)))
-    )
-
-    def default_check(text: str, task: common_pb2.Task) -> bool:
-        gold = task.gold_answer.strip().replace(",", "").replace(" ", "")
-        return final_answer(text) == gold
-
-    check_fn = check or default_check
-    sampling = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
-    correct, answers = 0, []
-    for start in range(0, len(tasks), batch_size):
-        chunk = tasks[start : start + batch_size]
-        results = backend.generate([t.prompt for t in chunk], 1, sampling)
-        for task, res in zip(chunk, results, strict=True):
-            text = res.completions[0].text
-            answers.append(final_answer(text))
-            correct += bool(check_fn(text, task))
-    return AccuracyResult(
-        accuracy=correct / len(tasks) if tasks else 0.0,
-        correct=correct,
-        total=len(tasks),
-        answers=answers,
     )

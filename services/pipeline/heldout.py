@@ -1,72 +1,111 @@
 """The held-out evaluation of a run: one call, ``heldout_accuracy``, used by the run driver
-(before GRPO, every ``eval.every_steps`` steps, after GRPO) and by the SFT target check.
+(before GRPO, every ``eval.every_steps`` steps, after GRPO), by the SFT target check and by
+``grpo eval --run-config`` (so ``grpo eval`` of a policy gives the run's accuracy).
 
-Greedy decoding of every task with the transformers backend (one thread), scored by the
-outcome verifier over gRPC for code tasks and by ``grpo.learner.sft``'s answer match otherwise.
+Greedy decoding (one sample per task, ``eval.max_new_tokens``, ``eval.batch_size`` prompts per
+call) with the transformers backend (one thread), scored by the run's outcome verifier
+(``verifiers.outcome`` with its ``verifiers.extra`` settings) for every task type: over gRPC
+when its address is given, else the same service built in this process. A sample is correct
+when its status is a verdict and its reward reaches
+``assembler.dynamic_sampling.correct_threshold`` — what the reward of training measures. The
+loop is ``grpo.services.evaluation.evaluate`` (``grpo eval``'s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from grpo.errors import FailedPreconditionError
+from grpo.services.evaluation.evaluate import EvalReport, EvalSettings, evaluate_model
+from grpo.services.evaluation.scorers import BatchScorer, check_verifier
 from grpo.services.pipeline.config import RunConfig
-from grpo.v1 import common_pb2
+from grpo.v1 import common_pb2, verifier_pb2
 
-__all__ = ["heldout_accuracy"]
+__all__ = ["heldout_accuracy", "heldout_settings", "outcome_scorer"]
+
+
+def heldout_settings(config: RunConfig) -> EvalSettings:
+    """The evaluation settings of a run: greedy, one sample, the run's budget and threshold."""
+    from grpo.services.generation.backend import SamplingConfig
+
+    return EvalSettings(
+        samples=1,
+        sampling=SamplingConfig(temperature=0.0, max_new_tokens=config.eval.max_new_tokens),
+        correct_threshold=config.assembler.dynamic_sampling.correct_threshold,
+        batch_prompts=config.eval.batch_size,
+    )
+
+
+def outcome_scorer(config: RunConfig, outcome_address: str | None = None) -> BatchScorer:
+    """The run's outcome verifier: at ``outcome_address`` over gRPC, else built in process
+    from ``verifiers.outcome`` and its ``verifiers.extra`` settings (the caller closes it)."""
+    from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
+    from grpo.services.pipeline.service_configs import verifier_settings
+
+    if outcome_address:
+        from grpo.services.assembler.config import VerifierClientConfig
+
+        return RemoteScorer(outcome_address, VerifierClientConfig(timeout_s=120.0))
+    name = config.verifiers.outcome
+    settings = verifier_settings(config, name)
+    settings.pop("server", None)
+    return LocalScorer.from_service(name, settings)
 
 
 def heldout_accuracy(
-    model_dir: Path,
+    model_dir: Path | str,
     tasks: Sequence[common_pb2.Task],
     *,
     config: RunConfig,
     task_type: str,
     outcome_address: str | None = None,
-) -> Any:
-    """Greedy accuracy of the policy in ``model_dir`` on ``tasks``.
+    scorer: BatchScorer | None = None,
+    out_dir: Path | None = None,
+    resume: bool = False,
+    overwrite: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> EvalReport:
+    """Greedy accuracy of the policy in ``model_dir`` on ``tasks``, scored by the outcome verifier.
 
     Args:
         model_dir: ``save_pretrained`` folder of the policy.
-        tasks: tasks with ``prompt`` and ``gold_answer`` (or tests, for code).
-        config: the run (``eval.max_new_tokens``, ``eval.batch_size``, the correct threshold).
-        task_type: the run's routing key (``code`` is scored by the outcome verifier).
-        outcome_address: ``host:port`` of the outcome verifier (needed for code).
+        tasks: tasks with ``prompt`` and what the verifier needs (gold answer, tests).
+        config: the run (``eval``, ``verifiers``, the correct threshold).
+        task_type: the run's routing key (checked against the verifier's ``Describe``).
+        outcome_address: ``host:port`` of the running outcome verifier; None builds it here.
+        scorer: an outcome scorer to reuse (e.g. across SFT checks); not closed here.
+        out_dir: folder for ``samples.jsonl`` and ``summary.json`` (None: not kept).
+        resume, overwrite: for an ``out_dir`` that holds samples (see ``ResultsFile``).
+        on_progress: ``(samples done, total)`` after each scored batch.
 
     Returns:
-        ``grpo.learner.sft.AccuracyResult`` (accuracy in [0, 1]; 0 for no tasks).
+        The ``EvalReport``: ``accuracy`` (pass@1 over the tasks with a verdict, nan for none),
+        ``correct``, ``total`` (tasks with a verdict), statuses.
 
     Raises:
-        FailedPreconditionError: a code evaluation without an outcome verifier address.
+        FailedPreconditionError: the verifier does not serve ``task_type`` or is not an
+            outcome verifier.
+        UnavailableError: the verifier was lost.
     """
-    from grpo.learner.sft import greedy_accuracy
-
-    check = _verifier_check(config, outcome_address) if task_type == "code" else None
-    return greedy_accuracy(
-        str(model_dir),
-        tasks,
-        max_new_tokens=config.eval.max_new_tokens,
-        batch_size=config.eval.batch_size,
-        check=check,
-    )
-
-
-def _verifier_check(
-    config: RunConfig, address: str | None
-) -> Callable[[str, common_pb2.Task], bool]:
-    import grpc
-
-    from grpo.v1 import verifier_pb2, verifier_pb2_grpc
-
-    if not address:
-        raise FailedPreconditionError("the outcome verifier must run for a code evaluation")
-    stub = verifier_pb2_grpc.VerifierStub(grpc.insecure_channel(address))
-    threshold = config.assembler.dynamic_sampling.correct_threshold
-
-    def check(text: str, task: common_pb2.Task) -> bool:
-        reply = stub.Score(verifier_pb2.ScoreRequest(task=task, response=text), timeout=60)
-        return reply.score.status == common_pb2.SCORE_STATUS_OK and reply.score.reward >= threshold
-
-    return check
+    active = outcome_scorer(config, outcome_address) if scorer is None else scorer
+    try:
+        check_verifier(
+            active.describe(),
+            task_type=task_type,
+            kind=verifier_pb2.VERIFIER_KIND_OUTCOME,
+            where=active.where,
+            hint="set verifiers.outcome to a verifier of this task type",
+        )
+        return evaluate_model(
+            model_dir,
+            tasks,
+            active,
+            heldout_settings(config),
+            out_dir=out_dir,
+            resume=resume,
+            overwrite=overwrite,
+            on_progress=on_progress,
+        )
+    finally:
+        if scorer is None:
+            active.close()

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grpo.errors import FailedPreconditionError
+from grpo.services.evaluation.scorers import BatchScorer
 from grpo.services.pipeline.config import RunConfig
-from grpo.services.pipeline.heldout import heldout_accuracy
+from grpo.services.pipeline.heldout import heldout_accuracy, outcome_scorer
 from grpo.services.pipeline.tasks import RunTasks
 
 __all__ = ["init_policy", "prepare_policy", "warm_start"]
@@ -75,24 +76,30 @@ def warm_start(
 
     out = run_dir / "model" / "sft"
     started = time.perf_counter()
-    check = _dev_check(config, tasks, log) if sft.target_accuracy > 0 else None
-    result = run_sft(
-        model,
-        tasks.sft,
-        out_dir=out,
-        steps=sft.steps or None,
-        epochs=sft.epochs or None,
-        time_budget_s=sft.time_budget_s or None,
-        lr=sft.lr,
-        batch_size=sft.batch_size,
-        warmup_steps=sft.warmup_steps,
-        schedule=sft.schedule,
-        seed=config.seed,
-        log_every=200,
-        on_log=lambda step, loss: log(f"SFT step {step}: loss {loss:.3f}"),
-        check_every=sft.check_every,
-        check=check,
-    )
+    # one outcome verifier for every dev-set check (its worker pool starts once)
+    scorer = outcome_scorer(config) if sft.target_accuracy > 0 else None
+    check = _dev_check(config, tasks, log, scorer) if scorer is not None else None
+    try:
+        result = run_sft(
+            model,
+            tasks.sft,
+            out_dir=out,
+            steps=sft.steps or None,
+            epochs=sft.epochs or None,
+            time_budget_s=sft.time_budget_s or None,
+            lr=sft.lr,
+            batch_size=sft.batch_size,
+            warmup_steps=sft.warmup_steps,
+            schedule=sft.schedule,
+            seed=config.seed,
+            log_every=200,
+            on_log=lambda step, loss: log(f"SFT step {step}: loss {loss:.3f}"),
+            check_every=sft.check_every,
+            check=check,
+        )
+    finally:
+        if scorer is not None:
+            scorer.close()
     reached = ""
     if result.stopped_by_check:
         reached = f", dev accuracy {result.checks[-1][1]:.3f} reached the target"
@@ -111,15 +118,16 @@ def warm_start(
 
 
 def _dev_check(
-    config: RunConfig, tasks: RunTasks, log: Callable[[str], None]
+    config: RunConfig, tasks: RunTasks, log: Callable[[str], None], scorer: BatchScorer
 ) -> Callable[[Path, int], tuple[float, bool]]:
-    """``run_sft``'s check: greedy accuracy on the dev set; stop at ``target_accuracy``."""
+    """``run_sft``'s check: greedy accuracy on the dev set, scored by the run's outcome
+    verifier (``scorer``); stop at ``target_accuracy``."""
     target = config.model.sft.target_accuracy
 
     def check(model_dir: Path, step: int) -> tuple[float, bool]:
         accuracy = float(
             heldout_accuracy(
-                model_dir, tasks.dev, config=config, task_type=tasks.task_type
+                model_dir, tasks.dev, config=config, task_type=tasks.task_type, scorer=scorer
             ).accuracy
         )
         log(f"SFT step {step}: dev accuracy {accuracy:.3f} (target {target:.3f})")

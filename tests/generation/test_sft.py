@@ -1,4 +1,4 @@
-"""SFT warm start and the greedy accuracy helper."""
+"""SFT warm start (its model then scored greedily by a verifier)."""
 
 from __future__ import annotations
 
@@ -7,41 +7,28 @@ from pathlib import Path
 import pytest
 
 from grpo.errors import InvalidArgumentError
-from grpo.learner.sft import final_answer, greedy_accuracy, run_sft
+from grpo.learner.sft import run_sft
 from grpo.v1 import common_pb2
 
 from .conftest import TUNED_COMPLETION, TUNED_PROMPT
 
 
-@pytest.mark.parametrize(
-    ("text", "answer"),
-    [
-        ("7+8=15,4+3+1=8:85", "85"),
-        ("so 3+4 = 7 #### 1,450", "1450"),
-        ("the total is 12 then 13.", "13"),
-        ("no digits here", ""),
-        ("x:", ""),
-    ],
-)
-def test_final_answer(text: str, answer: str) -> None:
-    assert final_answer(text) == answer
-
-
-def test_sft_learns_the_completion_and_greedy_accuracy_scores_it(
+def test_sft_learns_the_completion_and_a_verifier_scores_it(
     tiny_model_dir: Path, tuned_model_dir: Path
 ) -> None:
+    from grpo.services.evaluation.evaluate import EvalSettings, evaluate_model
+    from grpo.services.evaluation.scorers import LocalScorer
+    from grpo.services.generation.backend import SamplingConfig
+
     tasks = [
-        common_pb2.Task(id="a", prompt=TUNED_PROMPT, gold_answer=TUNED_COMPLETION),
-        common_pb2.Task(id="b", prompt=TUNED_PROMPT, gold_answer="no"),
+        common_pb2.Task(id="a", type="exact", prompt=TUNED_PROMPT, gold_answer=TUNED_COMPLETION),
+        common_pb2.Task(id="b", type="exact", prompt=TUNED_PROMPT, gold_answer="no"),
     ]
-    # default check compares final_answer(text); "ok" has no ':' or number -> "".
-    exact = greedy_accuracy(
-        tuned_model_dir, tasks, max_new_tokens=6, check=lambda text, t: text == t.gold_answer
-    )
-    assert (exact.correct, exact.total, exact.accuracy) == (1, 2, 0.5)
-    before = greedy_accuracy(
-        tiny_model_dir, tasks, max_new_tokens=6, check=lambda text, t: text == t.gold_answer
-    )
+    greedy = EvalSettings(sampling=SamplingConfig(temperature=0.0, max_new_tokens=6))
+    with LocalScorer.from_service("grpo.verifiers.example:SERVICE") as exact_match:
+        tuned = evaluate_model(tuned_model_dir, tasks, exact_match, greedy)
+        before = evaluate_model(tiny_model_dir, tasks, exact_match, greedy)
+    assert (tuned.correct, tuned.total, tuned.accuracy) == (1, 2, 0.5)
     assert before.correct == 0
 
 

@@ -1,0 +1,315 @@
+"""``grpo eval``: generate samples of a policy on a problem set, score them with a verifier,
+report pass@1, pass@k, maj@k, mean reward and statuses (overall and by field).
+
+A thin command over ``grpo.services.evaluation.evaluate``: problems come from
+``evaluation.tasks`` (shipped sources or a JSONL file with a field map), or with
+``--run-config`` from a ``grpo run`` config's held-out set, evaluated exactly as the run
+evaluates it (``grpo.services.pipeline.heldout``). Writes ``samples.jsonl`` (one row per
+sample, appended as scored; ``--resume``) and ``summary.json`` into ``--output-dir`` and prints
+a table. docs/evaluation.md has the formats, the metric definitions and examples.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from grpo.errors import ContractError, GrpoError, InvalidArgumentError, UnavailableError
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "eval", "report_table"]
+
+EXIT_FAILED = 101
+"""Exit code when the evaluation could not finish (its finished rows are kept)."""
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C / SIGTERM (finished rows are kept; rerun with --resume)."""
+
+DEFAULT_VERIFIERS = {"math": "verifier-math", "arith": "verifier-math", "code": "verifier-code"}
+"""Task type -> the verifier service that scores it when --verifier is not given."""
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def report_table(title: str, report: Any) -> Table:
+    """A rich table of an ``EvalReport``: one row overall, one per value of each --by field."""
+    ks = list(report.settings.ks)
+    maj_k = max(ks)
+    table = Table(title=title)
+    for name in ["slice", "problems", "samples", *[f"pass@{k}" for k in ks], f"maj@{maj_k}",
+                 "reward mean", "missing", "statuses"]:  # fmt: skip
+        table.add_column(name, justify="left" if name in ("slice", "statuses") else "right")
+
+    def add(label: str, m: Any) -> None:
+        statuses = ", ".join(f"{s} {c}" for s, c in sorted(m.statuses.items()))
+        table.add_row(
+            label, str(m.problems), str(m.samples), *[_fmt(m.pass_at[k]) for k in ks],
+            _fmt(m.maj_at_k), _fmt(m.reward_mean), str(m.missing_samples), statuses,
+        )  # fmt: skip
+
+    add("all", report.overall)
+    for name, values in report.by_field.items():
+        for value, metrics in values.items():
+            add(f"{name}={value or '(none)'}", metrics)
+    return table
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _scorer(task_type: str, options: dict[str, Any]) -> Any:
+    from grpo.services.assembler.config import VerifierClientConfig
+    from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
+
+    if options["verifier_endpoint"]:
+        client = VerifierClientConfig(
+            timeout_s=options["deadline"],
+            max_attempts=5,
+            backoff_initial_s=0.5,
+            backoff_max_s=8.0,
+            tls_ca_file=options["tls_ca"],
+            tls_cert_file=options["tls_cert"],
+            tls_key_file=options["tls_key"],
+        )
+        return RemoteScorer(options["verifier_endpoint"], client)
+    service = options["verifier"] or DEFAULT_VERIFIERS.get(task_type)
+    if service is None:
+        raise InvalidArgumentError(
+            f"no default verifier for task type {task_type!r}: pass --verifier module:SERVICE "
+            "or --verifier-endpoint HOST:PORT"
+        )
+    settings: dict[str, Any] = {"scoring": {"request_timeout_s": options["deadline"]}}
+    if service == "verifier-math":
+        settings["verifier"] = {"pool": {"workers": options["workers"]}}
+    return LocalScorer.from_service(service, settings)
+
+
+def _run(options: dict[str, Any], output_dir: Path, progress: Any, bar: Any) -> Any:
+    from grpo.services.evaluation.evaluate import EvalSettings, evaluate, sample_key
+    from grpo.services.evaluation.inputs import FieldMap
+    from grpo.services.evaluation.results import ResultsFile
+    from grpo.services.evaluation.sampling import BackendSampler, ServiceSampler
+    from grpo.services.evaluation.scorers import check_verifier
+    from grpo.services.evaluation.tasks import load_problems
+    from grpo.services.generation.backend import SamplingConfig
+
+    def on_progress(done: int, total: int) -> None:
+        progress.update(bar, completed=done, total=total)
+
+    if options["run_config"] is not None:
+        from grpo.services.pipeline.config import load_run_config
+        from grpo.services.pipeline.heldout import heldout_accuracy
+        from grpo.services.pipeline.tasks import load_run_tasks
+
+        if options["model"] is None:
+            raise InvalidArgumentError("--run-config evaluates a policy folder: pass --model")
+        config = load_run_config(options["run_config"])
+        run_tasks = load_run_tasks(config)
+        tasks = run_tasks.dev if options["split"] == "dev" else run_tasks.heldout
+        return heldout_accuracy(
+            options["model"], tasks, config=config, task_type=run_tasks.task_type,
+            out_dir=output_dir, resume=options["resume"], overwrite=options["overwrite"],
+            on_progress=on_progress,
+        )  # fmt: skip
+    if options["dataset"] is None:
+        raise InvalidArgumentError("pass --dataset (a source or a JSONL file) or --run-config")
+    problems = load_problems(
+        options["dataset"], limit=options["limit"], seed=options["seed"],
+        task_type=options["task_type"], fields=FieldMap.parse(options["field"]),
+    )  # fmt: skip
+    samples = options["samples"] or max(options["k"] or [1])
+    temperature = options["temperature"]
+    if temperature is None:
+        temperature = 0.0 if samples == 1 else 1.0
+    settings = EvalSettings(
+        samples=samples,
+        ks=tuple(options["k"] or ()),
+        sampling=SamplingConfig(
+            temperature=temperature,
+            top_p=options["top_p"],
+            max_new_tokens=options["max_new_tokens"],
+            seed=options["seed"],
+        ),
+        correct_threshold=options["correct_threshold"],
+        batch_prompts=options["batch_size"],
+        by=tuple(options["by"]),
+    )
+    if (options["model"] is None) == (options["generation"] is None):
+        raise InvalidArgumentError("pass exactly one of --model (in process) or --generation")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results = ResultsFile(
+        output_dir / "samples.jsonl", key=sample_key, resume=options["resume"],
+        overwrite=options["overwrite"],
+        inputs=[Path(options["dataset"])] if Path(options["dataset"]).is_file() else [],
+    )  # fmt: skip
+    try:
+        if problems.invalid:
+            results.append(_invalid_rows(problems.invalid, results.done))
+        sampler = (
+            ServiceSampler(options["generation"])
+            if options["generation"]
+            else BackendSampler(options["model"])
+        )
+        with sampler, _scorer(problems.task_type, options) as scorer:
+            check_verifier(
+                scorer.describe(), task_type=problems.task_type, kind=None, where=scorer.where
+            )
+            report = evaluate(
+                problems.tasks, sampler, scorer, results, settings, on_progress=on_progress
+            )
+    finally:
+        results.close()
+    (output_dir / "summary.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    return report
+
+
+def _invalid_rows(invalid: list[Any], done: set[Any]) -> list[dict[str, Any]]:
+    """One ``invalid_input`` row (sample 0) per dataset line that could not be read."""
+    return [
+        {
+            "index": -bad.line,
+            "problem": bad.id,
+            "sample": 0,
+            "fields": {},
+            "status": "invalid_input",
+            "reward": None,
+            "correct": None,
+            "detail": bad.reason,
+            "line": bad.line,
+        }
+        for bad in invalid
+        if (bad.id, 0) not in done
+    ]
+
+
+def eval(
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="Folder for samples.jsonl and summary.json.")
+    ],
+    model: Annotated[
+        Path | None, typer.Option(help="Policy folder (save_pretrained), generated in process.")
+    ] = None,
+    generation: Annotated[
+        str | None, typer.Option(help="HOST:PORT of a running grpo.v1.Generation service.")
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="arith, gsm8k (test), math500, humaneval, or a JSONL file of problems."),
+    ] = None,
+    field: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--field", help="JSONL: NAME=KEY, read field NAME (prompt, gold, id...) from KEY."
+        ),
+    ] = None,
+    task_type: Annotated[
+        str | None, typer.Option(help="JSONL: Task.type of the problems (default math).")
+    ] = None,
+    run_config: Annotated[
+        Path | None,
+        typer.Option(help="A grpo run config: evaluate its held-out set as the run does."),
+    ] = None,
+    split: Annotated[str, typer.Option(help="With --run-config: heldout or dev.")] = "heldout",
+    limit: Annotated[int, typer.Option(min=0, help="First N problems (0 = all).")] = 0,
+    k: Annotated[
+        list[int] | None, typer.Option("-k", help="Report pass@K (repeatable; default 1 and n).")
+    ] = None,
+    samples: Annotated[
+        int | None, typer.Option(min=1, help="Samples per problem n (default: the largest k).")
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(min=0.0, help="Temperature (default 0 if n = 1, else 1)."),
+    ] = None,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus mass.")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Tokens per sample, at most.")] = 256,
+    seed: Annotated[int, typer.Option(min=0, help="Sampling seed (0 = unseeded); arith seed.")] = 0,
+    batch_size: Annotated[int, typer.Option(min=1, help="Problems per generate call.")] = 32,
+    verifier: Annotated[
+        str | None,
+        typer.Option(
+            help="Verifier service run in process (default by task type: verifier-math "
+            "for math/arith, verifier-code for code) or module:SERVICE."
+        ),
+    ] = None,
+    verifier_endpoint: Annotated[
+        str | None, typer.Option(help="HOST:PORT of a running verifier instead.")
+    ] = None,
+    tls_ca: Annotated[Path | None, typer.Option(help="PEM CA of --verifier-endpoint.")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(help="PEM client certificate (mTLS).")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="In-process verifier worker processes.")] = 2,
+    deadline: Annotated[
+        float, typer.Option(min=0.001, help="Deadline of one ScoreBatch attempt (seconds).")
+    ] = 300.0,
+    correct_threshold: Annotated[
+        float, typer.Option(help="A verdict reward >= this is correct.")
+    ] = 1.0,
+    by: Annotated[
+        list[str] | None,
+        typer.Option("--by", help="Break the metrics down by this task field (repeatable)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Keep the samples already in --output-dir; do only the rest.")
+    ] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace earlier results.")] = False,
+) -> None:
+    """Generate samples of a policy, score them with a verifier, report pass@k and maj@k.
+
+    Writes OUTPUT_DIR/samples.jsonl (one row per sample, appended as scored) and
+    OUTPUT_DIR/summary.json. Exit code 0, 101 when the evaluation could not finish, 130 when
+    interrupted (finished samples are kept: rerun with --resume).
+    """
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    options = dict(
+        model=model, generation=generation, dataset=dataset, field=field or [],
+        task_type=task_type, run_config=run_config, split=split, limit=limit, k=k,
+        samples=samples, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+        seed=seed, batch_size=batch_size, verifier=verifier,
+        verifier_endpoint=verifier_endpoint, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+        workers=workers, deadline=deadline, correct_threshold=correct_threshold, by=by or [],
+        resume=resume, overwrite=overwrite,
+    )  # fmt: skip
+    if split not in ("heldout", "dev"):
+        raise InvalidArgumentError(f"--split must be heldout or dev, got {split!r}")
+    console = Console(stderr=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    progress = Progress(
+        *Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn(),
+        TimeRemainingColumn(), console=console,
+    )  # fmt: skip
+    bar = progress.add_task("eval", total=None)
+    try:
+        with progress:
+            report = _run(options, output_dir, progress, bar)
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted: finished samples are in {output_dir / 'samples.jsonl'}; "
+            "rerun with --resume"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (GrpoError, OSError, ValueError) as exc:
+        console.print(f"[red]error: {type(exc).__name__}: {exc}")
+        if isinstance(exc, UnavailableError | ContractError):
+            console.print(f"finished samples are in {output_dir}; rerun with --resume")
+        raise typer.Exit(EXIT_FAILED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    Console().print(report_table(f"grpo eval: {output_dir}", report))
+    console.print(
+        f"samples: {output_dir / 'samples.jsonl'}  summary: {output_dir / 'summary.json'}"
+    )

@@ -1,0 +1,141 @@
+"""Where ``grpo eval`` gets its samples: a generation backend in this process, or a running
+``grpo.v1.Generation`` service (``grpo serve generation``).
+
+Both return, per prompt, the ``common_pb2.Completion`` messages the backend made (text, token
+ids, behavior log-probs, finish reason, policy version, sampling parameters), so the eval loop
+does not care which one it talks to.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+from grpo.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
+from grpo.v1 import common_pb2
+
+__all__ = ["BackendSampler", "Sampler", "ServiceSampler"]
+
+
+class Sampler(abc.ABC):
+    """Samples ``n`` completions per prompt.
+
+    Attributes:
+        where: what samples (for messages and the summary): the model path or the address.
+    """
+
+    where: str = ""
+
+    @abc.abstractmethod
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: Any
+    ) -> list[list[common_pb2.Completion]]:
+        """``n`` completions of each prompt, in prompt order.
+
+        Args:
+            prompts: P non-empty prompt texts.
+            n: completions per prompt (>= 1).
+            sampling: a ``grpo.services.generation.backend.SamplingConfig``.
+
+        Returns:
+            P lists of n completions.
+
+        Raises:
+            InvalidArgumentError: a prompt the model cannot take (empty, too long).
+            UnavailableError: the generation service cannot be reached.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model or the channel."""
+
+    def __enter__(self) -> Sampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BackendSampler(Sampler):
+    """A ``GenerationBackend`` in this process (transformers on CPU/GPU, or vLLM).
+
+    Args:
+        backend: a backend, or a model folder to load with ``BackendConfig(model_path=...)``
+            (one torch thread, device ``auto``).
+    """
+
+    def __init__(self, backend: Any) -> None:
+        from grpo.services.generation.backend import (
+            BackendConfig,
+            GenerationBackend,
+            create_backend,
+        )
+
+        if isinstance(backend, GenerationBackend):
+            self._backend, self._own = backend, False
+            self.where = "in-process backend"
+        else:
+            self._backend = create_backend(BackendConfig(model_path=str(backend)))
+            self._own = True
+            self.where = str(backend)
+
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: Any
+    ) -> list[list[common_pb2.Completion]]:
+        """See :meth:`Sampler.generate` (``GenerationBackend.generate``)."""
+        results = self._backend.generate(list(prompts), n, sampling)
+        return [[c.to_proto() for c in r.completions] for r in results]
+
+    def close(self) -> None:
+        """Close the backend when this sampler loaded it."""
+        if self._own:
+            self._backend.close()
+
+
+class ServiceSampler(Sampler):
+    """A ``grpo.v1.Generation`` service over gRPC (plaintext).
+
+    Args:
+        address: ``host:port`` of the service.
+        timeout_s: deadline of one Generate call (seconds).
+    """
+
+    def __init__(self, address: str, *, timeout_s: float = 600.0) -> None:
+        import grpc
+
+        from grpo.services.routing import validate_address
+        from grpo.v1 import generation_pb2_grpc
+
+        self.where = validate_address(address)
+        self._timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(address)
+        self._stub = generation_pb2_grpc.GenerationStub(self._channel)
+
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: Any
+    ) -> list[list[common_pb2.Completion]]:
+        """See :meth:`Sampler.generate` (the ``Generate`` RPC)."""
+        import grpc
+
+        from grpo.v1 import generation_pb2
+
+        request = generation_pb2.GenerateRequest(
+            prompts=list(prompts), n=n, sampling=sampling.to_proto()
+        )
+        try:
+            reply = self._stub.Generate(request, timeout=self._timeout_s)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+            text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgumentError(text) from None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise DeadlineExceededError(
+                    f"generation at {self.where} took more than {self._timeout_s:g} s"
+                ) from None
+            raise UnavailableError(f"generation at {self.where}: {code.name}: {text}") from None
+        return [list(r.completions) for r in reply.results]
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()

@@ -1,0 +1,121 @@
+"""``grpo eval`` on the tiny model: samples, pass@k / maj@k by field, summary, resume; and the
+run's held-out evaluation is the same code path (same accuracy, same samples)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from grpo.cli import app
+from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.heldout import heldout_accuracy
+from grpo.services.pipeline.tasks import load_run_tasks
+
+
+def _problems(tmp_path: Path) -> Path:
+    rows = [
+        {"qid": "a", "q": "hi=", "answer": "ok", "subject": "greet"},
+        {"qid": "b", "q": "hi=", "answer": "OK", "subject": "greet"},
+        {"qid": "c", "q": "hi=", "answer": "no", "subject": "refuse"},
+        {"qid": "d", "q": "hi="},  # no gold: the verifier refuses it (invalid_input)
+    ]
+    path = tmp_path / "problems.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _eval(tuned_model: Path, src: Path, out: Path, *extra: str) -> Any:
+    args = ["eval", "--model", str(tuned_model), "--dataset", str(src), "-o", str(out),
+            "--task-type", "exact", "--verifier", "grpo.verifiers.example:SERVICE",
+            "--field", "id=qid", "--field", "prompt=q", "--field", "gold=answer",
+            "--samples", "2", "-k", "1", "-k", "2", "--temperature", "0",
+            "--max-new-tokens", "6", "--by", "subject", *extra]  # fmt: skip
+    return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
+    tuned_model: Path, tmp_path: Path
+) -> None:
+    src, out = _problems(tmp_path), tmp_path / "eval"
+    result = _eval(tuned_model, src, out)
+    assert result.exit_code == 0, result.output
+    assert "pass@2" in result.output and "subject=greet" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    # 'ok' answers a and b (exact-match ignores case), not c; d has no verdict
+    assert summary["problems"] == 4 and summary["samples"] == 8
+    assert summary["pass@1"] == pytest.approx(2 / 3) and summary["pass@2"] == pytest.approx(2 / 3)
+    assert summary["maj@2"] == pytest.approx(2 / 3)
+    assert summary["statuses"] == {"invalid_input": 2, "ok": 6}
+    assert summary["problems_per_k"] == {"1": 3, "2": 3}
+    assert summary["by"]["subject"]["greet"]["pass@1"] == 1.0
+    assert summary["by"]["subject"]["refuse"]["pass@1"] == 0.0
+    rows = _rows(out / "samples.jsonl")
+    scored = [r for r in rows if r["status"] == "ok"]
+    assert [(r["problem"], r["sample"], r["correct"]) for r in scored] == [
+        ("a", 0, True), ("a", 1, True), ("b", 0, True), ("b", 1, True),
+        ("c", 0, False), ("c", 1, False),
+    ]  # fmt: skip
+    assert all(r["response"].strip() == "ok" and r["fields"]["subject"] for r in scored)
+    bad = [r for r in rows if r["status"] == "invalid_input"]
+    assert {r["problem"] for r in bad} == {"d"} and all(r["reward"] is None for r in bad)
+    assert "gold_answer is required" in bad[0]["detail"]
+
+    # an interrupted run: the last two samples never got written; --resume does only those
+    samples = out / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows[:-2]))
+    again = _eval(tuned_model, src, out, "--resume")
+    assert again.exit_code == 0, again.output
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["generated_now"] == 2 and resumed["resumed_rows"] == 6
+    assert {k: resumed[k] for k in ("pass@1", "pass@2", "maj@2", "statuses")} == {
+        k: summary[k] for k in ("pass@1", "pass@2", "maj@2", "statuses")
+    }
+    assert _rows(samples) == rows  # no duplicate, no gap, same order
+    refused = _eval(tuned_model, src, out)
+    assert refused.exit_code == 101 and "--resume" in refused.output
+
+
+def test_grpo_eval_of_a_policy_gives_the_runs_heldout_accuracy(
+    tuned_model: Path, tmp_path: Path
+) -> None:
+    """The run's evaluation (heldout_accuracy, as RunDriver.evaluate calls it) and
+    ``grpo eval --run-config`` agree on every sample, hence on the accuracy."""
+    config_path = tmp_path / "run.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "name": "eval-twin",
+        "data": {"source": "arith", "train_size": 20, "heldout_size": 5,
+                 "arith": {"min_digits": 1, "max_digits": 1}},
+        "verifiers": {"outcome": "verifier-math",
+                      "extra": {"verifier-math": {"verifier": {"pool": {"workers": 1}}}}},
+        "eval": {"max_new_tokens": 8, "batch_size": 2},
+    }))  # fmt: skip
+    config = load_run_config(config_path)
+    tasks = load_run_tasks(config)
+    run_report = heldout_accuracy(
+        tuned_model, tasks.heldout, config=config, task_type=tasks.task_type,
+        out_dir=tmp_path / "run-eval",
+    )  # fmt: skip
+    out = tmp_path / "cli-eval"
+    result = CliRunner().invoke(
+        app,
+        ["eval", "--run-config", str(config_path), "--model", str(tuned_model), "-o", str(out)],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    cli = json.loads((out / "summary.json").read_text())
+    assert cli["pass@1"] == run_report.accuracy and cli["problems"] == 5
+    keep = ("problem", "response", "status", "reward", "extracted", "correct")
+    run_rows = _rows(tmp_path / "run-eval" / "samples.jsonl")
+    assert [{k: r[k] for k in keep} for r in _rows(out / "samples.jsonl")] == [
+        {k: r[k] for k in keep} for r in run_rows
+    ]
+    assert {r["verifier"] for r in run_rows} == {"math"}  # scored by the run's outcome verifier
