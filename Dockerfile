@@ -1,12 +1,16 @@
 # syntax=docker/dockerfile:1.7
 # grpo-pipeline images: one target per component, each installing only its pyproject extras.
 #
-#   docker build --target verifier-math   -t REGISTRY/verifier-math:TAG .   (math + steps; no torch)
-#   docker build --target verifier-code   -t REGISTRY/verifier-code:TAG .   (bubblewrap sandbox)
-#   docker build --target assembler       -t REGISTRY/assembler:TAG .       (no torch; k8s client)
-#   docker build --target generation      -t REGISTRY/generation:TAG .      (torch + transformers)
-#   docker build --target generation-vllm -t REGISTRY/generation-vllm:TAG . (adds vLLM; GPU)
-#   docker build --target learner         -t REGISTRY/learner:TAG .         (torch)
+#   docker build --target verifier-math       -t REGISTRY/verifier-math:TAG .  (math + steps; no torch)
+#   docker build --target verifier-code       -t REGISTRY/verifier-code:TAG .  (bubblewrap sandbox)
+#   docker build --target assembler           -t REGISTRY/assembler:TAG .      (no torch; k8s client)
+#   docker build --target rollout-worker      -t REGISTRY/rollout-worker:TAG . (torch + transformers)
+#   docker build --target rollout-worker-vllm -t REGISTRY/rollout-worker-vllm:TAG .  (adds vLLM; GPU)
+#   docker build --target learner             -t REGISTRY/learner:TAG .        (torch)
+#
+# One name per deployable: the target, the chart workload and `grpo serve NAME` agree (the
+# rollout worker holds the generation engine in-process; `grpo serve generation`, the
+# standalone grpo.v1.Generation service, is not an image).
 #
 # Everything is installed at build time; at run time the images reach no network (the Helm
 # chart's NetworkPolicies enforce it) and never a model hub (HF_HUB_OFFLINE=1). Every image
@@ -53,11 +57,11 @@ RUN pip install --no-cache-dir "./[code]"
 FROM source AS build-assembler
 RUN pip install --no-cache-dir "./[k8s]"
 
-FROM source AS build-generation
+FROM source AS build-rollout-worker
 RUN pip install --no-cache-dir "torch==2.13.0" \
     && pip install --no-cache-dir "./[generation]"
 
-FROM source AS build-generation-vllm
+FROM source AS build-rollout-worker-vllm
 RUN pip install --no-cache-dir "./[generation,vllm]"
 
 FROM source AS build-learner
@@ -92,15 +96,15 @@ EXPOSE 50051 9090
 ENTRYPOINT ["grpo"]
 CMD ["serve", "assembler", "--config", "/etc/grpo/config.yaml"]
 
-FROM runtime AS generation
-COPY --from=build-generation /opt/venv /opt/venv
+FROM runtime AS rollout-worker
+COPY --from=build-rollout-worker /opt/venv /opt/venv
 USER 10001:10001
 EXPOSE 50051 9090
 ENTRYPOINT ["grpo"]
 CMD ["serve", "rollout-worker", "--config", "/etc/grpo/config.yaml"]
 
-FROM runtime AS generation-vllm
-COPY --from=build-generation-vllm /opt/venv /opt/venv
+FROM runtime AS rollout-worker-vllm
+COPY --from=build-rollout-worker-vllm /opt/venv /opt/venv
 USER 10001:10001
 EXPOSE 50051 9090
 ENTRYPOINT ["grpo"]

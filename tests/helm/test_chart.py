@@ -76,6 +76,11 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
 }
 
 
+def values_key(component: str) -> str:
+    """The ``services`` key of a rendered component (``rollout-worker`` -> ``rolloutWorker``)."""
+    return re.sub(r"-([a-z])", lambda m: m.group(1).upper(), component)
+
+
 @functools.cache
 def chart() -> helm.Chart:
     return helm.Chart.load(CHART)
@@ -179,11 +184,11 @@ def test_every_manifest_validates_strictly(name: str) -> None:
 def test_install_notes_list_workloads_and_routes() -> None:
     files = chart().render(values=None, name=RELEASE, namespace=NAMESPACE)
     notes = files["grpo-pipeline/templates/NOTES.txt"]
-    assert "- generation (grpo serve rollout-worker), Deployment" in notes
+    assert "- rollout-worker (grpo serve rollout-worker), Deployment" in notes
     assert "- learner (grpo serve learner), StatefulSet of 1" in notes
     code = f"dns:///{PREFIX}-verifier-code.{NAMESPACE}.svc.cluster.local:50051"
     assert f"- code: outcome [{code}]" in notes
-    assert f"generation pulls every published version from {PREFIX}-learner-0." in notes
+    assert f"rollout-worker pulls every published version from {PREFIX}-learner-0." in notes
     assert f"bundled StatefulSet {PREFIX}-redis" in notes
 
 
@@ -230,7 +235,9 @@ def test_deployments_have_probes_resources_and_hardened_security(name: str) -> N
         component = dep["metadata"]["labels"]["app.kubernetes.io/component"]
         is_verifier = component.startswith("verifier-")
         service = (
-            "grpo.v1.Verifier" if is_verifier else values["services"][component]["grpcService"]
+            "grpo.v1.Verifier"
+            if is_verifier
+            else values["services"][values_key(component)]["grpcService"]
         )
         if not values["tls"]["enabled"]:
             # native gRPC probes on grpc.health.v1; liveness checks the whole server ("").
@@ -368,7 +375,7 @@ def test_docs_examples_are_valid_values(tmp_path: Path) -> None:
     errors = [openapi_errors(json.dumps(o, sort_keys=True), KUBE_LATEST) for o in objects]
     assert [e for e in errors if e is not None] == []
     check_config_files(merged, objects, tmp_path)
-    generation = config_files(objects)["generation.yaml"]
+    generation = config_files(objects)["rollout-worker.yaml"]
     assert generation["worker"]["namespace"] == "grpo"  # chart wiring kept beside user config
     assert generation["worker"]["sampling"]["max_new_tokens"] == 256
 
@@ -421,7 +428,7 @@ def test_network_policies() -> None:
         for d in workloads(objects).values()
         if d["spec"]["template"]["metadata"]["labels"].get("grpo.dev/redis-client") == "true"
     }
-    assert clients == {"generation", "assembler", "learner"}
+    assert clients == {"rollout-worker", "assembler", "learner"}
 
     # the assembler may reach verifiers; generation may not
     def egress_roles(component: str) -> set[str]:
@@ -433,7 +440,7 @@ def test_network_policies() -> None:
         }
 
     assert "verifier" in egress_roles("assembler")
-    assert "verifier" not in egress_roles("generation")
+    assert "verifier" not in egress_roles("rollout-worker")
 
 
 def test_extra_verifier_is_one_values_entry() -> None:
@@ -470,12 +477,12 @@ def test_gpu_switch() -> None:
     assert code["spec"]["replicas"] == 2 and f"{PREFIX}-verifier-code" not in of_kind(
         off, "HorizontalPodAutoscaler"
     )
-    assert config_files(off)["generation.yaml"]["backend"]["device"] == "cpu"
+    assert config_files(off)["rollout-worker.yaml"]["backend"]["device"] == "cpu"
     for objects, gpus in ((on, 1), (off, None)):
         for dep_name, dep in workloads(objects).items():
             pod = dep["spec"]["template"]["spec"]
             limit = pod["containers"][0]["resources"]["limits"].get("nvidia.com/gpu")
-            wants_gpu = dep_name.endswith(("-generation", "-learner"))
+            wants_gpu = dep_name.endswith(("-rollout-worker", "-learner"))
             assert limit == (gpus if wants_gpu else None), dep_name
             assert ("tolerations" in pod) is (wants_gpu and gpus is not None), dep_name
 
@@ -517,7 +524,7 @@ def test_weights_travel_over_grpc_by_default() -> None:
     volumes, mounts = volumes_of(learner)
     assert "weights" not in volumes  # the claim template provides it, one claim per pod
     assert mounts["weights"] == {"name": "weights", "mountPath": "/var/lib/grpo", "readOnly": False}
-    generation = of_kind(objects, "Deployment")[f"{PREFIX}-generation"]
+    generation = of_kind(objects, "Deployment")[f"{PREFIX}-rollout-worker"]
     volumes, mounts = volumes_of(generation)
     assert "weights" not in volumes and "weights" not in mounts  # no shared volume at all
     assert volumes["weights-cache"] == {"name": "weights-cache", "emptyDir": {"sizeLimit": "40Gi"}}
@@ -525,12 +532,12 @@ def test_weights_travel_over_grpc_by_default() -> None:
     # generation pulls from learner rank 0 through the learner's headless Service
     service = of_kind(objects, "Service")[f"{PREFIX}-learner"]["spec"]
     assert service["clusterIP"] == "None" and service["publishNotReadyAddresses"] is True
-    pull = config_files(objects)["generation.yaml"]["weights"]
+    pull = config_files(objects)["rollout-worker.yaml"]["weights"]
     host = f"{PREFIX}-learner-0.{PREFIX}-learner.{NAMESPACE}.svc.cluster.local"
     cache = "/var/cache/grpo-weights"
     assert pull == {"mode": "grpc", "address": f"{host}:50051", "cache_dir": cache}
     _, tls = render("tls-on")
-    pull = config_files(tls)["generation.yaml"]["weights"]
+    pull = config_files(tls)["rollout-worker.yaml"]["weights"]
     assert pull["tls_ca_file"] == "/etc/grpo/tls/ca.crt" and pull["tls_cert_file"]
 
 
@@ -541,7 +548,7 @@ def test_shared_volume_mode_mounts_one_claim() -> None:
     assert pvc["accessModes"] == ["ReadWriteMany"] and pvc["storageClassName"] == "nfs"
     learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]
     assert "volumeClaimTemplates" not in learner["spec"]
-    generation = workloads(objects)[f"{PREFIX}-generation"]
+    generation = workloads(objects)[f"{PREFIX}-rollout-worker"]
     for workload, read_only in ((learner, False), (generation, True)):
         volumes, mounts = volumes_of(workload)
         assert volumes["weights"]["persistentVolumeClaim"] == {
@@ -549,7 +556,7 @@ def test_shared_volume_mode_mounts_one_claim() -> None:
             "readOnly": read_only,
         }
         assert mounts["weights"]["readOnly"] is read_only
-    assert "weights" not in config_files(objects)["generation.yaml"]  # shared_volume default
+    assert "weights" not in config_files(objects)["rollout-worker.yaml"]  # shared_volume default
 
 
 def test_data_parallel_learner_spans_pods() -> None:
@@ -593,7 +600,7 @@ def test_evaluation_peers_may_call_the_verifiers() -> None:
         assert grpc_rule["from"][1:] == [EVAL_PEER]
         assert spec["egress"] == []
     # the allowance is for verifiers only
-    generation = policies[f"{PREFIX}-generation"]["spec"]
+    generation = policies[f"{PREFIX}-rollout-worker"]["spec"]
     assert EVAL_PEER not in [p for r in generation["ingress"] for p in r.get("from", [])]
 
 
@@ -701,7 +708,7 @@ def test_tls_discovery_and_monitoring_options() -> None:
         ),
         # two learners on one run dir: only as data-parallel ranks
         ({"services": {"learner": {"replicas": 2}}}, "'/services/learner/dataParallel/enabled'"),
-        ({"services": {"generation": {"dataParallel": {"enabled": True}}}}, "dataParallel"),
+        ({"services": {"rolloutWorker": {"dataParallel": {"enabled": True}}}}, "dataParallel"),
         ({"weights": {"transfer": "nfs"}}, "'/weights/transfer'"),
         ({"weights": {"accessModes": ["ReadWriteMany"]}}, "additional properties 'accessModes'"),
         # `config:` is checked against the settings model of the block's `serve` (render time)
@@ -714,12 +721,12 @@ def test_tls_discovery_and_monitoring_options() -> None:
             "'/services/learner/config/trainer/lr': got string, want number",
         ),
         (
-            {"services": {"generation": {"config": {"weights": {"mode": "ftp"}}}}},
-            "'/services/generation/config/weights/mode': value must be one of",
+            {"services": {"rolloutWorker": {"config": {"weights": {"mode": "ftp"}}}}},
+            "'/services/rolloutWorker/config/weights/mode': value must be one of",
         ),
         (
-            {"services": {"generation": {"serve": "generation", "config": {"worker": {}}}}},
-            "'/services/generation/config': additional properties 'worker'",
+            {"services": {"rolloutWorker": {"serve": "generation", "config": {"worker": {}}}}},
+            "'/services/rolloutWorker/config': additional properties 'worker'",
         ),
         (
             {"verifiers": {"code": {"config": {"verifier": {"sandbox": {"mirror": "/x"}}}}}},

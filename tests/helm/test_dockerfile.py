@@ -109,7 +109,7 @@ def test_installed_extras_are_defined_and_match_components() -> None:
     assert by_stage["build-code"] == {"code"}
     assert by_stage["build-assembler"] == {"k8s"}
     assert by_stage["build-learner"] == {"learner"}
-    assert by_stage["build-generation"] == {"generation"}
+    assert by_stage["build-rollout-worker"] == {"generation"}
     for torchless in ("build-math", "build-code", "build-assembler"):
         assert "torch" not in " ".join(rest for _, rest in stages()[torchless])
     code = " ".join(rest for _, rest in stages()["verifier-code"])
@@ -130,3 +130,23 @@ def test_final_images_run_grpo_as_non_root() -> None:
         assert cmd[1] in SERVICES and block["serve"] in SERVICES, (target, cmd)
         if block["image"]["repository"] != "verifier-math":  # verifier-steps shares the image
             assert cmd[:2] == ["serve", block["serve"]], (target, cmd)
+
+
+def test_one_name_per_deployable() -> None:
+    """A pipeline workload's rendered name (its values key in kebab-case), its image target and
+    the ``grpo serve`` service its image runs are one name; every image runs the service it is
+    named after (a ``-vllm`` variant runs its base). So ``generation`` names only the
+    standalone ``grpo serve generation`` service, which no image or workload claims."""
+    values = yaml.safe_load((REPO / "helm" / "grpo-pipeline" / "values.yaml").read_text())
+    all_stages = stages()
+    for key, block in values["services"].items():
+        name = re.sub(r"(?<!^)([A-Z])", lambda m: "-" + m.group(1).lower(), key)
+        assert block["image"]["repository"] == name == block["serve"], (key, block)
+        assert name in SERVICES and name in all_stages, name
+    for target, body in all_stages.items():
+        cmd = dict(body).get("CMD")
+        if cmd is None or target.startswith("build-"):
+            continue
+        serve = yaml.safe_load(cmd)[1]
+        assert serve == target.removesuffix("-vllm"), (target, serve)
+    assert "generation" not in all_stages and "generation" in SERVICES

@@ -49,8 +49,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
-Every enabled workload as YAML: component name -> its block merged over `defaults`, plus
-  role: generation | assembler | learner | verifier
+Every enabled workload as YAML: component name (a `services` key in kebab-case, e.g.
+rolloutWorker -> rollout-worker, or verifier-<key>) -> its block merged over `defaults`, plus
+  role: rollout-worker | assembler | learner | verifier
   workloadKind: StatefulSet (the learner: stable pod names, one checkpoint claim per pod) | Deployment
   verifierName: the key under `verifiers` (verifiers only)
   redisClient: true for the pipeline services that use Redis (never for verifiers)
@@ -58,8 +59,9 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 */}}
 {{- define "grpo.workloads" -}}
 {{- $out := dict -}}
-{{- range $name, $svc := .Values.services -}}
+{{- range $key, $svc := .Values.services -}}
 {{- if or (not (hasKey $svc "enabled")) $svc.enabled -}}
+{{- $name := kebabcase $key -}}
 {{- $w := mergeOverwrite (deepCopy $.Values.defaults) (deepCopy $svc) -}}
 {{- $_ := set $w "role" $name -}}
 {{- $_ := set $w "redisClient" true -}}

@@ -2,10 +2,10 @@
 The pod template of one workload, shared by the Deployments and the learner's StatefulSet:
 (dict "root" $ "w" $w "component" $name). Volumes besides config, /tmp and TLS:
   weights.transfer grpc: the learner mounts its own ReadWriteOnce claim "weights" (a
-    volumeClaimTemplate of its StatefulSet) read-write; generation gets an emptyDir
+    volumeClaimTemplate of its StatefulSet) read-write; the rollout worker gets an emptyDir
     "weights-cache" for the versions it pulls; nobody else mounts weights.
   weights.transfer sharedVolume: the shared claim, as each workload's `weights` says
-    (learner readWrite, generation readOnly).
+    (learner readWrite, rollout worker readOnly).
 */}}
 {{- define "grpo.podTemplate" -}}
 {{- $root := .root -}}
@@ -17,7 +17,7 @@ The pod template of one workload, shared by the Deployments and the learner's St
 {{- if include "grpo.weights.grpc" $root -}}
 {{- $weights = "none" -}}
 {{- if eq $w.role "learner" }}{{ $weights = "claimTemplate" }}{{ end -}}
-{{- if eq $w.role "generation" }}{{ $weights = "cache" }}{{ end -}}
+{{- if eq $w.role "rollout-worker" }}{{ $weights = "cache" }}{{ end -}}
 {{- end -}}
 metadata:
   labels:
