@@ -320,10 +320,11 @@ def _read(text: str, level: int) -> Answer:
 
 def _is_words(text: str) -> bool:
     """Words, not an expression: a word of 3+ letters or several words (not ``xy``)."""
-    words = text.split()
-    if any(w.lower() in _LATEX_WORDS for w in words):
+    runs = re.findall(r"[A-Za-z]+", text)
+    if any(w.lower() in _LATEX_WORDS for w in runs):
         return False
-    return len(words) > 1 or len(words[0]) >= 3
+    several = len(text.split()) > 1 and all(len(w) >= 2 for w in runs)
+    return several or any(len(w) >= 3 for w in runs)
 
 
 def _list(items: tuple[Answer, ...]) -> Answer:

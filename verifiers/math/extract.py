@@ -24,8 +24,8 @@ drafts). Then the first rule that matches wins:
 4. ``last_math``: the content of the last ``$…$``, ``$$…$$``, ``\\(…\\)`` or ``\\[…\\]`` when no
    digit follows it; ``$5 an hour, so … $`` (dollar signs around words) is money, not math.
 5. ``last_number``: the last standalone number: integer, ``1,234`` thousands groups, decimal,
-   e-notation, ``a/b``, a mixed number ``3 1/2``; digits inside a word (``QX7ZK``) are not a
-   number. This covers the arithmetic format ``7+8=15,4+3+1=8:85`` (85).
+   e-notation, ``a/b``, a mixed number ``3 1/2``, a scale word after it (``2.5 million``);
+   digits inside a word (``QX7ZK``) are not a number. This covers the arithmetic format ``7+8=15,4+3+1=8:85`` (85).
 
 Every rule is linear in the length of the text. The results are raw texts at their offsets;
 ``grpo.verifiers.math.normalize`` and ``grpo.verifiers.math.answer`` read them. No sympy.
@@ -46,10 +46,14 @@ _ANSWER_PHRASE = re.compile(
     re.IGNORECASE,
 )
 _FINAL_HEADING = re.compile(r"final\s+answer", re.IGNORECASE)
-_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_INLINE_MATH = re.compile(
+    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL
+)
+_SCALE_WORD = r"(?:hundred|thousand|million|billion|trillion)\b"
 _NUMBER = re.compile(
-    r"(?<![A-Za-z0-9.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
+    r"(?<![A-Za-z0-9.])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,)\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
     r"(?:\s+\d+\s*/\s*\d+|\s*/\s*\d+)?(?![A-Za-z0-9])"
+    rf"(?:\s+{_SCALE_WORD})?"
 )
 _DEBRIS = re.compile(
     r"<\|start_header_id\|>[^<]{0,40}<\|end_header_id\|>|<\|[^|<>\n]{1,40}\|>|<｜[^｜\n]{1,40}｜>"
@@ -64,6 +68,7 @@ _MATH_START = re.compile(r"\$\$|\$|\\\(|\\\[")
 _MATH_CLOSE = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
 # one token of a math run in prose: numbers, operators, LaTeX commands and groups, variables
 _RUN_TOKEN = re.compile(
+    rf"\s+{_SCALE_WORD}|"
     r"\s*(?:\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?%?|\.\d+|\\[A-Za-z]+\*?|\\[{}%!,;]|[-+*/^=<>()\[\]{}|!×÷·−√π∞°_']"
     r"|(?<![A-Za-z])[A-Za-z](?![A-Za-z]))"
 )

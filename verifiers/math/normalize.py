@@ -8,7 +8,7 @@ Applied in order by :func:`normalize_answer` (each with an example):
   ``π``, ``−3`` -> ``-3``, ``×``/``·``/``÷``, ``≤``/``≥``/``≠``, ``∪``/``∩``, ``∅``;
   vulgar fractions ``½`` -> ``\\frac{1}{2}``; full-width digits ``１２`` -> ``12`` (NFKC on
   digits only).
-- Markdown and delimiters: ``**17**`` -> ``17``; surrounding ``$``/``\\(..\\)``/``\\[..\\]``
+- Markdown and delimiters: ``**17**`` and `` `17` `` -> ``17``; surrounding ``$``/``\\(..\\)``/``\\[..\\]``
   dropped; a nested ``\\boxed{5}`` -> ``5``; ``\\displaystyle`` dropped.
 - LaTeX: ``\\dfrac``/``\\tfrac`` -> ``\\frac``; ``\\left``/``\\right`` dropped;
   ``\\sqrt(3)`` -> ``\\sqrt{3}``; braceless arguments ``\\frac 59`` -> ``\\frac{5}{9}``,
@@ -22,6 +22,7 @@ Applied in order by :func:`normalize_answer` (each with an example):
   with 0) loses its commas — ``0,1`` stays a list; ``\\$2,450`` -> ``2450`` (a dollar sign
   before a number is dropped); scale words ``3 \\text{ thousand}`` -> ``3\\times10^{3}``
   (hundred, thousand, million, billion, trillion); a trailing period is dropped.
+- Number words: a whole answer ``six`` -> ``6`` (zero to twenty, and the tens to eighty).
 - Units: words after a number are a unit and are dropped: ``12 \\text{ cm}`` -> ``12``,
   ``5\\text{ cm}^2`` -> ``5``, ``12 apples`` -> ``12``, ``30^\\circ`` -> ``30``; ``\\%`` ->
   ``%`` (kept: the answer model reads a percent).
@@ -67,7 +68,16 @@ _SQRT_BARE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _SCALE = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _CONNECTORS = {"and", "or"}
 _TEXT_CMD = r"\\(?:text|textbf|textrm|textit|mathrm|mathbf|mathit|mbox|operatorname)\s*"
-_TEXT_WORDS = re.compile(_TEXT_CMD + r"\{\s*([A-Za-z][A-Za-z .'-]*?)\s*\}(?:\^\{?[23]\}?)?")
+_TEXT_WORDS = re.compile(
+    r"(?<=[\d})])\s*" + _TEXT_CMD + r"\{\s*([A-Za-z][A-Za-z .'-]*?)\s*\}(?:\^\{?[23]\}?)?"
+)
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80}
 _WRAPPERS = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _SPACING = re.compile(r"\\\\|\\[!,;: ]|~|\\quad|\\qquad")  # "\\\\" (a row break) is kept
 _THIN_THOUSANDS = re.compile(r"(?<=[\d,])\\[!,](?=\d{3}(?!\d))|(?<=,)\\!")
@@ -137,7 +147,7 @@ def _unbox(text: str) -> str:
 def _strip_delimiters(text: str) -> str:
     for _ in range(3):
         text = text.strip()
-        stripped = text.strip("*").strip()
+        stripped = text.strip("*`").strip()
         if len(stripped) >= 2 and stripped[0] == "$" and stripped[-1] == "$":
             stripped = stripped.strip("$").strip()
         for left, right in ((r"\(", r"\)"), (r"\[", r"\]")):
@@ -151,12 +161,12 @@ def _strip_delimiters(text: str) -> str:
 
 def _text_words(m: re.Match[str]) -> str:
     """``\\text{ cm}`` after a number: a unit (dropped); ``\\text{and}``: a connector."""
-    words = m.group(1).strip()
-    if words.lower() in _CONNECTORS:
-        return f" {words.lower()} "
-    if words.lower() in _SCALE:
-        return f" {words.lower()}"
-    return m.group(0)  # not after a number: handled by _words_after or unwrapped later
+    words = m.group(1).strip().lower()
+    if words in _CONNECTORS:
+        return f" {words} "
+    if words in _SCALE:
+        return f" {words}"
+    return ""
 
 
 def _words_after(m: re.Match[str]) -> str:
@@ -203,4 +213,5 @@ def normalize_answer(answer: str) -> str:
     text = " ".join(text.split())
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()
-    return _strip_delimiters(text)
+    text = _strip_delimiters(text)
+    return str(_NUMBER_WORDS.get(text.lower(), text))

@@ -1,0 +1,1 @@
+"""Hand-written test data of the verifier tests (also read by ``python -m bench``)."""
