@@ -25,7 +25,8 @@ drafts). Then the first rule that matches wins:
    digit follows it; ``$5 an hour, so … $`` (dollar signs around words) is money, not math.
 5. ``last_number``: the last standalone number: integer, ``1,234`` thousands groups, decimal,
    e-notation, ``a/b``, a mixed number ``3 1/2``, a scale word after it (``2.5 million``);
-   digits inside a word (``QX7ZK``) are not a number. This covers the arithmetic format ``7+8=15,4+3+1=8:85`` (85).
+   digits inside a word (``QX7ZK``) are not a number. This covers the arithmetic format
+   ``7+8=15,4+3+1=8:85`` (85).
 
 Every rule is linear in the length of the text. The results are raw texts at their offsets;
 ``grpo.verifiers.math.normalize`` and ``grpo.verifiers.math.answer`` read them. No sympy.

@@ -8,8 +8,9 @@ Applied in order by :func:`normalize_answer` (each with an example):
   ``π``, ``−3`` -> ``-3``, ``×``/``·``/``÷``, ``≤``/``≥``/``≠``, ``∪``/``∩``, ``∅``;
   vulgar fractions ``½`` -> ``\\frac{1}{2}``; full-width digits ``１２`` -> ``12`` (NFKC on
   digits only).
-- Markdown and delimiters: ``**17**`` and `` `17` `` -> ``17``; surrounding ``$``/``\\(..\\)``/``\\[..\\]``
-  dropped; a nested ``\\boxed{5}`` -> ``5``; ``\\displaystyle`` dropped.
+- Markdown and delimiters: ``**17**`` and `` `17` `` -> ``17``; surrounding ``$``,
+  ``\\(..\\)`` and ``\\[..\\]`` dropped; a nested ``\\boxed{5}`` -> ``5``;
+  ``\\displaystyle`` dropped.
 - LaTeX: ``\\dfrac``/``\\tfrac`` -> ``\\frac``; ``\\left``/``\\right`` dropped;
   ``\\sqrt(3)`` -> ``\\sqrt{3}``; braceless arguments ``\\frac 59`` -> ``\\frac{5}{9}``,
   ``\\frac{270}7`` -> ``\\frac{270}{7}``, ``11\\sqrt2`` -> ``11\\sqrt{2}``;
@@ -74,8 +75,29 @@ _TEXT_WORDS = re.compile(
 _NUMBER_WORDS = {
     w: i
     for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
     )
 } | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80}
 _WRAPPERS = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - a table of hand-written rows; one row per line reads best
 r"""The math equivalence table: gold / response / expected reward, written by hand.
 
 Each row imitates what real models write (Qwen: "the final answer is $\boxed{..}$"; DeepSeek-R1:
@@ -50,7 +51,12 @@ ROWS: list[Row] = [
     R("integers", "-7", _b("7"), 0),
     R("integers", "0", _b("0"), 1),
     R("integers", "0", _b("-0"), 1),
-    R("integers", "18", "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18", 1),
+    R(
+        "integers",
+        "18",
+        "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18",
+        1,
+    ),
     R("integers", "18", "She makes 9 * 2 = 18 dollars.\n#### 19", 0),
     R("integers", "3", "#### 3<|endoftext|>", 1),
     R("integers", "100", _b("100.0"), 1),
@@ -237,24 +243,98 @@ ROWS: list[Row] = [
     R("tuples", "(1,2)", _b(r"\{1,2\}"), 0),
     R("tuples", "(1, 2)", _b(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}"), 1),
     # ---- matrices and vectors ----
-    R("matrices", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}", _b(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}"), 0),  # issue
-    R("matrices", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}", _b(r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}"), 1),
-    R("matrices", r"\begin{pmatrix}1\\2\end{pmatrix}", _b(r"\begin{pmatrix}1\\2\end{pmatrix}"), 1),  # issue 4
-    R("matrices", r"\begin{pmatrix}1\\2\end{pmatrix}", _b(r"\begin{pmatrix}2\\1\end{pmatrix}"), 0),  # issue 4
-    R("matrices", r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", _b(r"\begin{pmatrix} 1 & 3 \\ 2 & 4 \end{pmatrix}"), 0),  # issue: transposed
-    R("matrices", r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", _b(r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"), 1),  # issue
-    R("matrices", r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", _b(r"\begin{pmatrix} 1 & 2 \\ 3 & 5 \end{pmatrix}"), 0),
-    R("matrices", r"\begin{pmatrix} 1 & 2 & 3 \end{pmatrix}", _b(r"\begin{pmatrix} 1 \\ 2 \\ 3 \end{pmatrix}"), 0),
-    R("matrices", r"\begin{pmatrix} \frac{1}{2} \\ 0 \end{pmatrix}", _b(r"\begin{pmatrix} 0.5 \\ 0 \end{pmatrix}"), 1),
-    R("matrices", r"\begin{pmatrix} 2 & 0 \\ 0 & 2 \end{pmatrix}", _b(r"\begin{pmatrix} 2 & 0 \\ 0 & 2 \end{pmatrix}"), 1),
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}"),
+        0,
+    ),  # issue
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}"),
+        1,
+    ),
+    R(
+        "matrices", r"\begin{pmatrix}1\\2\end{pmatrix}", _b(r"\begin{pmatrix}1\\2\end{pmatrix}"), 1
+    ),  # issue 4
+    R(
+        "matrices", r"\begin{pmatrix}1\\2\end{pmatrix}", _b(r"\begin{pmatrix}2\\1\end{pmatrix}"), 0
+    ),  # issue 4
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 1 & 3 \\ 2 & 4 \end{pmatrix}"),
+        0,
+    ),  # issue: transposed
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+        _b(r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"),
+        1,
+    ),  # issue
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 1 & 2 \\ 3 & 5 \end{pmatrix}"),
+        0,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 & 2 & 3 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 1 \\ 2 \\ 3 \end{pmatrix}"),
+        0,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} \frac{1}{2} \\ 0 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 0.5 \\ 0 \end{pmatrix}"),
+        1,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} 2 & 0 \\ 0 & 2 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 2 & 0 \\ 0 & 2 \end{pmatrix}"),
+        1,
+    ),
     R("matrices", r"\begin{pmatrix} 2 & 0 \\ 0 & 2 \end{pmatrix}", _b("2"), 0),
-    R("matrices", r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}", _r1(r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}"), 1),
-    R("matrices", r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}", _q(r"\begin{pmatrix} 3 \\ 1 \\ 2 \end{pmatrix}"), 0),
+    R(
+        "matrices",
+        r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}",
+        _r1(r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}"),
+        1,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}",
+        _q(r"\begin{pmatrix} 3 \\ 1 \\ 2 \end{pmatrix}"),
+        0,
+    ),
     R("matrices", r"\begin{pmatrix} 3 \\ -1 \\ 2 \end{pmatrix}", _b("(3,-1,2)"), 1),
-    R("matrices", r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}", _b(r"\begin{pmatrix} -1 & 0 \\ 0 & 1 \end{pmatrix}"), 0),
-    R("matrices", r"\begin{pmatrix} x \\ 2x \end{pmatrix}", _b(r"\begin{pmatrix} x \\ 2x \end{pmatrix}"), 1),
-    R("matrices", r"\begin{pmatrix} \sqrt{2} \\ 1 \end{pmatrix}", _b(r"\begin{pmatrix} \sqrt{2} \\ 1 \end{pmatrix}"), 1),
-    R("matrices", r"\begin{pmatrix} 1 & 0 \\ 0 & 1 \end{pmatrix}", _b(r"\begin{pmatrix} 1 & 0 \\ 1 & 0 \end{pmatrix}"), 0),
+    R(
+        "matrices",
+        r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}",
+        _b(r"\begin{pmatrix} -1 & 0 \\ 0 & 1 \end{pmatrix}"),
+        0,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} x \\ 2x \end{pmatrix}",
+        _b(r"\begin{pmatrix} x \\ 2x \end{pmatrix}"),
+        1,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} \sqrt{2} \\ 1 \end{pmatrix}",
+        _b(r"\begin{pmatrix} \sqrt{2} \\ 1 \end{pmatrix}"),
+        1,
+    ),
+    R(
+        "matrices",
+        r"\begin{pmatrix} 1 & 0 \\ 0 & 1 \end{pmatrix}",
+        _b(r"\begin{pmatrix} 1 & 0 \\ 1 & 0 \end{pmatrix}"),
+        0,
+    ),
     # ---- equations ----
     R("equations", "x=3", _b("3"), 1),
     R("equations", "3", _b("x=3"), 1),
@@ -282,14 +362,23 @@ ROWS: list[Row] = [
     R("equations", "6", _b("3+3=6"), 0),
     # ---- several boxes ----
     R("multiple_boxes", "-5, 3", r"the roots are \boxed{3} and \boxed{-5}", 1),  # issue
-    R("multiple_boxes", "(1, 2), (3, 4)", r"$\boxed{(1,2)} \text{ and } \boxed{(3,4)}$", 1),  # issue
-    R("multiple_boxes", "7", r"So $\boxed{7}$. Checking again, the answer is $\boxed{7}$.", 1),  # issue
+    R(
+        "multiple_boxes", "(1, 2), (3, 4)", r"$\boxed{(1,2)} \text{ and } \boxed{(3,4)}$", 1
+    ),  # issue
+    R(
+        "multiple_boxes", "7", r"So $\boxed{7}$. Checking again, the answer is $\boxed{7}$.", 1
+    ),  # issue
     R("multiple_boxes", "3", r"first \boxed{2} then \boxed{3}", 0),
     R("multiple_boxes", "3", r"It is \boxed{3} or \boxed{4}.", 0),
     R("multiple_boxes", "3, 4", r"It is \boxed{3} or \boxed{4}.", 1),
     R("multiple_boxes", "-5, 3", r"the roots are \boxed{3} and \boxed{5}", 0),
     R("multiple_boxes", "-5, 3", r"the roots are \boxed{3}, \boxed{-5} and \boxed{1}", 0),
-    R("multiple_boxes", r"\frac{639}{40}", r"so it is \boxed{15\frac{39}{40}}, i.e. \boxed{\frac{639}{40}}", 1),
+    R(
+        "multiple_boxes",
+        r"\frac{639}{40}",
+        r"so it is \boxed{15\frac{39}{40}}, i.e. \boxed{\frac{639}{40}}",
+        1,
+    ),
     R("multiple_boxes", "2", "Wait, maybe \\boxed{3}.\n\n**Final Answer**\n\\boxed{2}", 1),
     R("multiple_boxes", "2", "<think>I guess \\boxed{3}</think>\nThe answer is \\boxed{2}.", 1),
     R("multiple_boxes", "3", "<think>I guess \\boxed{3}</think>\nThe answer is \\boxed{2}.", 0),
@@ -409,7 +498,12 @@ ROWS: list[Row] = [
     R("answer_phrases", "6", "The answers are 4 and 6.", 0),
     R("answer_phrases", "-3", "The answer is -3.", 1),
     R("answer_phrases", "-3", "The answer is 3.", 0),
-    R("answer_phrases", "2, 5", "The solutions are x = 2 and x = 5, so the answers are 2 and 5.", 1),
+    R(
+        "answer_phrases",
+        "2, 5",
+        "The solutions are x = 2 and x = 5, so the answers are 2 and 5.",
+        1,
+    ),
     R("answer_phrases", "x=5", "Solving, the answer is x = 5.", 1),
     # ---- markdown and styles ----
     R("markdown", "17", "**Answer:** **17**", 1),  # issue
@@ -420,19 +514,39 @@ ROWS: list[Row] = [
     R("markdown", "17", "**Final Answer**\n\\[\n\\boxed{71}\n\\]", 0),
     R("markdown", "9", "- Step 1: 4 + 5 = 9\n- So the answer is **9**.", 1),
     R("markdown", "9", "1. Add: 4 + 5 = 9\n2. Done.\n\n**Answer: 9**", 1),
-    R("markdown", "12", "| item | cost |\n|---|---|\n| pen | 12 |\n\nThe answer is $\\boxed{12}$.", 1),
+    R(
+        "markdown",
+        "12",
+        "| item | cost |\n|---|---|\n| pen | 12 |\n\nThe answer is $\\boxed{12}$.",
+        1,
+    ),
     R("markdown", "12", "The answer is `12`.", 1),
     # ---- chat-template debris ----
     R("chat_debris", "5", "\\boxed{5}<|im_end|>", 1),
     R("chat_debris", "5", "\\boxed{5}<|im_end|>\n<|im_start|>user\nNow what is 2+4? \\boxed{6}", 1),
     R("chat_debris", "6", "\\boxed{5}<|im_end|>\n<|im_start|>user\nNow what is 2+4? \\boxed{6}", 0),
-    R("chat_debris", "5", "The answer is 5.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnd 7?", 1),
+    R(
+        "chat_debris",
+        "5",
+        "The answer is 5.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnd 7?",
+        1,
+    ),
     R("chat_debris", "5", "So the total is 5.</s>", 1),
     R("chat_debris", "5", "So the total is 5.<｜end▁of▁sentence｜>", 1),
     R("chat_debris", "5", "<|im_start|>assistant\nThe answer is 5.<|im_end|>", 1),
     R("chat_debris", "5", "#### 5<|endoftext|><|endoftext|>", 1),
-    R("chat_debris", "12", "<think>\n3 * 4 = 12, maybe 13?\n</think>\n\nThe answer is $\\boxed{12}$.<|im_end|>", 1),
-    R("chat_debris", "13", "<think>\n3 * 4 = 12, maybe 13?\n</think>\n\nThe answer is $\\boxed{12}$.<|im_end|>", 0),
+    R(
+        "chat_debris",
+        "12",
+        "<think>\n3 * 4 = 12, maybe 13?\n</think>\n\nThe answer is $\\boxed{12}$.<|im_end|>",
+        1,
+    ),
+    R(
+        "chat_debris",
+        "13",
+        "<think>\n3 * 4 = 12, maybe 13?\n</think>\n\nThe answer is $\\boxed{12}$.<|im_end|>",
+        0,
+    ),
     R("chat_debris", "8", "[INST] What is 4+4? [/INST] The answer is 8.", 1),
     # ---- mixed numbers, e-notation, repeating decimals ----
     R("number_forms", r"\frac{7}{2}", "The answer is 3 1/2", 1),  # issue
