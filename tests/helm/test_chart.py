@@ -234,11 +234,10 @@ def test_deployments_have_probes_resources_and_hardened_security(name: str) -> N
         probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
         component = dep["metadata"]["labels"]["app.kubernetes.io/component"]
         is_verifier = component.startswith("verifier-")
-        service = (
-            "grpo.v1.Verifier"
-            if is_verifier
-            else values["services"][values_key(component)]["grpcService"]
-        )
+        block = {} if is_verifier else values["services"][values_key(component)]
+        service = "grpo.v1.Verifier" if is_verifier else block["grpcService"]
+        if block.get("dataParallel", {}).get("enabled"):
+            service = ""  # ranks > 0 of a data-parallel learner serve only health
         if not values["tls"]["enabled"]:
             # native gRPC probes on grpc.health.v1; liveness checks the whole server ("").
             assert probes["startupProbe"]["grpc"] == {"port": 50051, "service": service}

@@ -14,6 +14,9 @@ The pod template of one workload, shared by the Deployments and the learner's St
 {{- $ctx := dict "root" $root "component" $component -}}
 {{- $gpu := include "grpo.usesGpu" (dict "root" $root "w" $w) -}}
 {{- $weights := default "none" $w.weights -}}
+{{- /* learner ranks > 0 serve only health: data-parallel pods probe the whole server */ -}}
+{{- $probeService := $w.grpcService -}}
+{{- if and $w.dataParallel $w.dataParallel.enabled }}{{ $probeService = "" }}{{ end -}}
 {{- if include "grpo.weights.grpc" $root -}}
 {{- $weights = "none" -}}
 {{- if eq $w.role "learner" }}{{ $weights = "claimTemplate" }}{{ end -}}
@@ -109,9 +112,9 @@ spec:
       env:
         {{- include "grpo.env" (dict "root" $root "w" $w) | nindent 8 }}
       startupProbe:
-        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $w.grpcService "kind" "startup") | trim | nindent 8 }}
+        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $probeService "kind" "startup") | trim | nindent 8 }}
       readinessProbe:
-        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $w.grpcService "kind" "readiness") | trim | nindent 8 }}
+        {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $probeService "kind" "readiness") | trim | nindent 8 }}
       livenessProbe:
         {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" "" "kind" "liveness") | trim | nindent 8 }}
       resources:
