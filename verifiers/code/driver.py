@@ -111,12 +111,15 @@ def _emit(fd, record):
 
 
 def _read_all(fd):
+    """The whole content of the (memfd) ``fd`` from offset 0, whatever its file offset."""
     chunks = []
+    offset = 0
     while True:
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.pread(fd, 1 << 20, offset)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+        offset += len(chunk)
 
 
 def _exc_record(exc):

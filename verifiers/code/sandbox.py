@@ -456,12 +456,21 @@ class _Zygote:
                     return result
                 continue
             pipes.close_write()
-            self._collect(pipes, start + limit, result)
-            break
+            if self._collect(pipes, start + limit, result):
+                break
+            self.stop()  # the zygote died under the sample: its result means nothing
+            result = RunResult()
+            if attempt:
+                result.start_error = "the sandbox zygote died during the sample (twice)"
         result.wall_s = time.monotonic() - start
         return result
 
-    def _collect(self, pipes: _Pipes, deadline: float, result: RunResult) -> None:
+    def _collect(self, pipes: _Pipes, deadline: float, result: RunResult) -> bool:
+        """Read the sample's pipes until the zygote reports it gone (or the deadline kills it).
+
+        Returns:
+            False when the zygote itself died (the connection closed) before reporting.
+        """
         assert self.sock is not None
         reader = _Reader(pipes, self.sandbox.settings)
         done: bytes | None = None
@@ -486,8 +495,11 @@ class _Zygote:
                 reader.pump(left)
         finally:
             reader.finish(result)
+        if done == b"":
+            return False
         if done and done.startswith(b"done ") and not result.timed_out:
             result.exit_code = os.waitstatus_to_exitcode(int(done[5:]))
+        return True
 
     def _kill(self) -> bytes | None:
         """End the running sample; restart the zygote if it does not report the sample gone."""
