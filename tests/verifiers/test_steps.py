@@ -65,6 +65,15 @@ def test_segmentation(text: str, pieces: list[str]) -> None:
         ("the hours = 8", []),
         ("shoe size 25 + shoe size 5 = 30", []),
         ("Max bought 19 – 9 = 10 stamps", [("19 - 9", "10")]),
+        (r"$5 \times 6 = 30$", [("5 * 6", "30")]),  # LaTeX operators
+        (r"8 \cdot 2 = 16", [("8 * 2", "16")]),
+        (r"20 \div 5 = 4", [("20 / 5", "4")]),
+        ("7 times 3 = 21", [("7 * 3", "21")]),  # operator words
+        ("15 minus 4 = 11", [("15 - 4", "11")]),
+        ("3 bags of 5 = 15 apples", [("3 * 5", "15")]),
+        ("**Step 2:** 8*3=25", [("8*3", "25")]),  # markdown
+        ("- 4+4=8", [("4+4", "8")]),  # a bullet is not a minus
+        (r"\frac{3}{4} + \frac{1}{4} = 1", [("((3)/(4)) + ((1)/(4))", "1")]),
     ],
 )
 def test_find_claims(step: str, claims: list[tuple[str, str]]) -> None:
@@ -85,7 +94,11 @@ def test_find_claims(step: str, claims: list[tuple[str, str]]) -> None:
         ("1/2", "50%", True),
         ("(x+1)^2", "x^2+2x+1", True),  # identity
         ("2x+3", "7", None),  # an equation to solve, not refutable
-        ("9^99999999", "1", None),  # exponent too large to check
+        ("9^99999999", "1", False),  # too large to compute, so never equal to 1
+        ("9^99999999", "9^99999999", None),  # too large to compute, same size: unverifiable
+        ("1.5e3", "1500", True),  # the math verifier's number reader
+        ("1 1/2 + 2", "3 1/2", True),  # mixed numbers
+        ("2 4/3", "2", None),  # neither a mixed number nor a product
         ("__import__('os')", "1", None),
         ("(3", "3", None),
     ],
@@ -108,6 +121,12 @@ def test_score_rewards_and_spans(steps_verifier: StepsVerifier) -> None:
     ]
     assert score.reward == pytest.approx(3 / 4)
     assert "7*2 = 15" in score.steps[1].detail
+
+
+def test_markdown_steps_are_each_checked(steps_verifier: StepsVerifier) -> None:
+    response = "**Step 1:** 4+4=8\n**Step 2:** 8*3=25\n- 5 \\times 6 = 30\n- 1 1/2 + 2 = 3 1/2"
+    score = steps_verifier.verify(common_pb2.Task(type="math"), response)
+    assert [s.status for s in score.steps] == [VALID, INVALID, VALID, VALID]
 
 
 def test_no_checkable_step_is_no_answer_not_zero(steps_verifier: StepsVerifier) -> None:
@@ -183,7 +202,8 @@ def test_hostile_step_input_returns_in_time() -> None:
     config = StepsConfig(pool=PoolSettings(workers=1, timeout_s=1.5))
     with StepsVerifier(config) as verifier:
         tower = verifier.verify(common_pb2.Task(), "so 9^9999^9999 = 1")
-        assert tower.status == common_pb2.SCORE_STATUS_TIMEOUT
+        assert tower.status == common_pb2.SCORE_STATUS_OK  # refuted without being computed
+        assert tower.steps[0].status == INVALID
         assert verifier.verify(common_pb2.Task(), "1+1=3").steps[0].status == INVALID
         flood = verifier.verify(common_pb2.Task(), "1+1=2\n" * 50_000)
         assert flood.status == common_pb2.SCORE_STATUS_PARSE_ERROR

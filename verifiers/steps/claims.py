@@ -1,5 +1,12 @@
 """Checkable claims in a step, and their verdicts with sympy.
 
+Before claims are looked for, a step's text is rewritten into plain arithmetic: markdown
+(``**Step 1:**``, ``__``, backticks, a leading bullet ``-``/``*``/``1.``) and math delimiters
+(``$``, ``\\(``, ``\\[``) are dropped; LaTeX operators become symbols (``5 \\times 6``,
+``8 \\cdot 2`` -> ``*``; ``20 \\div 5`` -> ``/``; ``\\frac{a}{b}`` -> ``(a)/(b)``; ``\\left(``
+-> ``(``; braces -> parentheses); operator words too (``7 times 3``, ``multiplied by``,
+``divided by``, ``plus``, ``minus``); and "3 bags of 5" reads as ``3 * 5``.
+
 Claims found in a step's text:
 
 - GSM8K calculator annotations ``<<48/2=24>>``: ``48/2 = 24``;
@@ -11,15 +18,19 @@ Claims found in a step's text:
   cut by a word after an operator (``25 + shoe size 5 = 30``) gives no claim. ``20% of 50``
   reads as ``20/100*50`` and ``3 x 4`` as ``3*4``.
 
-Verdict of ``lhs = rhs`` (:func:`check_claim`), with exact rationals (decimals are read as
-exact fractions):
+Verdict of ``lhs = rhs`` (:func:`check_claim`), with exact rationals: each side is read by
+``grpo.verifiers.math.arith`` first — the math verifier's number reader, so ``1.5e3``,
+``1 1/2`` (a mixed number) and ``0.\\overline{3}`` mean the same in both verifiers — and by
+sympy only when a side has variables:
 
 - both sides numbers: equal exactly -> True (a right side ``4%`` after a left side without
   ``%`` may also read as 4); else when the right side is written with ``k`` decimals and
   ``|lhs - rhs| <= 0.5·10^-k`` (the value rounded as written) -> True; else False;
 - with variables: ``lhs - rhs`` simplifies to 0 -> True (an identity); otherwise None (an
   equation to solve, not a claim that can be refuted);
-- unparsable side -> None (unverifiable).
+- unparsable side -> None (unverifiable); a side over ``arith.MAX_DIGITS`` digits is refuted
+  against a much smaller one (``9^{9999^{9999}} = 1`` is false) and unverifiable otherwise,
+  never computed.
 
 Expressions are parsed by ``sympy.parse_expr`` only after the text is reduced to the
 characters above, and every single letter is bound to a plain Symbol, so no sympy function
@@ -31,6 +42,7 @@ from __future__ import annotations
 import itertools
 import re
 import string
+from fractions import Fraction
 
 import sympy
 from sympy.parsing.sympy_parser import (
@@ -39,6 +51,13 @@ from sympy.parsing.sympy_parser import (
     parse_expr,
     rationalize,
     standard_transformations,
+)
+
+from grpo.verifiers.math.arith import (
+    NotExactError,
+    TooLargeError,
+    evaluate,
+    log10_abs,
 )
 
 __all__ = ["Claim", "check_claim", "find_claims"]
@@ -68,6 +87,44 @@ _GLOBALS = {
     "__builtins__": {},
 }
 _TRANSFORMS = (*standard_transformations, implicit_multiplication, convert_xor, rationalize)
+
+
+_MARKDOWN = re.compile(r"\*\*|__|`|^\s*(?:[-*•]|\d+[.)])\s+")
+_DELIMITERS = re.compile(r"\\[()\[\]]|\$\$")
+_MATH_SPAN = re.compile(r"\$([^$]*=[^$]*)\$")
+_LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_LATEX_OPS = (
+    (re.compile(r"\\(?:times|cdot|ast)(?![A-Za-z])"), " * "),
+    (re.compile(r"\\div(?![A-Za-z])"), " / "),
+    (re.compile(r"\\(?:left|right|displaystyle)(?![A-Za-z])|\\[,;!: ]|\\quad"), " "),
+    (re.compile(r"\\%"), "%"),
+    (re.compile(r"\\text\s*\{[^{}]*\}"), " "),
+)
+_WORD_OPS = (
+    (re.compile(r"\b(?:multiplied\s+by|times)\b", re.IGNORECASE), " * "),
+    (re.compile(r"\bdivided\s+by\b", re.IGNORECASE), " / "),
+    (re.compile(r"\bplus\b", re.IGNORECASE), " + "),
+    (re.compile(r"\bminus\b", re.IGNORECASE), " - "),
+    (re.compile(r"\b(?:equals|is\s+equal\s+to)\b", re.IGNORECASE), " = "),
+)
+_GROUPS_OF = re.compile(r"(\d+(?:\.\d+)?)\s+[A-Za-z]{2,}\s+of\s+(\$?\d+(?:\.\d+)?)")
+
+
+def _plain(step: str) -> str:
+    """Rewrite a step into plain arithmetic (rules in the module docstring)."""
+    text = _MARKDOWN.sub(" ", step)
+    text = _DELIMITERS.sub(" ", text)
+    text = _MATH_SPAN.sub(lambda m: f" {m.group(1)} ", text)  # $8 \cdot 2 = 16$; $5 stays money
+    text = text.replace("$", "\x01")
+    for _ in range(3):
+        text = _LATEX_FRAC.sub(r"((\1)/(\2))", text)
+    for pattern, repl in _LATEX_OPS:
+        text = pattern.sub(repl, text)
+    text = text.replace("{", "(").replace("}", ")")
+    for pattern, repl in _WORD_OPS:
+        text = pattern.sub(repl, text)
+    text = _GROUPS_OF.sub(r"\1 * \2", text)
+    return text.replace("\x01", "$")
 
 
 def _mask_words(text: str) -> str:
@@ -114,7 +171,7 @@ def find_claims(step: str) -> list[Claim]:
     claims: list[Claim] = []
     for note in _ANNOTATION.finditer(step):
         claims.extend(_claims_in_run(note.group(1)))
-    text = _mask_words(_ANNOTATION.sub(lambda m: " " * len(m.group(0)), step))
+    text = _mask_words(_plain(_ANNOTATION.sub(lambda m: " " * len(m.group(0)), step)))
     for run in _RUN.finditer(text):
         if "=" in run.group(0):
             found = _claims_in_run(run.group(0))
@@ -122,6 +179,17 @@ def find_claims(step: str) -> list[Claim]:
                 found = found[1:]  # its left side is the tail of an expression cut by a word
             claims.extend(found)
     return list(dict.fromkeys(claims))
+
+
+def _exact(side: str) -> Fraction | TooLargeError | None:
+    """The side read by the shared number reader, its size error, or None (use sympy)."""
+    text = side.replace("$", "").replace("×", "*").replace("÷", "/")
+    try:
+        return evaluate(text).exact
+    except TooLargeError as exc:
+        return exc
+    except NotExactError:
+        return None  # ArithSyntaxError (``2 4/3``) propagates: the claim is unverifiable
 
 
 def _to_sympy(side: str) -> sympy.Expr:
@@ -135,6 +203,33 @@ def _to_sympy(side: str) -> sympy.Expr:
     if not isinstance(expr, sympy.Expr):
         raise ValueError(f"{side!r} is not an expression")
     return expr
+
+
+def _holds_exact(left: Fraction, right: Fraction, rhs: str) -> bool:
+    if left == right:
+        return True
+    decimals = [len(d) for d in _DECIMALS.findall(rhs)]
+    if decimals:
+        return abs(left - right) <= Fraction(1, 2 * 10 ** max(decimals))
+    return False
+
+
+def _decide(lhs: str, rhs: str) -> bool | None:
+    left, right = _exact(lhs), _exact(rhs)
+    if isinstance(left, Fraction) and isinstance(right, Fraction):
+        return _holds_exact(left, right, rhs)
+    if isinstance(left, TooLargeError) or isinstance(right, TooLargeError):
+        sizes = [
+            v.log10 if isinstance(v, TooLargeError) else (log10_abs(v) if v else float("-inf"))
+            for v in (left, right)
+            if v is not None
+        ]
+        if len(sizes) == 2 and not all(isinstance(v, TooLargeError) for v in (left, right)):
+            small, large = sorted(sizes, key=abs)
+            if abs(large) > abs(small) + 10:
+                return False
+        return None
+    return _holds(_to_sympy(lhs), _to_sympy(rhs), rhs)
 
 
 def _holds(left: sympy.Expr, right: sympy.Expr, rhs: str) -> bool | None:
@@ -160,10 +255,9 @@ def check_claim(lhs: str, rhs: str) -> bool | None:
     input: an unparsable side gives None.
     """
     try:
-        left, right = _to_sympy(lhs), _to_sympy(rhs)
-        verdict = _holds(left, right, rhs)
+        verdict = _decide(lhs, rhs)
         if verdict is not True and rhs.endswith("%") and "%" not in lhs:
-            verdict = _holds(left, _to_sympy(rhs[:-1]), rhs[:-1]) or verdict
+            verdict = _decide(lhs, rhs[:-1]) or verdict
     except Exception:
         return None
     return verdict

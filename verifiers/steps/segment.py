@@ -3,7 +3,8 @@
 A response is cut, in this order, at:
 
 1. line breaks;
-2. "Step k" markers inside a line (``Step 2:``, ``step 3.``);
+2. "Step k" markers inside a line (``Step 2:``, ``step 3.``; a marker after only markdown
+   at the line start, ``**Step 1:**``, ``## Step 1:``, does not cut);
 3. sentence ends (``.``, ``!`` or ``?`` followed by whitespace) — so each sentence holding an
    equation is its own step;
 4. commas between equations, as in the arithmetic format ``7+8=15,4+3+1=8:85``: when every
@@ -85,7 +86,11 @@ def segment_steps(response: str) -> list[Step]:
     for line in response.split("\n"):
         line_end = line_start + len(line)
         if line.strip() and not _FINAL_ANSWER_LINE.match(line):
-            marks = [m.start() + line_start for m in _STEP_MARK.finditer(line)]
+            marks = [
+                m.start() + line_start
+                for m in _STEP_MARK.finditer(line)
+                if line[: m.start()].strip(" \t*_#-•")  # "**Step 1:**" at a line start
+            ]
             for a, b in _cut(line_start, line_end, marks):
                 ends = [m.end() for m in _SENTENCE_END.finditer(response, a, b)]
                 for c, d in _cut(a, b, ends):

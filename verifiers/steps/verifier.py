@@ -7,8 +7,11 @@ Steps and claims are defined in ``segment`` and ``claims``; the check runs in a 
 The overall ``Score.reward`` is the share of verifiable steps that are valid,
 ``n_valid / (n_valid + n_invalid)`` in [0, 1]. Statuses: ``OK`` when at least one step was
 verifiable; ``NO_ANSWER`` (reward 0, steps still listed) when no step had a checkable claim;
-``PARSE_ERROR`` for a response over ``max_response_chars`` or not valid UTF-8; ``TIMEOUT`` /
-``RUNTIME_ERROR`` / ``INTERNAL`` from the worker pool, as for the math verifier.
+``PARSE_ERROR`` for a response over ``max_response_chars`` or not valid UTF-8 (verdicts);
+``UNDECIDED`` when the worker pool hit its time limit or memory cap or lost its worker (the
+verifier's limits: every size a response controls is refused or decided per claim without
+being computed), ``INTERNAL`` for a closed pool or a bug (both missing, never 0), as for the
+math verifier. It never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2, verifier_pb2
+from grpo.verifiers.math.verifier import undecided_on_pool_failure
 from grpo.verifiers.sdk import (
     CheckMemoryError,
     CheckTimeoutError,
@@ -29,7 +33,7 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import pool_failure_score, utf8_problem
+from grpo.verifiers.sdk.failures import utf8_problem
 from grpo.verifiers.steps.check import check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
@@ -109,10 +113,14 @@ class StepsVerifier(Verifier):
             return make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
         try:
             verdicts = self.pool.call(check_steps, response, self.config.max_claims)
-        except (CheckTimeoutError, CheckMemoryError, WorkerCrashError, RemoteCheckError) as exc:
-            return pool_failure_score(exc)
-        except UnavailableError as exc:
-            return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=str(exc))
+        except (
+            CheckTimeoutError,
+            CheckMemoryError,
+            WorkerCrashError,
+            RemoteCheckError,
+            UnavailableError,
+        ) as exc:
+            return undecided_on_pool_failure(exc)
         steps = [
             common_pb2.StepScore(
                 char_start=start,
