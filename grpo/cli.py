@@ -54,7 +54,7 @@ def serve(
         str,
         typer.Argument(
             help="Service to run: verifier-math, verifier-steps, verifier-code, generation, "
-            "rollout-worker, assembler, learner (or module:ATTRIBUTE of a ServiceSpec)."
+            "rollout-worker, assembler, learner, driver (or module:ATTRIBUTE of a ServiceSpec)."
         ),
     ],
     config: Annotated[

@@ -154,7 +154,7 @@ def run(
     except KeyboardInterrupt:
         live.stop()
         console.print(
-            f"[yellow]interrupted before GRPO started[/yellow] (SFT or its evaluation); "
+            f"[yellow]interrupted before GRPO started[/yellow] (SFT or service start); "
             f"no summary written; partial outputs in {out}"
         )
         raise typer.Exit(code=130) from None

@@ -55,6 +55,7 @@ SERVICES: dict[str, str] = {
     "rollout-worker": "grpo.services.generation.worker_service:SERVICE",
     "assembler": "grpo.services.assembler.service:SERVICE",
     "learner": "grpo.services.learner.service:SERVICE",
+    "driver": "grpo.services.pipeline.driver_service:SERVICE",
 }
 """CLI service name -> ``module:ATTRIBUTE`` of its ``ServiceSpec``."""
 

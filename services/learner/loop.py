@@ -200,7 +200,8 @@ class LearnerLoop:
 
     # ------------------------------------------------------------------ lifecycle
     def _resume(self) -> None:
-        """Restore the newest checkpoint (if any) and align the policy version with Redis."""
+        """Restore the newest checkpoint (if any) and align the policy version with Redis; a
+        fresh run publishes the initial policy as version 0."""
         path = latest_checkpoint(self.ckpt_root)
         if path is not None:
             t = self.trainer
@@ -230,6 +231,10 @@ class LearnerLoop:
             # Weights of steps lost with the previous process exist (generation may hold
             # them): publish the restored model under a number never used before.
             self._publish(self.outage.call(lambda: next_version(self.client, key, self.run_dir)))
+        elif newest < 0:
+            # A fresh run: the initial policy (model_path) is published as version 0, the
+            # version generation starts from and the run driver evaluates first.
+            self._publish(0)
         else:
             self.policy_version = max(self.policy_version, in_redis, 0)
 

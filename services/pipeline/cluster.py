@@ -15,6 +15,7 @@ stops Redis last, and reports any process left behind.
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.processes import ProcessSupervisor
 from grpo.services.pipeline.service_configs import (
     assembler_settings,
+    driver_settings,
     learner_settings,
     rollout_worker_settings,
     verifier_settings,
@@ -140,6 +142,45 @@ class LocalCluster:
             )
         sup.wait_healthy(list(sup.services), cfg.budget.startup_timeout_s)
         self._log("services: " + ", ".join(f"{n}@{p.port}" for n, p in sup.services.items()))
+
+    def start_driver(self, initial_policy: Path | str, steps: int | None = None) -> None:
+        """Launch the run driver (``grpo serve driver``) against the started services and wait
+        until it is healthy; it exits 0 once ``summary.json`` is written (``driver_finished``).
+
+        Raises:
+            FailedPreconditionError: ``start`` has not run, or the driver failed to start.
+        """
+        if self.model is None:
+            raise FailedPreconditionError("LocalCluster.start_driver before start()")
+        cfg = self.config
+        verifiers = [cfg.verifiers.outcome] + (
+            [cfg.verifiers.process] if cfg.verifiers.process else []
+        )
+        settings = driver_settings(
+            cfg,
+            redis_url=self.redis_url,
+            namespace=self.namespace,
+            out_dir=self.run_dir,
+            learner_address=self.address("learner"),
+            assembler_address=self.address("assembler"),
+            verifier_addresses={n: self.address(n) for n in verifiers},
+            initial_policy=initial_policy,
+            steps=steps,
+        )
+        self.supervisor.start("driver", self._service_yaml("driver", settings, "driver"))
+        self.supervisor.wait_healthy(["driver"], cfg.budget.startup_timeout_s)
+
+    def driver_finished(self) -> bool:
+        """True once the driver process has exited with code 0 (its summary is written)."""
+        proc = self.supervisor.services.get("driver")
+        return proc is not None and not proc.alive() and proc.popen.returncode == 0
+
+    def stop_driver(self) -> None:
+        """SIGTERM the driver and wait for it: it stops training, evaluates the final policy
+        and writes the summary (bounded by its ``server.grace_s``)."""
+        proc = self.supervisor.services.get("driver")
+        if proc is not None and proc.alive():
+            self.supervisor.kill("driver", signal.SIGTERM)
 
     def start_learner(self) -> None:
         """(Re)start the learner process; it resumes from its last checkpoint in the run dir."""

@@ -9,13 +9,22 @@ the assembler, stop on ``budget.steps`` learner steps, ``budget.generated_tokens
 ``budget.wall_clock_s`` or an exhausted feeder, and evaluate the latest published policy every
 ``eval.every_steps`` steps. ``evaluate`` is the one held-out evaluation call
 (``grpo.services.pipeline.heldout.heldout_accuracy``); each evaluation is appended to
-``eval.jsonl``. ``summary`` builds ``summary.json``.
+``eval.jsonl``. ``summary`` builds ``summary.json``. ``drive`` is the whole job of the driver
+component (``grpo serve driver``, ``grpo.services.pipeline.driver_service``): evaluate the
+initial policy, train, evaluate the final policy, write the summary.
+
+Restartable: with a ``DriverRecord`` (Redis, under the run's namespace) every evaluation is
+recorded before it is reported, and a restarted driver reuses a recorded one instead of running
+it again (the final one only when it was of the same policy folder); the training seconds
+already spent count against ``budget.wall_clock_s``; the feeder continues where the prompts
+stream says it stopped (``PromptFeeder.resume``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +45,7 @@ __all__ = [
     "LEARNER_GROUP",
     "NO_SIGNAL_GROUPS",
     "WORKER_GROUP",
+    "DriverRecord",
     "Endpoints",
     "Progress",
     "RunDriver",
@@ -54,6 +64,40 @@ POLL_S = 0.5
 REDIS_OUTAGE_S = 300.0
 """Longest Redis outage the driver rides out (feeding paused, retried with backoff) before it
 fails the run (seconds)."""
+
+
+class DriverRecord:
+    """What a driver must not lose or redo across restarts, in Redis under the run namespace:
+    ``<ns>:driver:evals`` (hash: evaluation label -> its eval.jsonl row as JSON) and
+    ``<ns>:driver:elapsed_s`` (training seconds spent so far)."""
+
+    def __init__(self, client: Any, names: StreamNames) -> None:
+        """Args: client: a redis-py client; names: the run's stream names (namespace)."""
+        self._client = client
+        self._evals = names.key("driver", "evals")
+        self._elapsed = names.key("driver", "elapsed_s")
+
+    def evaluation(self, label: str) -> dict[str, Any] | None:
+        """The recorded evaluation ``label`` ("sft", "step N", "final"), or None."""
+        raw = self._client.hget(self._evals, label)
+        return json.loads(raw) if raw else None
+
+    def evaluations(self) -> list[dict[str, Any]]:
+        """Every recorded evaluation."""
+        return [json.loads(v) for v in self._client.hvals(self._evals)]
+
+    def record_evaluation(self, row: dict[str, Any]) -> None:
+        """Record an evaluation row (keyed by its ``label``)."""
+        self._client.hset(self._evals, row["label"], json.dumps(row))
+
+    def elapsed_s(self) -> float:
+        """Training seconds spent by earlier drivers of this run (0 for a fresh run)."""
+        raw = self._client.get(self._elapsed)
+        return float(raw) if raw else 0.0
+
+    def save_elapsed_s(self, seconds: float) -> None:
+        """Store the training seconds spent so far."""
+        self._client.set(self._elapsed, f"{seconds:.3f}")
 
 
 class Endpoints(Protocol):
@@ -122,11 +166,13 @@ class RunDriver:
         out_dir: Path,
         on_progress: Callable[[Progress], None] | None = None,
         log_fn: Callable[[str], None] | None = None,
+        record: DriverRecord | None = None,
     ) -> None:
         """Args:
         config: the run; tasks: its task sets; streams, names: the run's Redis streams;
         endpoints: the services (see ``Endpoints``); out_dir: where ``eval.jsonl`` and
-        ``summary.json`` go; on_progress: called each poll; log_fn: human-readable milestones.
+        ``summary.json`` go; on_progress: called each poll; log_fn: human-readable milestones;
+        record: where evaluations and spent seconds survive a restart (None: not recorded).
         """
         self.config = config
         self.tasks = tasks
@@ -141,17 +187,30 @@ class RunDriver:
         self.evals: list[dict[str, Any]] = []
         self._started_at = 0.0
         self._feeder: PromptFeeder | None = None
+        self.record = record
+        self._elapsed_before = record.elapsed_s() if record is not None else 0.0
+        self.stop_requested = threading.Event()
         self.redis_outage = Outage(REDIS_OUTAGE_S, backoff_max_s=1.0, what="redis (run driver)")
 
     # ---------------------------------------------------------------- evaluation
-    def evaluate(self, model: Path | str, label: str) -> float:
-        """Held-out accuracy of the policy in ``model`` (appended to ``eval.jsonl``).
+    def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
+        """Held-out accuracy of the policy in ``model`` (appended to ``eval.jsonl``; recorded
+        in the ``DriverRecord``, and taken from it when a restarted driver asks again).
+
+        Args:
+            model: the policy folder; label: "sft", "step N" or "final"; due: the step
+                multiple of ``eval.every_steps`` this evaluation is for.
 
         Returns:
             Accuracy in [0, 1]; nan when the held-out set is empty.
         """
         if not self.tasks.heldout:
             return float("nan")
+        done = self.record.evaluation(label) if self.record is not None else None
+        if done is not None and (label != "final" or done.get("model_dir") == str(model)):
+            self.evals.append(done)
+            self._log(f"held-out accuracy ({label}): {done['accuracy']:.3f} (recorded earlier)")
+            return float(done["accuracy"])
         started = time.perf_counter()
         outcome = None
         if self.tasks.task_type == "code":
@@ -172,8 +231,12 @@ class RunDriver:
             "total": result.total,
             "eval_s": round(time.perf_counter() - started, 2),
             "model_dir": str(model),
-            "wall_clock_s": round(time.time() - self._started_at, 2) if self._started_at else 0,
+            "wall_clock_s": round(self._elapsed(), 2),
         }
+        if due is not None:
+            row["due"] = due
+        if self.record is not None:
+            self.record.record_evaluation(row)
         self.evals.append(row)
         with (self.out_dir / "eval.jsonl").open("a") as fh:
             fh.write(json.dumps(row) + "\n")
@@ -223,6 +286,26 @@ class RunDriver:
             policy = self.published_policy()
         return policy
 
+    def _elapsed(self) -> float:
+        """Training seconds of this run: earlier drivers' plus this one's since ``train``
+        (a driver that is not training reads what the record says)."""
+        if not self._started_at:
+            return self.record.elapsed_s() if self.record is not None else self._elapsed_before
+        return self._elapsed_before + time.time() - self._started_at
+
+    def _first_due_eval(self) -> int:
+        """The first multiple of ``eval.every_steps`` with no recorded evaluation (0 = off)."""
+        every = self.config.eval.every_steps
+        if not every:
+            return 0
+        done = {
+            int(r["due"]) for r in (self.record.evaluations() if self.record else []) if "due" in r
+        }
+        due = every
+        while due in done:
+            due += every
+        return due
+
     def poll(self) -> Progress:
         """Refresh ``self.progress`` from the learner and the assembler."""
         status = self.endpoints.learner_status()
@@ -233,7 +316,9 @@ class RunDriver:
         p.last_metrics = dict(status.last_metrics)
         p.reward = _first_metric(p.last_metrics, "reward/mean", "groups/reward_mean")
         p.stats = stats
-        p.elapsed_s = time.time() - self._started_at if self._started_at else 0.0
+        p.elapsed_s = self._elapsed()
+        if self.record is not None and self._started_at:
+            self.record.save_elapsed_s(p.elapsed_s)
         p.tokens_per_s = stats.generated_tokens / max(p.elapsed_s, 1e-9)
         if self._on_progress is not None:
             self._on_progress(p)
@@ -246,7 +331,8 @@ class RunDriver:
             steps: learner steps to reach (default ``budget.steps``).
 
         Returns:
-            Why it stopped: "steps", "generated_tokens", "wall_clock" or "exhausted".
+            Why it stopped: "steps", "generated_tokens", "wall_clock", "exhausted", or
+            "interrupted" (``stop_requested`` was set).
 
         Raises:
             FailedPreconditionError: a service died (``Endpoints.check``).
@@ -258,11 +344,13 @@ class RunDriver:
         if self._feeder is None:
             self._feeder = self.make_feeder()
         feeder = self._feeder
-        deadline = time.monotonic() + cfg.budget.wall_clock_s
-        next_eval = cfg.eval.every_steps or 0
+        deadline = time.monotonic() + cfg.budget.wall_clock_s - self._elapsed_before
+        next_eval = self._first_due_eval()
         idle_since = time.monotonic()
         warned_no_signal = False
         while True:
+            if self.stop_requested.is_set():
+                return "interrupted"
             self.endpoints.check()
             try:
                 feeder.pump()
@@ -291,13 +379,13 @@ class RunDriver:
             if not warned_no_signal:
                 warned_no_signal = self.warn_if_no_signal(progress.stats)
             if next_eval and progress.step >= next_eval:
-                next_eval += cfg.eval.every_steps
+                due, next_eval = next_eval, next_eval + cfg.eval.every_steps
                 policy = self.published_policy()
                 if policy is not None and policy.path:
                     progress.heldout_accuracy = self.evaluate(
-                        Path(policy.path), f"step {progress.step}"
+                        Path(policy.path), f"step {progress.step}", due=due
                     )
-            time.sleep(POLL_S)
+            self.stop_requested.wait(POLL_S)
 
     def warn_if_no_signal(self, stats: assembler_pb2.AssemblerStats) -> bool:
         """Log once that dynamic sampling has kept no group out of ``NO_SIGNAL_GROUPS`` closed
@@ -319,7 +407,69 @@ class RunDriver:
         )
         return True
 
+    # ---------------------------------------------------------------- the whole job
+    def drive(
+        self,
+        initial_model: Path | str | None = None,
+        steps: int | None = None,
+        *,
+        started: float | None = None,
+    ) -> dict[str, Any]:
+        """Evaluate the initial policy ("sft"), train until a budget or ``stop_requested``,
+        wait for the last step's weights, evaluate them ("final") and write ``summary.json``.
+
+        Args:
+            initial_model: the initial policy's folder; None = the folder of the published
+                version 0 (the learner publishes ``model.path`` as version 0).
+            steps: learner steps to reach (default ``budget.steps``).
+            started: ``time.time()`` when the run began (default: now).
+
+        Returns:
+            The summary written to ``out_dir/summary.json`` (``leftover_processes`` empty: the
+            driver starts no process).
+
+        Raises:
+            FailedPreconditionError: no initial policy given and none published.
+            grpc.RpcError / redis errors: a service stayed unreachable (a restart resumes).
+        """
+        from grpo.errors import FailedPreconditionError
+
+        started = time.time() if started is None else started
+        if initial_model is None:
+            first = self.published_policy()
+            if first is None or not first.path:
+                raise FailedPreconditionError(
+                    "no initial policy: give the driver one or let the learner publish version 0"
+                )
+            initial_model = first.path
+        sft_accuracy = self.evaluate(initial_model, "sft")
+        stop_reason = self.train(steps)
+        final_step = self.progress.step
+        try:
+            self.poll()
+        except grpc.RpcError as exc:
+            log.warning("final status poll failed: %s", exc)
+        policy = self.wait_for_publish(self.progress.step)
+        final_dir = policy.path if policy is not None and policy.path else initial_model
+        final_accuracy = self.evaluate(final_dir, "final")
+        return self.summary(
+            stop_reason=stop_reason,
+            sft_accuracy=sft_accuracy,
+            final_accuracy=final_accuracy,
+            final_step=final_step,
+            policy=policy,
+            started=started,
+            leftover_processes=[],
+            extra={"outage_s": {"redis": round(self.redis_outage.total_s, 2)}},
+        )
+
     # ---------------------------------------------------------------- summary
+    def recorded_evals(self) -> list[dict[str, Any]]:
+        """Every evaluation of the run so far, earlier drivers' included, in step order."""
+        rows = self.record.evaluations() if self.record is not None else list(self.evals)
+        order = {"sft": 0, "final": 2}
+        return sorted(rows, key=lambda r: (order.get(r["label"], 1), r.get("step", 0)))
+
     def summary(
         self,
         *,
@@ -365,7 +515,7 @@ class RunDriver:
             "grpo_wall_clock_s": round(self.progress.elapsed_s, 1),
             "wall_clock_s": round(time.time() - started, 1),
             "leftover_processes": leftover_processes,
-            "evals": self.evals,
+            "evals": self.recorded_evals(),
             **(extra or {}),
         }
         (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -7,6 +7,12 @@ group is below ``prompts_ahead`` and (b) the groups stream's lag for the learner
 group, counting only groups not yet delivered (the learner acknowledges at checkpoints), is
 below ``groups_ahead``: generation never runs far ahead of training, which bounds
 how stale (off-policy) a group can be when the learner consumes it.
+
+Restart: the job order is a pure function of the seed, and jobs are written strictly in that
+order, so the jobs already written are a prefix of it. ``resume()`` (called by the
+constructor) finds the prefix's length from the streams' dedup markers of the prompts stream
+(binary search, O(log n) reads) and continues right after it: a restarted feeder never
+re-feeds a prompt and never skips one.
 """
 
 from __future__ import annotations
@@ -72,6 +78,37 @@ class PromptFeeder:
         self._epoch = 0
         self._order: list[int] = []
         self.fed = 0
+        self.resumed_at = self.resume()
+
+    def _job_id(self, position: int) -> str:
+        """Group id of the job at ``position`` of the whole feed (all passes)."""
+        epoch, index = divmod(position, len(self._tasks))
+        order = list(range(len(self._tasks)))
+        random.Random(self._seed * 1_000_003 + epoch).shuffle(order)
+        return f"{self._tasks[order[index]].id}/e{epoch}"
+
+    def _written(self, position: int) -> bool:
+        marker = self._streams.dedup_marker(self._names.prompts, self._job_id(position))
+        return bool(self._streams.client.exists(marker))
+
+    def resume(self) -> int:
+        """Skip the jobs an earlier feeder of the same stream already wrote.
+
+        Returns:
+            How many jobs were already written (0 for a fresh run).
+        """
+        total = len(self._tasks) * self._repeats
+        lo, hi = 0, total  # invariant: positions < lo are written, positions >= hi are not
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._written(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        self._epoch, self._order = 0, []
+        for _ in range(lo):
+            self._next_task()
+        return lo
 
     @property
     def exhausted(self) -> bool:

@@ -7,12 +7,20 @@
    ``redis_url``/``$REDIS_URL``), one settings YAML per service in ``<run_dir>/services/``, the
    verifiers, assembler, learner and rollout worker(s) as ``grpo serve`` processes on loopback
    ports (one torch thread each), healthy before anything is fed;
-3. ``grpo.services.pipeline.driver.RunDriver``: the held-out accuracy of the warm-started
-   policy (greedy, services idle) -> ``sft_accuracy``; prompts fed with backpressure and live
-   progress until ``budget.steps`` learner steps, ``budget.generated_tokens`` or
-   ``budget.wall_clock_s`` (or Ctrl-C), evaluating the latest published policy every
-   ``eval.every_steps`` steps; then, once the cluster has stopped (no process left), the last
-   published policy -> ``final_accuracy`` and ``summary.json``.
+3. the run driver, launched like any other service (``grpo serve driver``,
+   ``grpo.services.pipeline.driver_service``; ``LocalCluster.start_driver``): the held-out
+   accuracy of the warm-started policy (greedy, services idle) -> ``sft_accuracy``; prompts
+   fed with backpressure until ``budget.steps`` learner steps, ``budget.generated_tokens`` or
+   ``budget.wall_clock_s``, evaluating the latest published policy every ``eval.every_steps``
+   steps; the last published policy -> ``final_accuracy``; ``summary.json``; exit 0.
+
+This process supervises (``LocalCluster.check``: a dead service, the driver included, is
+restarted; a restarted driver resumes from what it recorded in Redis), shows live progress
+from the learner, the assembler and the driver's record, and once the driver is done stops the
+cluster and adds the cluster's part to the summary (leftover processes, accounting, restarts,
+deaths, outages). Ctrl-C/SIGTERM: the driver is stopped first (it still evaluates the last
+policy and writes the summary, ``stop_reason: interrupted``), then every service. SFT stays a
+separate step for a cluster (``grpo model sft``); here it runs before the services start.
 
 Run directory: ``config.yaml`` (resolved RunConfig), ``services/*.yaml``, ``logs/*.log``,
 ``model/`` (initial and SFT weights), ``redis/`` (the embedded Redis's append-only file), the
@@ -31,19 +39,21 @@ over what was pending. ``resume_policy`` refuses clearly when the run cannot be 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import yaml
 
 from grpo.errors import FailedPreconditionError
 from grpo.services.assembler.stats import run_accounting
 from grpo.services.pipeline.cluster import LocalCluster
 from grpo.services.pipeline.config import RunConfig
-from grpo.services.pipeline.driver import Progress, RunDriver
+from grpo.services.pipeline.driver import POLL_S, DriverRecord, Progress, RunDriver
 from grpo.services.pipeline.policy import prepare_policy
 from grpo.services.pipeline.tasks import load_run_tasks
 
@@ -94,18 +104,6 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str:
     return folder
 
 
-def _sft_accuracy(run_dir: Path) -> float:
-    """The ``sft`` evaluation recorded in ``eval.jsonl`` by the first run (nan if none)."""
-    import json
-
-    path = run_dir / "eval.jsonl"
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        row = json.loads(line)
-        if row.get("label") == "sft":
-            return float(row["accuracy"])
-    return float("nan")
-
-
 def run_local(
     config: RunConfig,
     run_dir: Path,
@@ -125,8 +123,9 @@ def run_local(
     Raises:
         GrpoError: a bad config, a run that cannot be resumed, a service that failed to start
             or died more often than ``supervision`` allows (summary.json is written first).
-        KeyboardInterrupt: Ctrl-C/SIGTERM before GRPO started (SFT); after that an interrupt
-            ends training and the summary says ``stop_reason: interrupted``.
+        KeyboardInterrupt: Ctrl-C/SIGTERM before GRPO started (SFT, service start); after
+            that an interrupt stops the driver, which evaluates the final policy and writes
+            the summary with ``stop_reason: interrupted``.
     """
     say = log_fn or log.info
     started = time.time()
@@ -138,19 +137,18 @@ def run_local(
     else:
         write_run_config(config, run_dir)
         model = prepare_policy(config, run_dir, tasks, say)
+    (run_dir / "summary.json").unlink(missing_ok=True)  # the driver writes the new one
     cluster = LocalCluster(config, run_dir, log_fn=say)
-    driver: RunDriver | None = None
-    training = False
-    stop_reason = "error"
-    sft_accuracy = _sft_accuracy(run_dir) if resume else float("nan")
-    policy = None
-    final_step = 0
+    monitor: RunDriver | None = None
+    driving = interrupted = False
     failure: BaseException | None = None
     extra: dict[str, Any] = {}
+    shown: set[str] = set()
     try:
         cluster.start_redis()
         assert cluster.streams is not None
-        driver = RunDriver(
+        # Reads what the driver process records and the services report (it feeds nothing).
+        monitor = RunDriver(
             config,
             tasks,
             streams=cluster.streams,
@@ -159,57 +157,79 @@ def run_local(
             out_dir=run_dir,
             on_progress=on_progress,
             log_fn=say,
+            record=DriverRecord(cluster.client, cluster.names),
         )
         cluster.start(model, tasks.task_type)
-        if not resume:
-            sft_accuracy = driver.evaluate(model, "sft")
-        training = True
-        stop_reason = driver.train(steps)
+        cluster.start_driver(model, steps)
+        driving = True
+        while not cluster.driver_finished():
+            cluster.check()
+            _show(monitor, shown, say)
+            time.sleep(POLL_S)
     except KeyboardInterrupt:
-        if not training:
+        if not driving:
+            cluster.stop()
             raise
-        stop_reason = "interrupted"
-        say("interrupted: stopping services")
+        interrupted = True
+        say("interrupted: the driver evaluates the last policy, then services stop")
     except Exception as exc:  # the summary is written, then the error re-raised
-        if driver is None:
+        if monitor is None:
+            cluster.stop()
             raise
-        failure, stop_reason = exc, "error"
+        failure = exc
         say(f"run failed: {exc}")
     finally:
-        if training and driver is not None:
-            final_step = driver.progress.step
-            with contextlib.suppress(Exception):
-                driver.poll()
-            if failure is None:
-                with contextlib.suppress(Exception):
-                    policy = driver.wait_for_publish(driver.progress.step)
-        if driver is not None:
-            extra = _accounting(cluster, driver)
-        left = cluster.stop()
-    assert driver is not None
-    final_accuracy = float("nan")
-    if failure is None:
-        final_dir = policy.path if policy is not None and policy.path else model
-        import torch
-
-        torch.set_num_threads(1)
-        final_accuracy = driver.evaluate(final_dir, "final")
-    else:
-        extra["failure"] = str(failure)[:4000]
-    extra["resumed"] = resume
-    summary = driver.summary(
-        stop_reason=stop_reason,
-        sft_accuracy=sft_accuracy,
-        final_accuracy=final_accuracy,
-        final_step=final_step,
-        policy=policy,
-        started=started,
-        leftover_processes=left,
-        extra=extra,
-    )
+        if interrupted:
+            cluster.stop_driver()
+        if monitor is not None:
+            _show(monitor, shown, say)
+            extra = _accounting(cluster, monitor)
+    left = cluster.stop()
+    assert monitor is not None
+    path = run_dir / "summary.json"
+    if failure is None and path.is_file():
+        summary = json.loads(path.read_text())
+        extra["outage_s"]["redis"] = summary.get("outage_s", {}).get("redis", 0.0)
+    else:  # the driver wrote none (a failure, or it was killed): what the record holds
+        sft = monitor.record.evaluation("sft") if monitor.record is not None else None
+        summary = monitor.summary(
+            stop_reason="interrupted" if failure is None else "error",
+            sft_accuracy=float(sft["accuracy"]) if sft else float("nan"),
+            final_accuracy=float("nan"),
+            final_step=monitor.progress.step,
+            policy=None,
+            started=started,
+            leftover_processes=left,
+        )
+        if failure is not None:
+            extra["failure"] = str(failure)[:4000]
+    summary.update(extra)
+    summary["leftover_processes"] = left
+    summary["wall_clock_s"] = round(time.time() - started, 1)
+    summary["resumed"] = resume
+    path.write_text(json.dumps(summary, indent=2) + "\n")
     if failure is not None:
         raise failure
     return summary
+
+
+def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> None:
+    """Refresh the progress from the services and the driver's record (a restarting service
+    answers nothing for a moment: the display keeps its last values); log each evaluation the
+    driver recorded since the last call (labels in ``shown`` are not logged again)."""
+    rows = monitor.recorded_evals()
+    for row in rows:
+        if row["label"] not in shown:
+            shown.add(row["label"])
+            say(
+                f"held-out accuracy ({row['label']}): {row['accuracy']:.3f} "
+                f"({row['correct']}/{row['total']})"
+            )
+    with contextlib.suppress(grpc.RpcError):
+        progress = monitor.poll()
+        during = [r for r in rows if r["label"] != "final"]
+        if during:
+            progress.heldout_accuracy = float(during[-1]["accuracy"])
 
 
 def _accounting(cluster: LocalCluster, driver: RunDriver) -> dict[str, Any]:

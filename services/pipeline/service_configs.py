@@ -20,7 +20,9 @@ from grpo.services.pipeline.config import RunConfig
 from grpo.services.registry import load_spec
 
 __all__ = [
+    "DRIVER_GRACE_S",
     "assembler_settings",
+    "driver_settings",
     "learner_settings",
     "rollout_worker_settings",
     "verifier_settings",
@@ -119,6 +121,39 @@ def learner_settings(
         "algo": learn.algo.model_dump(mode="json"),
     }
     return deep_merge(base, learn.extra)
+
+
+DRIVER_GRACE_S = 900.0
+"""Seconds the driver may take after SIGTERM (Ctrl-C): the final evaluation and summary."""
+
+
+def driver_settings(
+    config: RunConfig,
+    *,
+    redis_url: str,
+    namespace: str,
+    out_dir: Path,
+    learner_address: str,
+    assembler_address: str,
+    verifier_addresses: Mapping[str, str],
+    initial_policy: Path | str,
+    steps: int | None = None,
+) -> dict[str, Any]:
+    """Settings of the run driver (``grpo serve driver``): the run itself (with its Redis and
+    namespace resolved), the services' addresses and the output folder."""
+    run = config.model_dump(mode="json")
+    run["redis_url"], run["namespace"] = redis_url, namespace
+    return {
+        "server": {**_SERVER, "grace_s": DRIVER_GRACE_S},
+        "run": run,
+        "out_dir": str(out_dir),
+        "learner_address": learner_address,
+        "assembler_address": assembler_address,
+        "verifier_addresses": dict(verifier_addresses),
+        "initial_policy": str(initial_policy),
+        "steps": steps or 0,
+        "exit_when_done": True,
+    }
 
 
 def write_service_config(service: str, settings: Mapping[str, Any], path: Path) -> Path:

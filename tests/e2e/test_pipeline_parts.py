@@ -176,6 +176,7 @@ def test_feeder_applies_backpressure_and_never_feeds_twice(
             for e in streams.consume(names.prompts, "workers", "w", common_pb2.PromptJob, 10, None)
         ],
     )
+    assert again.resumed_at == 8  # found from the stream's dedup markers, not by re-feeding
     assert again.pump() == 2 and again.exhausted  # only the 2 jobs of pass 2 not yet written
     raw = redis_client.xrange(names.prompts)
     jobs = [common_pb2.PromptJob.FromString(fields[b"pb"]) for _i, fields in raw]  # type: ignore[union-attr]

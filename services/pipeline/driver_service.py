@@ -1,0 +1,196 @@
+"""``grpo serve driver``: the run driver as a component of its own.
+
+The same ``RunDriver`` that ``grpo run`` uses, behind one settings model (``DriverSettings``):
+the run's ``RunConfig`` (data, evaluation, budget, G, B; ``run.redis_url`` and
+``run.namespace`` locate its streams), the addresses of the learner, the assembler and the
+verifiers, and where ``eval.jsonl`` and ``summary.json`` go. It serves health, reflection and
+metrics like every service; its one worker runs ``RunDriver.drive`` and, when
+``exit_when_done``, ends the process with exit code 0 once ``summary.json`` is written (a
+Kubernetes Job completes; ``grpo run`` then stops the cluster).
+
+Restartable: a driver that dies exits non-zero and is restarted (by ``grpo run``'s supervisor
+or the Job's restart policy); the new one takes its recorded evaluations and spent seconds from
+Redis (``DriverRecord``) and resumes feeding after the last prompt the stream holds
+(``PromptFeeder.resume``): it never re-feeds or skips a prompt and never re-runs a recorded
+evaluation. SIGTERM stops training and still evaluates the final policy and writes the summary
+within ``server.grace_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import grpc
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo.errors import FailedPreconditionError
+from grpo.services.pipeline.config import RunConfig
+from grpo.services.pipeline.driver import DriverRecord, RunDriver
+from grpo.services.registry import ServiceParts, ServiceSpec
+from grpo.services.server import ServerSettings
+from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_grpc
+
+__all__ = ["SERVICE", "DriverSettings", "DriverWorker", "RemoteEndpoints", "build"]
+
+log = logging.getLogger(__name__)
+
+
+class DriverSettings(BaseModel):
+    """The run driver: the run's config, the services' addresses, the output folder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSettings = Field(
+        default_factory=lambda: ServerSettings(grace_s=900.0),
+        description="gRPC server (health and metrics only); grace_s bounds the final "
+        "evaluation after SIGTERM.",
+    )
+    run: RunConfig = Field(
+        ...,
+        description="The run (grpo.services.pipeline.config.RunConfig): tasks, evaluation, "
+        "budget; run.redis_url (None = $REDIS_URL) and run.namespace locate its streams.",
+    )
+    out_dir: Path = Field(
+        default=Path("runs/driver"), description="Where eval.jsonl and summary.json go."
+    )
+    learner_address: str = Field(..., min_length=1, description="host:port of the learner.")
+    assembler_address: str = Field(..., min_length=1, description="host:port of the assembler.")
+    verifier_addresses: dict[str, str] = Field(
+        default_factory=dict,
+        description="Verifier service name -> host:port (the outcome verifier scores "
+        "held-out evaluations).",
+    )
+    initial_policy: str | None = Field(
+        default=None,
+        description="Folder of the initial policy evaluated as 'sft'; None = the folder the "
+        "learner published as version 0.",
+    )
+    steps: int = Field(default=0, ge=0, description="Learner steps to reach; 0 = budget.steps.")
+    exit_when_done: bool = Field(
+        default=True, description="Exit 0 once summary.json is written (a Job completes)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DriverSettings:
+        if not self.run.namespace:
+            raise ValueError("run.namespace must name the run's streams (it is '' here)")
+        return self
+
+
+class RemoteEndpoints:
+    """``Endpoints`` over gRPC addresses; ``check`` is a no-op (a remote driver sees no
+    processes: a dead service shows as failed calls, retried until it is back)."""
+
+    def __init__(self, settings: DriverSettings) -> None:
+        """Args: settings: the driver's settings (addresses)."""
+        self._settings = settings
+
+    def learner_status(self) -> learner_pb2.GetStatusResponse:
+        """The learner's GetStatus (raises grpc.RpcError when it is down)."""
+        with grpc.insecure_channel(self._settings.learner_address) as channel:
+            stub = learner_pb2_grpc.LearnerStub(channel)
+            return stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
+
+    def assembler_stats(self) -> assembler_pb2.AssemblerStats:
+        """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
+        with grpc.insecure_channel(self._settings.assembler_address) as channel:
+            stub = assembler_pb2_grpc.AssemblerStub(channel)
+            return stub.GetStats(assembler_pb2.GetStatsRequest(), timeout=10).stats
+
+    def verifier_address(self, name: str) -> str:
+        """``host:port`` of verifier ``name``.
+
+        Raises:
+            FailedPreconditionError: ``verifier_addresses`` does not name it.
+        """
+        address = self._settings.verifier_addresses.get(name)
+        if not address:
+            raise FailedPreconditionError(f"driver settings give no address for verifier {name!r}")
+        return address
+
+    def check(self) -> None:
+        """Nothing to check from here (see the class docstring)."""
+
+
+class DriverWorker:
+    """Runs ``RunDriver.drive`` in a thread (a ``BackgroundWorker`` of ``grpo serve``)."""
+
+    def __init__(self, driver: RunDriver, settings: DriverSettings) -> None:
+        """Args: driver: the run driver; settings: its settings (initial policy, steps)."""
+        self.driver = driver
+        self._settings = settings
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.summary: dict[str, object] | None = None
+
+    def start(self) -> None:
+        """Start the drive thread (returns at once)."""
+        self._thread = threading.Thread(target=self._run, name="run-driver", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        s = self._settings
+        try:
+            self.summary = self.driver.drive(s.initial_policy, s.steps or None, started=time.time())
+        except Exception:
+            log.exception("run driver failed; exiting to be restarted")
+            raise
+        log.info("run driver done", extra={"stop_reason": self.summary["stop_reason"]})
+        if s.exit_when_done and not self._stop.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)  # serve drains and returns: exit code 0
+        self._stop.wait()  # alive until stopped, so serve never takes "done" for "died"
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop training (the final evaluation and summary still run), join in ``timeout_s``."""
+        self.driver.stop_requested.set()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def is_alive(self) -> bool:
+        """True while the drive thread runs (False after a failure: the process restarts)."""
+        return self._thread is not None and self._thread.is_alive()
+
+
+def build(settings: DriverSettings) -> ServiceParts:
+    """Load the task sets, connect to Redis, and return the drive worker (no RPC binding).
+
+    Raises:
+        FailedPreconditionError: no Redis URL (``run.redis_url`` or ``$REDIS_URL``).
+        InvalidArgumentError / NotFoundError: the data section cannot be loaded.
+    """
+    import torch
+
+    from grpo.services.pipeline.tasks import load_run_tasks
+    from grpo.services.redis_server import connect, resolve_redis_url
+    from grpo.services.streams import StreamNames, Streams
+
+    torch.set_num_threads(1)
+    try:  # no per-call progress bars in the log (model loads at every evaluation)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    run = settings.run
+    client = connect(str(resolve_redis_url(run.redis_url, required_by="run driver")))
+    names = StreamNames(run.namespace)
+    driver = RunDriver(
+        run,
+        load_run_tasks(run),
+        streams=Streams(client),
+        names=names,
+        endpoints=RemoteEndpoints(settings),
+        out_dir=settings.out_dir,
+        log_fn=log.info,
+        record=DriverRecord(client, names),
+    )
+    return ServiceParts(bindings=[], workers=[DriverWorker(driver, settings)], close=client.close)
+
+
+SERVICE = ServiceSpec(name="driver", settings_cls=DriverSettings, build=build)
