@@ -340,7 +340,7 @@ def test_embedded_redis_dies_with_its_parent_and_keeps_its_data_across_a_restart
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
     assert parent.stdout is not None
-    pid_text, url = parent.stdout.readline().split()
+    pid_text, _url = parent.stdout.readline().split()
     pid = int(pid_text)
     parent.send_signal(signal.SIGKILL)
     parent.wait(10)
