@@ -3,8 +3,9 @@
 Before claims are looked for, a step's text is rewritten into plain arithmetic: markdown
 (``**Step 1:**``, ``__``, backticks, a leading bullet ``-``/``*``/``1.``) and math delimiters
 (``$``, ``\\(``, ``\\[``) are dropped; LaTeX operators become symbols (``5 \\times 6``,
-``8 \\cdot 2`` -> ``*``; ``20 \\div 5`` -> ``/``; ``\\frac{a}{b}`` -> ``(a)/(b)``; ``\\left(``
--> ``(``; braces -> parentheses); operator words too (``7 times 3``, ``multiplied by``,
+``8 \\cdot 2`` -> ``*``; ``20 \\div 5`` -> ``/``; ``\\frac{a}{b}`` -> ``(a)/(b)``
+(``1 \\frac{1}{2}`` -> the mixed number ``1 1/2``); ``\\sqrt{a}`` -> ``(a)^(1/2)``;
+``\\left(`` -> ``(``; braces -> parentheses); operator words too (``7 times 3``, ``multiplied by``,
 ``divided by``, ``plus``, ``minus``); and "3 bags of 5" reads as ``3 * 5``.
 
 Claims found in a step's text:
@@ -70,7 +71,7 @@ _WORD = re.compile(r"[A-Za-z]{2,}")
 _ARTICLE = re.compile(r"\b[aAI]\b(?=\s+[A-Za-z]{2,})")  # "a minute", "I think": words
 _PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b")
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[x×]\s*(?=[\d($])")
-_RUN = re.compile(r"[0-9A-Za-z.,+\-–−*/×÷()^$%=\s]+")
+_RUN = re.compile(r"[0-9A-Za-z.,+\-–−*/×÷()^$%=!\s]+")
 _SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])")
 _PARTIAL = re.compile(r"^(?:[+*/^×÷]|[-–−]\s)")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d])")
@@ -92,6 +93,8 @@ _TRANSFORMS = (*standard_transformations, implicit_multiplication, convert_xor, 
 _MARKDOWN = re.compile(r"\*\*|__|`|^\s*(?:[-*•]|\d+[.)])\s+")
 _DELIMITERS = re.compile(r"\\[()\[\]]|\$\$")
 _MATH_SPAN = re.compile(r"\$([^$]*=[^$]*)\$")
+_LATEX_MIXED = re.compile(r"(?<![\d.])(\d+)\s*\\[dt]?frac\s*\{(\d+)\}\s*\{(\d+)\}")
+_LATEX_SQRT = re.compile(r"\\sqrt\s*\{([^{}]*)\}")
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _LATEX_OPS = (
     (re.compile(r"\\(?:times|cdot|ast)(?![A-Za-z])"), " * "),
@@ -116,8 +119,10 @@ def _plain(step: str) -> str:
     text = _DELIMITERS.sub(" ", text)
     text = _MATH_SPAN.sub(lambda m: f" {m.group(1)} ", text)  # $8 \cdot 2 = 16$; $5 stays money
     text = text.replace("$", "\x01")
+    text = _LATEX_MIXED.sub(r"\1 \2/\3", text)  # 1 \frac{1}{2}: the mixed number 1 1/2
     for _ in range(3):
         text = _LATEX_FRAC.sub(r"((\1)/(\2))", text)
+        text = _LATEX_SQRT.sub(r"((\1)^(1/2))", text)
     for pattern, repl in _LATEX_OPS:
         text = pattern.sub(repl, text)
     text = text.replace("{", "(").replace("}", ")")
@@ -143,7 +148,9 @@ def _claims_in_run(run: str) -> list[Claim]:
     run = _SPACE_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), run)
     claims: list[Claim] = []
     for piece in run.split(","):
-        sides = [" ".join(s.split()).rstrip(".").strip() for s in piece.split("=")]
+        sides = [" ".join(s.split()).rstrip(".").strip().lstrip("!") for s in piece.split("=")]
+        if sides and sides[-1].endswith("!"):
+            sides[-1] = sides[-1].rstrip("!")  # "3+4 = 7!" ends a sentence; "5! = 120" stays
         for lhs, rhs in itertools.pairwise(sides):
             complete = not (_PARTIAL.match(lhs) or _PARTIAL.match(rhs))
             if lhs and rhs and complete and any(ch.isdigit() for ch in lhs + rhs):

@@ -5,8 +5,8 @@ A response is cut, in this order, at:
 1. line breaks;
 2. "Step k" markers inside a line (``Step 2:``, ``step 3.``; a marker after only markdown
    at the line start, ``**Step 1:**``, ``## Step 1:``, does not cut);
-3. sentence ends (``.``, ``!`` or ``?`` followed by whitespace) — so each sentence holding an
-   equation is its own step;
+3. sentence ends (``.``, ``!`` or ``?`` followed by whitespace, not by ``=``: ``5! = 120``; not
+   the ``1.`` of a numbered list) — so each sentence holding an equation is its own step;
 4. commas between equations, as in the arithmetic format ``7+8=15,4+3+1=8:85``: when every
    comma-separated part of a sentence contains ``=``, each part is a step. A final answer after
    the last ``:`` (``:85``) is not part of any step. A part that starts with a thousands
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 __all__ = ["Step", "segment_steps"]
 
 _STEP_MARK = re.compile(r"(?i)\bstep\s*\d+\s*[:.)]?")
-_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s)(?!\s*=)")  # "5! = 120" is not a sentence end
+_LIST_MARK = re.compile(r"\s*\d{1,3}\.$")  # "1." of a numbered list
 _FINAL_ANSWER_LINE = re.compile(r"^\s*####")
 _GROUP = re.compile(r"\d{3}(?![\d+\-*/=])")  # "1,000 and": a thousands group, not an equation
 _TRAILING_ANSWER = re.compile(r":\s*-?[\d.,/]+\s*$")
@@ -92,7 +93,11 @@ def segment_steps(response: str) -> list[Step]:
                 if line[: m.start()].strip(" \t*_#-•")  # "**Step 1:**" at a line start
             ]
             for a, b in _cut(line_start, line_end, marks):
-                ends = [m.end() for m in _SENTENCE_END.finditer(response, a, b)]
+                ends = [
+                    m.end()
+                    for m in _SENTENCE_END.finditer(response, a, b)
+                    if not _LIST_MARK.fullmatch(response, line_start, m.end())
+                ]
                 for c, d in _cut(a, b, ends):
                     c, d = _trim(response, c, d)
                     if c >= d:
