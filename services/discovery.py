@@ -8,9 +8,12 @@ A verifier is discoverable when its Service carries
 * a port named ``grpc`` (the Service port number is dialled, not the targetPort).
 
 Its address is the Service's cluster DNS name, ``<name>.<namespace>.svc:<port>`` (with
-``.<clusterDomain>`` appended when one is configured). gRPC then resolves it to the Service's
-cluster IP, and kube-proxy balances connections over ready pods (or, for a headless Service,
-the DNS resolver returns every pod).
+``.<clusterDomain>`` appended when one is configured). For a ClusterIP Service gRPC resolves it
+to the cluster IP and kube-proxy balances *connections* over ready pods; for a headless Service
+(``clusterIP: None``) the address is ``dns:///<name>.<namespace>.svc:<port>``, which the
+verifier client dials with round_robin over every pod address the name resolves to, so load
+is spread *per call* and added replicas take load
+(``grpo.services.assembler.verifier_client``).
 
 The label-to-route logic (:func:`verifier_from_service`, :func:`routes_from_services`) is pure
 and works on the official client's model objects (``V1Service``), so it is tested without a
@@ -118,7 +121,8 @@ class DiscoveredVerifier:
 
     Attributes:
         service: ``namespace/name`` of the Service.
-        address: gRPC target ``<name>.<namespace>.svc[.<domain>]:<port>``.
+        address: gRPC target ``<name>.<namespace>.svc[.<domain>]:<port>``, prefixed with
+            ``dns:///`` for a headless Service (per-call round-robin over its pods).
         kind: ``"outcome"`` or ``"process"``.
         task_types: task types it scores, in annotation order, without duplicates.
     """
@@ -200,9 +204,10 @@ def verifier_from_service(
         raise InvalidArgumentError(f"Service {ident}: no port named {port_name!r} (ports: {names})")
 
     host = f"{name}.{namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
+    headless = getattr(getattr(service, "spec", None), "cluster_ip", None) == "None"
     return DiscoveredVerifier(
         service=ident,
-        address=f"{host}:{int(port)}",
+        address=f"{'dns:///' if headless else ''}{host}:{int(port)}",
         kind="process" if kind == "process" else "outcome",
         task_types=tuple(task_types),
     )

@@ -61,6 +61,14 @@ def service(
     )
 
 
+def test_headless_service_gets_a_round_robin_dns_target() -> None:
+    svc = service("verifier-math")
+    svc.spec.cluster_ip = "None"
+    assert verifier_from_service(svc).address == "dns:///verifier-math.grpo.svc:50051"
+    svc.spec.cluster_ip = "10.0.0.7"
+    assert verifier_from_service(svc).address == "verifier-math.grpo.svc:50051"
+
+
 def test_service_to_verifier() -> None:
     found = verifier_from_service(service("verifier-math", " math, arith ,math ", "outcome"))
     assert found.service == "grpo/verifier-math"
