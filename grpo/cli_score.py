@@ -217,6 +217,7 @@ def score_file(
         require_code_tests=spec_kind.require_code_tests,
     )
     stdin = str(input_path) == "-"
+    created = not output_path.exists()
     results = ResultsFile(
         output_path,
         key=lambda row: str(row["id"]),
@@ -236,10 +237,10 @@ def score_file(
             deadline_s=deadline_s, max_attempts=max_attempts, tls_ca=tls_ca,
             tls_cert=tls_cert, tls_key=tls_key,
         )  # fmt: skip
-        start = time.perf_counter()
         written = 0
         with _scorer(kind, options) as scorer:
             info = scorer.describe()
+            start = time.perf_counter()  # items/s: scoring only, not the verifier's start
             hint = "use grpo score custom --task-type NAME for a verifier of your own"
             check_verifier(
                 info, task_type=task_type, kind=spec_kind.verifier_kind, where=scorer.where,
@@ -271,12 +272,19 @@ def score_file(
         )
     finally:
         results.close()
+        if created and output_path.stat().st_size == 0:
+            output_path.unlink()  # refused before any row (a mismatched verifier): no stray file
 
 
-def _verdict_names() -> str:
+def _status_names(verdicts: bool) -> str:
+    """The statuses that are (or are not) verdicts, by ``grpo.services.score_status``."""
     from grpo.services.evaluation.scoring import status_name
+    from grpo.v1 import common_pb2
 
-    return ", ".join(sorted(status_name(s) for s in VERDICT_STATUSES))
+    values = [
+        v for v in common_pb2.ScoreStatus.values() if v != common_pb2.SCORE_STATUS_UNSPECIFIED
+    ]
+    return ", ".join(sorted(status_name(v) for v in values if (v in VERDICT_STATUSES) == verdicts))
 
 
 def summary_table(title: str, run: ScoreRun) -> Table:
@@ -289,10 +297,10 @@ def summary_table(title: str, run: ScoreRun) -> Table:
     table.add_row("  resumed (already there)", str(run.resumed))
     table.add_row("  written now", str(run.scored_now))
     table.add_row("verdicts (reward counts)", str(s.verdicts))
-    table.add_row("missing (verifier undecided)", str(s.missing))
+    table.add_row(f"missing ({_status_names(False)})", str(s.missing))
     table.add_row("no score (invalid_input, too_large)", str(s.refused))
     mean = "n/a" if s.reward_mean is None else f"{s.reward_mean:.4f}"
-    table.add_row(f"reward mean over verdicts ({_verdict_names()})", mean)
+    table.add_row(f"reward mean over verdicts ({_status_names(True)})", mean)
     for status, count in sorted(s.statuses.items()):
         table.add_row(f"status {status}", str(count))
     table.add_row("latency p50 (ms)", f"{s.latency_p50_s * 1e3:.1f}")
