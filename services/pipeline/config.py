@@ -32,6 +32,7 @@ __all__ = [
     "DataConfig",
     "EvalConfig",
     "GenerationRunConfig",
+    "JsonlSourceConfig",
     "LearnerRunConfig",
     "ModelConfig",
     "RunConfig",
@@ -60,14 +61,55 @@ class ArithConfig(BaseModel):
         return self
 
 
+class JsonlSourceConfig(BaseModel):
+    """A user's dataset: one JSON object per line, mapped onto tasks by field names."""
+
+    model_config = _FROZEN
+
+    path: str = Field(default="", description="JSONL file of training (and held-out) rows.")
+    heldout_path: str | None = Field(
+        default=None,
+        description="JSONL file of held-out rows (same mapping); None = the last "
+        "data.heldout_size rows of path are held out.",
+    )
+    prompt_field: str = Field(default="prompt", min_length=1, description="Field of the prompt.")
+    gold_field: str = Field(default="answer", min_length=1, description="Field of the gold answer.")
+    task_type: str = Field(
+        default="math",
+        min_length=1,
+        description="Task type (routing key) of every row, unless task_type_field is set.",
+    )
+    task_type_field: str | None = Field(
+        default=None, description="Field holding each row's task type (one type per run)."
+    )
+    id_field: str | None = Field(
+        default=None, description="Field of a unique task id; None = '<file stem>-<line>'."
+    )
+    prompt_template: str = Field(
+        default="{prompt}",
+        description="Prompt text around the prompt field, e.g. 'Question: {prompt}\\nAnswer:'.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> JsonlSourceConfig:
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError("data.jsonl.prompt_template must contain {prompt}")
+        return self
+
+
 class DataConfig(BaseModel):
     """Training prompts and the held-out evaluation set."""
 
     model_config = _FROZEN
 
-    source: Literal["arith", "gsm8k", "math500", "humaneval"] = Field(
+    source: Literal["arith", "gsm8k", "math500", "humaneval", "jsonl"] = Field(
         default="arith",
-        description="Task source: synthetic arithmetic, or a dataset in the data dir.",
+        description="Task source: synthetic arithmetic, a dataset in the data dir, or a "
+        "user's JSONL file (data.jsonl).",
+    )
+    jsonl: JsonlSourceConfig = Field(
+        default_factory=JsonlSourceConfig,
+        description="The user's JSONL dataset and its field mapping (source: jsonl).",
     )
     train_size: int = Field(
         default=0, ge=0, description="Training prompts (0 = every available one; arith needs > 0)."
@@ -85,6 +127,8 @@ class DataConfig(BaseModel):
     def _check(self) -> DataConfig:
         if self.source == "arith" and self.train_size == 0:
             raise ValueError("data.train_size must be > 0 for data.source=arith")
+        if self.source == "jsonl" and not self.jsonl.path:
+            raise ValueError("data.jsonl.path must name the JSONL file for data.source=jsonl")
         return self
 
 

@@ -1,10 +1,14 @@
-"""Training, held-out and SFT task sets of a run (from ``RunConfig.data``)."""
+"""Training, held-out and SFT task sets of a run (from ``RunConfig.data``): the shipped
+sources (synthetic arithmetic, GSM8K, MATH-500, HumanEval) or a user's JSONL file mapped onto
+tasks by field names (``data.jsonl``, ``load_jsonl_tasks``)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from grpo.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.services.datasets import (
     arith_tasks,
     load_gsm8k,
@@ -12,10 +16,10 @@ from grpo.services.datasets import (
     load_math500,
     worked_examples,
 )
-from grpo.services.pipeline.config import RunConfig
+from grpo.services.pipeline.config import JsonlSourceConfig, RunConfig
 from grpo.v1 import common_pb2
 
-__all__ = ["RunTasks", "load_run_tasks"]
+__all__ = ["RunTasks", "load_jsonl_tasks", "load_run_tasks"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,72 @@ def _split(
     heldout = tasks[len(tasks) - heldout_size :] if heldout_size else []
     train = tasks[: len(tasks) - heldout_size]
     return (train[:train_size] if train_size else train), heldout
+
+
+def load_jsonl_tasks(path: Path, source: JsonlSourceConfig) -> list[common_pb2.Task]:
+    """Tasks from a JSONL file, one per non-empty line, mapped by ``source``'s field names.
+
+    Each row's prompt is ``source.prompt_template`` with ``{prompt}`` replaced by the prompt
+    field; the gold answer is the gold field as text; the type is ``source.task_type`` or the
+    row's ``task_type_field``; the id is the ``id_field`` or ``<file stem>-<line number>``.
+
+    Raises:
+        NotFoundError: the file does not exist.
+        InvalidArgumentError: a line is not a JSON object, lacks a mapped field (the message
+            names the file, line and field), repeats an id, or the file holds no row.
+    """
+    if not path.is_file():
+        raise NotFoundError(f"data.jsonl file {path} does not exist")
+    tasks: list[common_pb2.Task] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidArgumentError(f"{path}:{number}: not valid JSON: {exc}") from exc
+            if not isinstance(row, dict):
+                raise InvalidArgumentError(f"{path}:{number}: a line must hold a JSON object")
+            fields = [source.prompt_field, source.gold_field]
+            fields += [f for f in (source.task_type_field, source.id_field) if f]
+            for name in fields:
+                if name not in row:
+                    raise InvalidArgumentError(f"{path}:{number}: no field {name!r} (data.jsonl)")
+            task_id = str(row[source.id_field]) if source.id_field else f"{path.stem}-{number}"
+            if task_id in seen:
+                raise InvalidArgumentError(f"{path}:{number}: task id {task_id!r} repeats")
+            seen.add(task_id)
+            kind = str(row[source.task_type_field]) if source.task_type_field else source.task_type
+            prompt = source.prompt_template.replace("{prompt}", str(row[source.prompt_field]))
+            tasks.append(
+                common_pb2.Task(
+                    id=task_id, type=kind, prompt=prompt, gold_answer=str(row[source.gold_field])
+                )
+            )
+    if not tasks:
+        raise InvalidArgumentError(f"data.jsonl file {path} holds no row")
+    return tasks
+
+
+def _jsonl_run_tasks(config: RunConfig) -> RunTasks:
+    data = config.data
+    source = data.jsonl
+    tasks = load_jsonl_tasks(Path(source.path), source)
+    if source.heldout_path:
+        heldout = load_jsonl_tasks(Path(source.heldout_path), source)[: data.heldout_size]
+        held_ids = {t.id for t in heldout}
+        train = [t for t in tasks if t.id not in held_ids]
+        train = train[: data.train_size] if data.train_size else train
+    else:
+        train, heldout = _split(tasks, data.train_size, data.heldout_size)
+    types = {t.type for t in train} | {t.type for t in heldout}
+    if len(types) != 1:
+        raise InvalidArgumentError(
+            f"data.jsonl rows have task types {sorted(types)}; a run routes one task type"
+        )
+    return RunTasks(train=train, heldout=heldout, sft=[], task_type=types.pop())
 
 
 def load_run_tasks(config: RunConfig) -> RunTasks:
@@ -95,6 +165,8 @@ def load_run_tasks(config: RunConfig) -> RunTasks:
         train = train[: data.train_size] if data.train_size else train
         heldout = load_gsm8k("test")[: data.heldout_size]
         return RunTasks(train=train, heldout=heldout, sft=sft, task_type="math")
+    if data.source == "jsonl":
+        return _jsonl_run_tasks(config)
     if data.source == "math500":
         train, heldout = _split(load_math500(), data.train_size, data.heldout_size)
         return RunTasks(train=train, heldout=heldout, sft=sft, task_type="math")

@@ -234,3 +234,71 @@ def test_unknown_settings_variables_are_logged_not_dropped_silently(
     with caplog.at_level("WARNING", logger="grpo.services.config"):
         load_run_config(REPO / "configs" / "e2e-tiny.yaml", environ={"GRPO_RUN_BUDGET__STEPZ": "1"})
     assert ["GRPO_RUN_BUDGET__STEPZ" in r.getMessage() for r in caplog.records] == [True]
+
+
+def test_a_users_jsonl_dataset_with_a_field_mapping(tmp_path: Path) -> None:
+    import json
+
+    rows = [{"q": f"{i}+{i}=", "a": 2 * i, "kind": "arith", "uid": f"u{i}"} for i in range(10)]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    mapping = {
+        "path": str(path),
+        "prompt_field": "q",
+        "gold_field": "a",
+        "task_type_field": "kind",
+        "id_field": "uid",
+        "prompt_template": "Q: {prompt}",
+    }
+    cfg = RunConfig.model_validate(
+        {"data": {"source": "jsonl", "jsonl": mapping, "heldout_size": 3, "train_size": 5}}
+    )
+    tasks = load_run_tasks(cfg)
+    assert [t.id for t in tasks.train] == [f"u{i}" for i in range(5)]
+    assert [t.id for t in tasks.heldout] == ["u7", "u8", "u9"]  # the last rows, disjoint
+    first = tasks.train[0]
+    assert (first.prompt, first.gold_answer, first.type) == ("Q: 0+0=", "0", "arith")
+    assert tasks.task_type == "arith" and tasks.sft == []
+    # A separate held-out file (same mapping) is taken out of the training rows by id.
+    held = tmp_path / "held.jsonl"
+    held.write_text(json.dumps(rows[2]) + "\n")
+    split = load_run_tasks(
+        RunConfig.model_validate(
+            {"data": {"source": "jsonl", "heldout_size": 5,
+                      "jsonl": {**mapping, "heldout_path": str(held)}}}
+        )
+    )  # fmt: skip
+    assert [t.id for t in split.heldout] == ["u2"] and "u2" not in {t.id for t in split.train}
+    # Bad input names the file, the line and the field.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"q": "1+1="}) + "\n")
+    with pytest.raises(InvalidArgumentError, match=r"bad\.jsonl:1: no field 'a'"):
+        load_run_tasks(
+            RunConfig.model_validate(
+                {
+                    "data": {
+                        "source": "jsonl",
+                        "heldout_size": 0,
+                        "jsonl": {**mapping, "path": str(bad)},
+                    }
+                }
+            )
+        )
+    with pytest.raises(ValueError, match=r"data\.jsonl\.path"):
+        RunConfig.model_validate({"data": {"source": "jsonl"}})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        "\n".join(json.dumps({**r, "kind": ["a", "b"][i % 2]}) for i, r in enumerate(rows))
+    )
+    with pytest.raises(InvalidArgumentError, match="one task type"):
+        load_run_tasks(
+            RunConfig.model_validate(
+                {
+                    "data": {
+                        "source": "jsonl",
+                        "heldout_size": 2,
+                        "jsonl": {**mapping, "path": str(mixed)},
+                    }
+                }
+            )
+        )
