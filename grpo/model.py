@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import PreTrainedTokenizerFast
 
 from grpo.errors import InvalidArgumentError, NotFoundError
 
@@ -129,6 +129,9 @@ def init_tiny_model(
     Raises:
         InvalidArgumentError: a size is not positive or the head counts do not divide.
     """
+    # Importing the model classes loads sympy (via the torch code they use): only when building.
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     sizes = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads}
     sizes |= {"intermediate": intermediate, "max_positions": max_positions}
     for name, value in sizes.items():

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from transformers import AutoModelForCausalLM
 
 from grpo.errors import InvalidArgumentError
 from grpo.learner.schedule import lr_multiplier
@@ -139,6 +138,8 @@ def run_sft(
     start, cpu_start = time.perf_counter(), time.process_time()
     torch.manual_seed(seed)
     rng = random.Random(seed)
+    from transformers import AutoModelForCausalLM  # loads sympy: only when training
+
     tok = load_tokenizer(model_dir)
     model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model.train()
