@@ -221,6 +221,7 @@ class RunDriver:
             config=self.config,
             task_type=self.tasks.task_type,
             outcome_address=outcome,
+            out_dir=self.out_dir / "eval" / label.replace(" ", "-"),  # samples.jsonl, summary
         )
         row = {
             "label": label,
