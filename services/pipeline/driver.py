@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from grpo.learner.metric_names import GROUPS_REWARD_MEAN
 from grpo.services.learner.publish import read_policy
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.feeder import PromptFeeder
@@ -315,7 +316,7 @@ class RunDriver:
         p.step = int(status.step)
         p.policy_version = int(status.policy_version)
         p.last_metrics = dict(status.last_metrics)
-        p.reward = _first_metric(p.last_metrics, "reward/mean", "groups/reward_mean")
+        p.reward = _first_metric(p.last_metrics, GROUPS_REWARD_MEAN)
         p.stats = stats
         p.elapsed_s = self._elapsed()
         if self.record is not None and self._started_at:
