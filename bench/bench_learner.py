@@ -7,6 +7,15 @@ batch diagnostics, timed on the full batch. The model (``init_tiny_model``: Qwen
 plus a 32-token prompt) and scaled linearly to N responses, which the output says; attention
 makes the true full-batch cost, if anything, larger. Both run in this process, one torch
 thread, side by side. Target (issue 3): learner math < 5% of the model step.
+
+PPO with a learned critic (``estimator: gae``, issue 18) against GRPO: the same trainer step
+on the same batch (``GAE_P`` prompts × ``GAE_G`` rollouts × ``GAE_T`` response tokens of the
+tiny model), timed alternately (median of ``REPEATS``), with memory as (a) the persistent
+training state — parameters, gradients and AdamW moments of every trained model, exact
+bytes — and (b) the activations saved for backward (bytes of the tensors autograd keeps,
+counted with ``torch.autograd.graph.saved_tensors_hooks``, once per storage), over the whole
+step and for the largest single graph (the activation peak); on CUDA also the peak allocated
+memory. Printed as GAE / GRPO ratios.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import torch
 P, G, T_RESP, T_PROMPT = 64, 16, 1024, 32
 MODEL_ROWS = 2
 REPEATS = 3
+GAE_P, GAE_G, GAE_T, GAE_PROMPT = 8, 8, 96, 16
 
 
 def _median_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
@@ -127,6 +137,121 @@ def _model_step_s() -> tuple[float, int]:
     return _median_s(step, repeats=2), sum(p.numel() for p in model.parameters())
 
 
+def _rollout_groups(vocab: int, eos: int) -> list:
+    """GAE_P groups of GAE_G random rollouts (content does not change time or memory)."""
+    from grpo.learner.batch import GroupRows, RolloutRow
+
+    g = torch.Generator().manual_seed(5)
+    groups = []
+    for p in range(GAE_P):
+        prompt = torch.randint(3, vocab, (GAE_PROMPT,), generator=g).tolist()
+        rows = []
+        for i in range(GAE_G):
+            length = int(torch.randint(GAE_T // 2, GAE_T + 1, (1,), generator=g))
+            resp = torch.randint(3, vocab, (length,), generator=g).tolist()
+            resp[-1] = eos
+            mu = (-torch.rand(length, generator=g) * 3).tolist()
+            rows.append(RolloutRow(i, prompt, resp, mu, True, 0, float(i % 2)))
+        groups.append(GroupRows(f"g{p}", f"p{p}", "arith", GAE_G, rows))
+    return groups
+
+
+def _state_bytes(trainer) -> int:
+    """Parameters + gradients + optimizer state of every trained model (bytes)."""
+    pairs = [(trainer.model, trainer.optimizer)]
+    if trainer.critic is not None:
+        pairs.append((trainer.critic.model, trainer.critic.optimizer))
+    total = 0
+    for model, opt in pairs:
+        for prm in model.parameters():
+            total += prm.numel() * prm.element_size()
+            if prm.grad is not None:
+                total += prm.grad.numel() * prm.grad.element_size()
+        for st in opt.state.values():
+            total += sum(v.numel() * v.element_size() for v in st.values() if torch.is_tensor(v))
+    return total
+
+
+def _saved_activation_bytes(step: Callable[[], object]) -> tuple[int, int]:
+    """Bytes of the tensors autograd saves for backward during ``step``: (total over the step,
+    largest single graph, i.e. between two ``backward`` calls), each storage counted once.
+
+    A graph's storages are kept alive until its ``backward``, so a freed address reused by a
+    later tensor is never mistaken for one already counted. The largest graph is the peak of
+    activation memory: the policy's graph is freed by its backward before the critic's forward.
+    """
+    seen: dict[int, object] = {}
+    graphs: list[int] = []
+    current = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in seen:
+            seen[storage.data_ptr()] = storage
+            current[0] += storage.nbytes()
+        return t
+
+    original = torch.Tensor.backward
+
+    def backward(self: torch.Tensor, *args: object, **kwargs: object) -> None:
+        graphs.append(current[0])
+        current[0] = 0
+        seen.clear()
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            step()
+    finally:
+        torch.Tensor.backward = original  # type: ignore[method-assign]
+    return sum(graphs), max(graphs, default=0)
+
+
+def _gae_vs_grpo() -> dict[str, float]:
+    """Seconds, state bytes and saved-activation bytes of one GRPO and one GAE trainer step."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo.learner.config import LearnerAlgoConfig
+    from grpo.learner.trainer import Trainer, TrainerConfig
+    from grpo.model import init_tiny_model, load_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = init_tiny_model(tmp, max_positions=GAE_PROMPT + GAE_T + 8)
+        tok = load_tokenizer(path)
+        trainers = {
+            name: Trainer(
+                AutoModelForCausalLM.from_pretrained(path),
+                LearnerAlgoConfig(estimator=name, process_weight=0.0),
+                TrainerConfig(lr=1e-5, warmup_steps=0, micro_batch_size=16, device="auto"),
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+            for name in ("grpo", "gae")
+        }
+    groups = _rollout_groups(trainers["grpo"].model.config.vocab_size, tok.eos_token_id)
+    out: dict[str, float] = {}
+    for name, trainer in trainers.items():
+        trainer.step(groups)  # warm-up; creates the AdamW moments
+        out[f"{name}_state_bytes"] = _state_bytes(trainer)
+        total, peak = _saved_activation_bytes(lambda t=trainer: t.step(groups))
+        out[f"{name}_saved_bytes"], out[f"{name}_saved_peak_bytes"] = total, peak
+    times: dict[str, list[float]] = {name: [] for name in trainers}
+    for _ in range(REPEATS):
+        for name, trainer in trainers.items():
+            start = time.perf_counter()
+            trainer.step(groups)
+            times[name].append(time.perf_counter() - start)
+    for name in trainers:
+        out[f"{name}_s"] = statistics.median(times[name])
+    if torch.cuda.is_available():
+        for name, trainer in trainers.items():
+            torch.cuda.reset_peak_memory_stats()
+            trainer.step(groups)
+            out[f"{name}_cuda_peak_bytes"] = torch.cuda.max_memory_allocated()
+    return out
+
+
 def main() -> None:
     from transformers.utils import logging as hf_logging
 
@@ -153,6 +278,38 @@ def main() -> None:
         f"process credit (8 steps/response, group normalization): {process_s * 1e3:.1f} ms "
         f"= {process_s / model_s:.4%} of the model step"
     )
+    gae = _gae_vs_grpo()
+    mib = 2.0**20
+    print(
+        f"PPO + critic (gae) vs GRPO, one trainer step on {GAE_P} prompts x {GAE_G} rollouts x "
+        f"<= {GAE_T} tokens, tiny model, 1 thread:"
+    )
+    print(
+        f"  time/step: gae {gae['gae_s']:.3f} s, grpo {gae['grpo_s']:.3f} s, "
+        f"ratio {gae['gae_s'] / gae['grpo_s']:.2f}x"
+    )
+    print(
+        f"  training state (params + grads + AdamW): gae {gae['gae_state_bytes'] / mib:.1f} MiB, "
+        f"grpo {gae['grpo_state_bytes'] / mib:.1f} MiB, "
+        f"ratio {gae['gae_state_bytes'] / gae['grpo_state_bytes']:.2f}x"
+    )
+    print(
+        f"  activations saved for backward, whole step: gae {gae['gae_saved_bytes'] / mib:.1f} "
+        f"MiB, grpo {gae['grpo_saved_bytes'] / mib:.1f} MiB, "
+        f"ratio {gae['gae_saved_bytes'] / gae['grpo_saved_bytes']:.2f}x"
+    )
+    print(
+        f"  activations saved for backward, largest graph (peak): gae "
+        f"{gae['gae_saved_peak_bytes'] / mib:.1f} MiB, grpo "
+        f"{gae['grpo_saved_peak_bytes'] / mib:.1f} MiB, "
+        f"ratio {gae['gae_saved_peak_bytes'] / gae['grpo_saved_peak_bytes']:.2f}x"
+    )
+    if "gae_cuda_peak_bytes" in gae:
+        print(
+            f"  CUDA peak allocated: gae {gae['gae_cuda_peak_bytes'] / mib:.1f} MiB, grpo "
+            f"{gae['grpo_cuda_peak_bytes'] / mib:.1f} MiB, "
+            f"ratio {gae['gae_cuda_peak_bytes'] / gae['grpo_cuda_peak_bytes']:.2f}x"
+        )
 
 
 if __name__ == "__main__":
