@@ -213,10 +213,15 @@ def run_local(
     return summary
 
 
+_WARNED = "<no-signal warning>"
+"""Entry of ``_show``'s ``shown`` set once the no-signal warning was given."""
+
+
 def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> None:
     """Refresh the progress from the services and the driver's record (a restarting service
     answers nothing for a moment: the display keeps its last values); log each evaluation the
-    driver recorded since the last call (labels in ``shown`` are not logged again)."""
+    driver recorded since the last call (labels in ``shown`` are not logged again) and, once,
+    the warning that no closed group was kept (``RunDriver.warn_if_no_signal``)."""
     rows = monitor.recorded_evals()
     for row in rows:
         if row["label"] not in shown:
@@ -230,6 +235,8 @@ def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> No
         during = [r for r in rows if r["label"] != "final"]
         if during:
             progress.heldout_accuracy = float(during[-1]["accuracy"])
+        if _WARNED not in shown and monitor.warn_if_no_signal(progress.stats):
+            shown.add(_WARNED)
 
 
 def _accounting(cluster: LocalCluster, driver: RunDriver) -> dict[str, Any]:
