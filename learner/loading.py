@@ -18,7 +18,6 @@ from grpo.learner.trainer import Trainer, TrainerConfig
 __all__ = ["build_trainer", "load_causal_lm"]
 
 
-
 def load_causal_lm(path: str | Path, dtype: Literal["float32", "bfloat16", "float64"]) -> Any:
     """``AutoModelForCausalLM.from_pretrained(path)`` in ``dtype`` (a folder or a hub id).
 

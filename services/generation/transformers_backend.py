@@ -41,7 +41,6 @@ from grpo.v1 import common_pb2
 __all__ = ["TransformersBackend", "sample_next_tokens"]
 
 
-
 def sample_next_tokens(
     logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor]:

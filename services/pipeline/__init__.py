@@ -1,1 +1,1 @@
-"""`grpo run` on one machine: run config, local cluster of services, run driver, held-out evaluation."""
+"""`grpo run` on one machine: run config, local cluster, run driver, held-out evaluation."""

@@ -22,5 +22,5 @@ def test_dtype_table_and_auto_rule() -> None:
     assert resolve_dtype("auto", torch.device("cpu")) is torch.float32
     assert resolve_dtype("auto", torch.device("cuda", 0)) is torch.bfloat16
     assert {n: resolve_dtype(n, torch.device("cpu")) for n in DTYPES} == DTYPES
-    with pytest.raises(InvalidArgumentError, match="unknown dtype 'fp8'.*auto, float32"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown dtype 'fp8'.*auto, float32"):
         resolve_dtype("fp8", torch.device("cpu"))
