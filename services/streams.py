@@ -310,7 +310,7 @@ class Streams:
         self, stream: str, group: str, entry_id: str, fields: dict[Any, Any] | None, reason: str
     ) -> None:
         log.error(
-            "undecodable stream entry moved to dead letters",
+            "stream entry moved to dead letters",
             extra={"stream": stream, "entry_id": entry_id, "reason": reason},
         )
         dead: dict[Any, Any] = dict(fields or {})

@@ -114,7 +114,7 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     pending = redis_client.xpending(names.groups, "learner")["pending"]
     assert pending <= 1
     dead = redis_client.xrange(f"{names.groups}:dead")
-    assert len(dead) == 1 and b"behavior_logprobs" in dead[0][1][b"reason"]
+    assert len(dead) == 1 and b"behavior_logprobs" in dead[0][1][b"_reason"]
 
 
 def test_settings_errors_name_the_field(tmp_path: Path) -> None:
