@@ -8,9 +8,11 @@ groups/ — outcome rewards [P, G]
     reward; ``groups/reward_std_mean`` mean over groups of the group std (chosen convention);
     ``groups/correct_frac`` share of valid rewards ≥ ``correct_threshold``;
     ``groups/missing`` count and ``groups/missing_frac`` share of members without a valid
-    reward; ``groups/all_correct_frac``, ``groups/all_wrong_frac``, ``groups/mixed_frac``
-    shares of groups (with ≥ 1 valid reward) whose valid rewards are all correct, none
-    correct, or both; ``groups/no_valid`` groups without any valid reward.
+    reward; ``groups/undecided`` count and ``groups/undecided_frac`` share of members whose
+    verifier answered UNDECIDED (a subset of missing; :func:`undecided_diagnostics`, added
+    by the learner loop); ``groups/all_correct_frac``, ``groups/all_wrong_frac``,
+    ``groups/mixed_frac`` shares of groups (with ≥ 1 valid reward) whose valid rewards are
+    all correct, none correct, or both; ``groups/no_valid`` groups without any valid reward.
 adv/ — outcome advantages
     ``adv/std_convention`` 0 = population, 1 = sample; ``adv/zero_variance_groups`` groups
     whose advantages were zeroed by the zero-variance rule; ``adv/too_few_valid_groups``
@@ -46,7 +48,7 @@ import torch
 from grpo.learner import metric_names as mn
 from grpo.learner.advantages import StdConvention, group_stats
 
-__all__ = ["GroupRecord", "batch_diagnostics", "group_records"]
+__all__ = ["GroupRecord", "batch_diagnostics", "group_records", "undecided_diagnostics"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,35 @@ class GroupRecord:
     correct: int
     missing: int
     zero_variance: bool
+
+
+def undecided_diagnostics(undecided: Sequence[int], members: Sequence[int]) -> dict[str, float]:
+    """Members of this step's groups whose verifier could not decide (status UNDECIDED).
+
+    Such a reward is missing (masked, never 0; ``grpo.services.score_status``); the assembler
+    drops groups with more than ``dynamic_sampling.max_undecided_frac`` of them, so these are
+    the ones it let through.
+
+    Args:
+        undecided: per group, members whose outcome status is UNDECIDED.
+        members: per group, members present (same length).
+
+    Returns:
+        ``groups/undecided`` (count) and ``groups/undecided_frac`` (share of members).
+
+    Raises:
+        ValueError: the two sequences differ in length, or a group has more undecided members
+            than members.
+    """
+    if len(undecided) != len(members):
+        raise ValueError(f"{len(undecided)} undecided counts for {len(members)} groups")
+    if any(u < 0 or u > m for u, m in zip(undecided, members, strict=True)):
+        raise ValueError("a group has more undecided members than members")
+    total = sum(members)
+    return {
+        "groups/undecided": float(sum(undecided)),
+        "groups/undecided_frac": float(sum(undecided)) / max(total, 1),
+    }
 
 
 def _valid(rewards: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:

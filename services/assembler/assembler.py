@@ -223,6 +223,7 @@ class Assembler:
         increments[f"groups_{decision.verdict.value}"] = 1
         increments["groups_timed_out"] = int(timed_out)
         increments["rewards_missing"] = sum(1 for m in group.members if m.missing)
+        increments["rewards_undecided"] = decision.undecided
         increments["rollouts_in_closed_groups"] = len(group.members)
         short = len(group.members) < meta.group_size
         increments["groups_closed_short"] = int(short)

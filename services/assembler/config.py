@@ -95,6 +95,14 @@ class DynamicSamplingConfig(BaseModel):
         description="An outcome reward >= this counts as correct (1.0: exact answer, or every "
         "test passed for a fractional code reward).",
     )
+    max_undecided_frac: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="A group with more than this share of members whose verifier answered "
+        "UNDECIDED (missing, not 0) is dropped and counted (rejected_too_many_undecided); 0 "
+        "drops any group with one, so a response can never turn its 0 into a masked reward.",
+    )
 
 
 class VerifierClientConfig(BaseModel):

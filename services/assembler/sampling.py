@@ -8,7 +8,10 @@ so an always-solved (or never-solved) prompt cannot loop forever.
 
 "Correct" means a valid outcome reward >= ``correct_threshold``; missing members (see
 ``grpo.services.assembler.group``) count neither as correct nor as wrong. A group with fewer
-than ``min_valid_members`` valid rewards is rejected whatever the mode.
+than ``min_valid_members`` valid rewards is rejected whatever the mode, and so is a group with
+more than ``max_undecided_frac`` of its members UNDECIDED (``grpo.services.score_status``):
+an undecided reward is masked (advantage 0, above a wrong answer's), so a policy that learned
+to make the verifier undecided would escape its 0s; dropping such groups removes the gain.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from enum import StrEnum
 
 from grpo.errors import InvalidArgumentError
 from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
+from grpo.services.score_status import is_undecided
 from grpo.v1 import common_pb2
 
 __all__ = ["Decision", "DynamicSampler", "GroupVerdict", "regenerated_group_id"]
@@ -30,6 +34,7 @@ class GroupVerdict(StrEnum):
     REJECTED_ALL_CORRECT = "rejected_all_correct"
     REJECTED_ALL_WRONG = "rejected_all_wrong"
     REJECTED_TOO_FEW_VALID = "rejected_too_few_valid"
+    REJECTED_TOO_MANY_UNDECIDED = "rejected_too_many_undecided"
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,14 @@ class Decision:
         regenerate: True when a regeneration PromptJob (round + 1) must be written.
         valid: members with a valid outcome reward.
         correct: valid members whose reward >= the threshold.
+        undecided: members whose outcome status is UNDECIDED.
     """
 
     verdict: GroupVerdict
     regenerate: bool
     valid: int
     correct: int
+    undecided: int = 0
 
 
 def regenerated_group_id(group_id: str, next_round: int) -> str:
@@ -85,7 +92,11 @@ class DynamicSampler:
         """
         valid = [m for m in group.members if not m.missing]
         correct = sum(1 for m in valid if m.outcome.reward >= self.config.correct_threshold)
-        if len(valid) < self.min_valid_members:
+        undecided = sum(1 for m in group.members if is_undecided(m.outcome))
+        size = max(group.group_size, len(group.members), 1)
+        if undecided > self.config.max_undecided_frac * size:
+            verdict = GroupVerdict.REJECTED_TOO_MANY_UNDECIDED
+        elif len(valid) < self.min_valid_members:
             verdict = GroupVerdict.REJECTED_TOO_FEW_VALID
         elif self.config.mode is DynamicSamplingMode.OFF:
             verdict = GroupVerdict.ACCEPTED
@@ -100,7 +111,13 @@ class DynamicSampler:
             and self.config.regenerate
             and group.round < self.config.max_rounds
         )
-        return Decision(verdict=verdict, regenerate=regenerate, valid=len(valid), correct=correct)
+        return Decision(
+            verdict=verdict,
+            regenerate=regenerate,
+            valid=len(valid),
+            correct=correct,
+            undecided=undecided,
+        )
 
     def regeneration_job(self, group: common_pb2.Group) -> common_pb2.PromptJob:
         """The PromptJob that samples ``group``'s prompt again at round + 1.

@@ -7,7 +7,7 @@ Identity (checked by :func:`stats_identity_gap`, tested end to end)::
 
     groups_opened = groups_accepted
                   + groups_rejected_all_correct + groups_rejected_all_wrong
-                  + groups_rejected_too_few_valid
+                  + groups_rejected_too_few_valid + groups_rejected_too_many_undecided
                   + groups_pending
 
 i.e. generated = accepted + rejected + pending, where "rejected" includes groups closed by
@@ -35,8 +35,10 @@ COUNTERS: tuple[str, ...] = (
     "groups_rejected_all_correct",
     "groups_rejected_all_wrong",
     "groups_rejected_too_few_valid",
+    "groups_rejected_too_many_undecided",
     "groups_timed_out",
     "rewards_missing",
+    "rewards_undecided",
     "regenerations",
     "generated_tokens",
     "kept_tokens",
@@ -84,6 +86,7 @@ def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
         + stats.groups_rejected_all_correct
         + stats.groups_rejected_all_wrong
         + stats.groups_rejected_too_few_valid
+        + stats.groups_rejected_too_many_undecided
         + stats.groups_pending
     )
 

@@ -60,6 +60,7 @@ from grpo.learner.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from grpo.learner.diagnostics import undecided_diagnostics
 from grpo.learner.trainer import Trainer
 from grpo.services.learner.batch import check_group, group_rows, outcome_reward
 from grpo.services.learner.publish import (
@@ -70,6 +71,7 @@ from grpo.services.learner.publish import (
 )
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings
+from grpo.services.score_status import is_undecided
 from grpo.services.streams import Outage, StreamConsumer, StreamEntry, StreamNames, Streams
 from grpo.v1 import common_pb2
 
@@ -387,6 +389,12 @@ class LearnerLoop:
             shard = shard_groups(groups, self.parallel.rank, self.parallel.world_size)
         staleness = _staleness(groups, self.policy_version)
         metrics = self.trainer.step([group_rows(g) for g in shard])
+        metrics.update(
+            undecided_diagnostics(
+                [sum(is_undecided(m.outcome) for m in g.members) for g in shard],
+                [len(g.members) for g in shard],
+            )
+        )
         step = self.trainer.step_count
         tokens = sum(len(m.rollout.completion.token_ids) for g in groups for m in g.members)
         with self._lock:

@@ -157,3 +157,26 @@ def test_stats_identity_detects_a_lost_group() -> None:
     assert stats_identity_gap(stats) == 0
     assert stats.generated_tokens == 99
     assert stats_identity_gap(stats_from_counters(counters, groups_pending=1)) == 1
+
+
+def test_group_with_an_undecided_member_is_dropped_and_counted() -> None:
+    """An UNDECIDED reward is masked (advantage 0, above a wrong answer's): by default a group
+    holding one is dropped, so a response cannot escape its 0 by making the verifier undecided;
+    a looser max_undecided_frac lets some through."""
+    undecided = score(0.0, common_pb2.SCORE_STATUS_UNDECIDED)
+    members = [scored_member(rollout(index=i), score(r)) for i, r in enumerate([1.0, 0.0, 0.0])]
+    members.append(scored_member(rollout(index=3), undecided))
+    group = assemble_group(
+        members,
+        group_id="p1/e0",
+        group_size=4,
+        status=common_pb2.GROUP_STATUS_COMPLETE,
+        opened_unix_s=0.0,
+        closed_unix_s=1.0,
+        straggler_wait_s=0.0,
+    )
+    assert members[3].missing
+    strict = DynamicSampler(DynamicSamplingConfig()).decide(group)
+    assert strict.verdict is GroupVerdict.REJECTED_TOO_MANY_UNDECIDED and strict.undecided == 1
+    loose = DynamicSampler(DynamicSamplingConfig(max_undecided_frac=0.25)).decide(group)
+    assert loose.verdict is GroupVerdict.ACCEPTED and loose.valid == 3

@@ -128,3 +128,13 @@ def test_constant_float32_group_counts_one_zero_variance_group():
     assert d["adv/zero_variance_groups"] == 1.0
     assert d["adv/zero_frac"] == 0.5
     assert d["groups/all_wrong_frac"] == 0.5  # 0.3 < correct_threshold 1.0
+
+
+def test_undecided_members_are_counted_per_step() -> None:
+    from grpo.learner.diagnostics import undecided_diagnostics
+
+    out = undecided_diagnostics([0, 2, 1], [4, 4, 4])
+    assert out == {"groups/undecided": 3.0, "groups/undecided_frac": 0.25}
+    assert undecided_diagnostics([], []) == {"groups/undecided": 0.0, "groups/undecided_frac": 0.0}
+    with pytest.raises(ValueError, match="more undecided"):
+        undecided_diagnostics([5], [4])

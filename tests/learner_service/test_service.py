@@ -98,6 +98,7 @@ def test_loop_trains_publishes_checkpoints_and_acks(
         "entropy/mean",
         "optim/lr",
         "adv/zero_variance_groups",
+        "groups/undecided",  # counted by the loop from the members' verifier statuses
         *metric_names.LOOP_RECORD,  # what test_metric_names counts as written by the loop
     ):
         assert key in metrics[-1], key
