@@ -1,5 +1,12 @@
 """Math verifier benchmark and dataset figures, measured side by side in one run.
 
+0. The equivalence table (``tests/verifiers/data/math_equivalence.py``, hand-written rows in
+   21 categories): accuracy per category, false positives (reward 1 where 0 is right) and
+   false negatives of ours (``MathVerifier``, one worker process, one caller) and of
+   math-verify called directly (``verify(parse("$gold$"), parse(response))`` in this
+   process's main thread, its own 5 s signal timeouts), and answers/s of both on the same
+   rows, interleaved in chunks of 50 rows; also without the ``pathological`` rows, where
+   math-verify spends its timeouts.
 1. Speed on MATH-500-style pairs: every MATH-500 reference solution (its own ``\\boxed{}``)
    against its own gold and against the next problem's gold (1,000 pairs). Measured:
    answers/s and per-answer latency p50/p99 of
@@ -16,12 +23,16 @@
 2. Dataset figures (docs/verifiers.md): GSM8K test reference solutions vs their own final
    answers; MATH-500 ``\\boxed{gold}`` vs gold and answer i vs gold i+1 (all 500); the step
    verifier on every GSM8K test reference solution (share of annotated steps valid) and on
-   copies with one annotated result altered (precision and recall of the INVALID flag).
+   copies with one annotated result altered (precision and recall of the INVALID flag); the
+   same on the hand-written MATH-style step set (``tests/verifiers/data/steps_math_style.py``:
+   LaTeX operators, operator words, markdown, mixed numbers): share of steps with a claim
+   judged valid, and recall/precision of INVALID on copies with one result altered.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import importlib.util
 import json
 import logging
 import random
@@ -40,6 +51,80 @@ __all__ = ["main"]
 
 Pair = tuple[str, str]  # (gold, response)
 _ANNOTATED = re.compile(r"<<([^<>=]*)=([^<>]*)>>(\$?)(-?[\d.]+)")
+
+
+_DATA = Path(__file__).resolve().parents[1] / "tests" / "verifiers" / "data"
+
+
+def _data_module(name: str):  # type: ignore[no-untyped-def]
+    """Load a hand-written data module of the tests (they are not an installed package)."""
+    spec = importlib.util.spec_from_file_location(name, _DATA / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table() -> None:
+    from math_verify import parse, verify
+
+    rows = _data_module("math_equivalence").ROWS
+    pairs = [(r.gold, r.response) for r in rows]
+
+    def direct(pair: Pair) -> float:
+        try:
+            return float(verify(parse(f"${pair[0]}$"), parse(pair[1])))
+        except Exception:
+            return 0.0
+
+    ours_rewards: list[float] = []
+    mv_rewards: list[float] = []
+    ours_s: list[float] = []
+    mv_s: list[float] = []
+    with MathVerifier(MathConfig(pool=PoolSettings(workers=1, timeout_s=10))) as verifier:
+
+        def ours(pair: Pair) -> float:
+            score = verifier.verify(common_pb2.Task(gold_answer=pair[0]), pair[1])
+            return score.reward if score.status == common_pb2.SCORE_STATUS_OK else 0.0
+
+        chunk = 50
+        for start in range(0, len(pairs), chunk):
+            part = pairs[start : start + chunk]
+            for fn, rewards, times in ((ours, ours_rewards, ours_s), (direct, mv_rewards, mv_s)):
+                for pair in part:
+                    t0 = time.perf_counter()
+                    rewards.append(fn(pair))
+                    times.append(time.perf_counter() - t0)
+    categories = sorted({r.category for r in rows})
+    print(f"Equivalence table: {len(rows)} rows, {len(categories)} categories")
+    print(
+        f"{'category':<16} {'rows':>5} {'ours':>8} {'math-verify':>12} {'ours FP/FN':>11} "
+        f"{'mv FP/FN':>9}"
+    )
+
+    def figures(idx: list[int]) -> tuple[str, str, str, str]:
+        out = []
+        for rewards in (ours_rewards, mv_rewards):
+            right = sum(rewards[i] == rows[i].expected for i in idx)
+            fp = sum(rewards[i] == 1 and rows[i].expected == 0 for i in idx)
+            fn = sum(rewards[i] != 1 and rows[i].expected == 1 for i in idx)
+            out += [f"{right / len(idx):.1%}", f"{fp}/{fn}"]
+        return out[0], out[2], out[1], out[3]
+
+    for category in categories:
+        idx = [i for i, r in enumerate(rows) if r.category == category]
+        ours_acc, mv_acc, ours_err, mv_err = figures(idx)
+        print(f"{category:<16} {len(idx):>5} {ours_acc:>8} {mv_acc:>12} {ours_err:>11} {mv_err:>9}")
+    ours_acc, mv_acc, ours_err, mv_err = figures(list(range(len(rows))))
+    print(f"{'overall':<16} {len(rows):>5} {ours_acc:>8} {mv_acc:>12} {ours_err:>11} {mv_err:>9}")
+    ordinary = [i for i, r in enumerate(rows) if r.category != "pathological"]
+    for label, idx in (("all rows", list(range(len(rows)))), ("without pathological", ordinary)):
+        ours_rate = len(idx) / sum(ours_s[i] for i in idx)
+        mv_rate = len(idx) / sum(mv_s[i] for i in idx)
+        print(
+            f"answers/s on {label} ({len(idx)}): ours (1 worker) {ours_rate:.1f}, "
+            f"math-verify direct {mv_rate:.1f}, ratio {ours_rate / mv_rate:.2f}x"
+        )
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -212,15 +297,46 @@ def _steps(gsm8k: list[dict[str, object]]) -> None:
         )
 
 
+def _steps_math_style() -> None:
+    data = _data_module("steps_math_style")
+    solutions, copies = data.SOLUTIONS, data.altered(seed=0)
+    config = StepsConfig(pool=PoolSettings(workers=2, timeout_s=10))
+    with StepsVerifier(config) as v, cf.ThreadPoolExecutor(4) as ex:
+        scores = list(ex.map(lambda t: v.verify(common_pb2.Task(), t), solutions))
+        altered_scores = list(ex.map(lambda c: v.verify(common_pb2.Task(), c[0]), copies))
+    claimed = [
+        st.status
+        for text, sc in zip(solutions, scores, strict=True)
+        for st in sc.steps
+        if "=" in text[st.char_start : st.char_end]
+    ]
+    valid = sum(s == common_pb2.STEP_STATUS_VALID for s in claimed)
+    hits = flagged = 0
+    for (_, at, _end), sc in zip(copies, altered_scores, strict=True):
+        invalid = [st for st in sc.steps if st.status == common_pb2.STEP_STATUS_INVALID]
+        flagged += len(invalid)
+        hits += any(st.char_start <= at < st.char_end for st in invalid)
+    print(
+        f"steps: MATH-style set: {len(solutions)} solutions; steps with a claim valid "
+        f"{valid}/{len(claimed)} = {valid / len(claimed):.2%}"
+    )
+    print(
+        f"steps: MATH-style altered copies: {len(copies)}; recall {hits}/{len(copies)} = "
+        f"{hits / len(copies):.2%}; precision {hits}/{flagged} = {hits / max(flagged, 1):.2%}"
+    )
+
+
 def main() -> None:
-    """Print the speed table and the dataset figures (see the module docstring)."""
+    """Print the table, the speed table and the dataset figures (module docstring)."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     root = data_dir()
     math500 = _rows(root / "math500" / "test.jsonl")
     gsm8k = _rows(root / "gsm8k" / "test.jsonl")
+    _table()
     _speed(math500)
     _math_datasets(gsm8k, math500)
     _steps(gsm8k)
+    _steps_math_style()
 
 
 if __name__ == "__main__":
