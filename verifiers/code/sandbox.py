@@ -352,6 +352,14 @@ class _Reader:
         result.results_truncated = self.truncated
 
 
+def _recv(sock: socket.socket) -> bytes:
+    """One control message from the zygote; b"" when the connection is gone."""
+    try:
+        return sock.recv(64)
+    except OSError:
+        return b""
+
+
 class _Zygote:
     """The warm interpreter of one slot: a long-lived bwrap running ``driver.py zygote``."""
 
@@ -483,7 +491,7 @@ class _Zygote:
                 lingering = not reader.open
                 wait = min(deadline - now, _EXIT_GRACE_S) if lingering else deadline - now
                 if reader.pump(wait, self.sock.fileno()):
-                    done = self.sock.recv(64)
+                    done = _recv(self.sock)
                     if not done.startswith(b"done"):
                         done = None if done else b""
                 elif lingering:
@@ -513,7 +521,7 @@ class _Zygote:
             ready, _, _ = select.select([self.sock], [], [], left)
             if not ready:
                 break
-            message = self.sock.recv(64)
+            message = _recv(self.sock)
             if message.startswith(b"done") or not message:
                 if message:
                     return message

@@ -355,14 +355,22 @@ def test_daemon_child_does_not_outlive_the_run(verifier: CodeVerifier) -> None:
 
 
 def _sleep_runs(verifier: CodeVerifier, n: int) -> None:
+    """n timeouts: each within the limit + 1 s, no process left, the service's fds and memory
+    flat (RSS growth under 8 MiB from the first to the last run)."""
     limit = verifier.cfg.sandbox.wall_time_s
-    for _ in range(n):
+    fds = rss = 0
+    for i in range(n):
+        if i == 1:  # after the first run: lazy imports and caches are warm
+            fds, rss = len(os.listdir("/proc/self/fd")), psutil.Process().memory_info().rss
         start = time.monotonic()
         score = _score(verifier, "import time\ntime.sleep(30)\n")
         assert time.monotonic() - start < limit + 1.0
         assert score.status == common_pb2.SCORE_STATUS_TIMEOUT and score.reward == 0.0
         assert {t.status for t in score.tests} == {common_pb2.TEST_STATUS_TIMEOUT}
-    assert _leftovers(verifier) == []
+        assert _leftovers(verifier) == []
+    if n > 1:
+        assert len(os.listdir("/proc/self/fd")) == fds
+        assert psutil.Process().memory_info().rss - rss < 8 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
