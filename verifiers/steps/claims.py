@@ -6,7 +6,8 @@ Before claims are looked for, a step's text is rewritten into plain arithmetic: 
 ``8 \\cdot 2`` -> ``*``; ``20 \\div 5`` -> ``/``; ``\\frac{a}{b}`` -> ``(a)/(b)``
 (``1 \\frac{1}{2}`` -> the mixed number ``1 1/2``); ``\\sqrt{a}`` -> ``(a)^(1/2)``;
 ``\\left(`` -> ``(``; braces -> parentheses); operator words too (``7 times 3``, ``multiplied by``,
-``divided by``, ``plus``, ``minus``); and "3 bags of 5" reads as ``3 * 5``.
+``divided by``, ``plus``, ``minus``); and "3 bags of 5 =" reads as ``3 * 5 =`` (only before
+an ``=``: "= 20 sets of 3 eggs" describes the result).
 
 Claims found in a step's text:
 
@@ -108,9 +109,9 @@ _WORD_OPS = (
     (re.compile(r"\bdivided\s+by\b", re.IGNORECASE), " / "),
     (re.compile(r"\bplus\b", re.IGNORECASE), " + "),
     (re.compile(r"\bminus\b", re.IGNORECASE), " - "),
-    (re.compile(r"\b(?:equals|is\s+equal\s+to)\b", re.IGNORECASE), " = "),
 )
-_GROUPS_OF = re.compile(r"(\d+(?:\.\d+)?)\s+[A-Za-z]{2,}\s+of\s+(\$?\d+(?:\.\d+)?)")
+# "3 bags of 5 = 15": only before an "=" ("20 sets of 3 eggs" after one is a description)
+_GROUPS_OF = re.compile(r"(\d+(?:\.\d+)?)\s+[A-Za-z]{2,}\s+of\s+(\$?\d+(?:\.\d+)?)(?=\s*=)")
 
 
 def _plain(step: str) -> str:
