@@ -7,23 +7,31 @@ Generate for ad-hoc sampling, LoadWeights) so operators can inspect the policy v
 With ``weights.mode: grpc`` new versions are pulled from the learner's ``grpo.v1.Weights``
 server in the background (``grpo.services.weights.puller``); when ``backend.model_path`` has
 no model (a pod without a shared volume) the process first waits for the learner's newest
-published version, pulls it and starts the engine from that copy.
+published version, pulls it and starts the engine from that copy. On a shared volume, a
+``backend.model_path`` that is not a local model folder (a hub id the learner resolved) makes
+the process start from the folder of the newest published version (version 0 = the learner's
+initial policy), waiting up to ``weights.startup_wait_s`` for it.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grpo.errors import FailedPreconditionError
 from grpo.services.generation.backend import BackendConfig, create_backend
 from grpo.services.generation.service import GenerationServicer
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
+from grpo.services.learner.publish import read_policy
 from grpo.services.redis_server import connect, resolve_redis_url
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServerSettings, ServiceBinding
+from grpo.services.streams import StreamNames
 from grpo.services.weights.puller import BackgroundPuller, WeightPuller, WeightTransferConfig
-from grpo.v1 import generation_pb2_grpc
+from grpo.v1 import common_pb2, generation_pb2_grpc
 
 __all__ = ["SERVICE", "RolloutWorkerSettings"]
 
@@ -51,6 +59,26 @@ class RolloutWorkerSettings(BaseModel):
     )
 
 
+def _wait_for_published(client: Any, settings: RolloutWorkerSettings) -> common_pb2.PolicyWeights:
+    """The newest published policy whose folder is readable here (shared volume).
+
+    Raises:
+        FailedPreconditionError: none within ``weights.startup_wait_s`` seconds.
+    """
+    names = StreamNames(settings.worker.namespace)
+    deadline = time.monotonic() + settings.weights.startup_wait_s
+    while True:
+        policy = read_policy(client, names)
+        if policy is not None and (Path(policy.path) / "config.json").is_file():
+            return policy
+        if time.monotonic() > deadline:
+            raise FailedPreconditionError(
+                f"backend.model_path {settings.backend.model_path!r} is not a local model folder "
+                f"and no published policy appeared within {settings.weights.startup_wait_s} s"
+            )
+        time.sleep(0.5)
+
+
 def _build(settings: RolloutWorkerSettings) -> ServiceParts:
     puller = None
     backend_config = settings.backend
@@ -61,9 +89,15 @@ def _build(settings: RolloutWorkerSettings) -> ServiceParts:
             backend_config = backend_config.model_copy(
                 update={"model_path": str(first.path), "policy_version": first.policy_version}
             )
+    client = connect(str(resolve_redis_url(settings.redis_url, required_by="rollout worker")))
+    if puller is None and not (Path(backend_config.model_path) / "config.json").is_file():
+        published = _wait_for_published(client, settings)
+        backend_config = backend_config.model_copy(
+            update={"model_path": published.path, "policy_version": published.policy_version}
+        )
     backend = create_backend(backend_config)
     worker = RolloutWorker(
-        connect(str(resolve_redis_url(settings.redis_url, required_by="rollout worker"))),
+        client,
         backend,
         settings.worker,
         weights_puller=None if puller is None else BackgroundPuller(puller),

@@ -31,6 +31,7 @@ from helpers import wait_until
 
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.assembler.stats import stats_identity_gap
+from grpo.services.learner.publish import read_policy
 from grpo.services.pipeline.cluster import LocalCluster
 from grpo.services.pipeline.config import RunConfig, load_run_config
 from grpo.services.pipeline.driver import LEARNER_GROUP, RunDriver
@@ -96,7 +97,12 @@ def test_kill_and_resume_loses_and_repeats_no_group(cluster: LocalCluster) -> No
     cfg = p.config
     started = time.monotonic()
     p.start_redis()
-    p.start(prepare_policy(cfg, p.run_dir, load_run_tasks(cfg), print), "arith")
+    model = prepare_policy(cfg, p.run_dir, load_run_tasks(cfg), print)
+    p.start(model, "arith")
+    # The learner published the initial policy as version 0 before it served.
+    first = read_policy(p.client, p.names)
+    assert first is not None and (first.policy_version, first.step) == (0, 0)
+    assert Path(first.path) == p.run_dir / "weights" / "v0"
     t0 = time.monotonic()
     assert _driver(p, cfg).train(steps=3) == "steps"
     t1 = time.monotonic()
