@@ -59,8 +59,9 @@ def run(
     """Run the whole pipeline: SFT warm start, then GRPO with every service as a process.
 
     Starts an embedded Redis unless REDIS_URL is set, launches verifiers, assembler, rollout
-    worker(s) and learner on loopback ports, feeds prompts, shows live progress and writes the
-    run directory (config, logs, metrics, checkpoints, summary.json). A service that dies is
+    worker(s), learner and the run driver (which evaluates, feeds prompts and writes the
+    summary) on loopback ports, shows live progress and writes the run directory (config,
+    logs, metrics, checkpoints, eval.jsonl, summary.json). A service that dies is
     restarted (supervision); the embedded Redis keeps its state in the run dir, so
     `grpo run --resume RUN_DIR` continues a stopped or killed run. Ctrl-C or SIGTERM stops
     every process cleanly and exits 130; during GRPO the summary and plots are still written
