@@ -302,13 +302,13 @@ def _read(text: str, level: int) -> Answer:
         return Items(_items(_split(inner, (",", ";")), level), braces=True)
     brackets = _interval_brackets(text)
     if brackets is not None:
-        inner = _split(text[1:-1], (",",))
-        if len(inner) == 2 and brackets != ("(", ")"):
-            lo, hi = _items(inner, level)
+        entries = _split(text[1:-1], (",",))
+        if len(entries) == 2 and brackets != ("(", ")"):
+            lo, hi = _items(entries, level)
             if isinstance(lo, Scalar) and isinstance(hi, Scalar):
                 return Interval(lo, hi, brackets[0] == "[", brackets[1] == "]")
-        if len(inner) >= 2:
-            return Tuple(_items(inner, level), brackets[0] + brackets[1])
+        if len(entries) >= 2:
+            return Tuple(_items(entries, level), brackets[0] + brackets[1])
         if brackets == ("(", ")"):
             return _read(text[1:-1], level + 1)
     if _WORDS.match(text) and _is_words(text):
