@@ -112,7 +112,7 @@ def _emit(fd, record):
 
 def _read_all(fd):
     """The whole content of the (memfd) ``fd`` from offset 0, whatever its file offset."""
-    chunks = []
+    chunks: list = []
     offset = 0
     while True:
         chunk = os.pread(fd, 1 << 20, offset)
@@ -454,12 +454,12 @@ def _pair_record(status, wait_status, output, cap):
 
 def _run_main(code, status_w):
     """Run the program as ``__main__`` with fd 0/1 as its stdin/stdout; report an exception."""
-    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)
-    sys.stdout = sys.__stdout__ = open(
-        1, "w", encoding="utf-8", errors="surrogateescape", closefd=False
-    )
+    sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="surrogateescape", closefd=False)
+    setattr(sys, "__stdin__", sys.stdin)  # noqa: B010  (a Final name for mypy)
+    setattr(sys, "__stdout__", sys.stdout)  # noqa: B010
     exit_code = 0
-    raised = None
+    raised: BaseException | None = None
     try:
         exec(code, {"__name__": "__main__", "__builtins__": builtins})
     except SystemExit as exc:

@@ -1,11 +1,14 @@
 """The sandboxed code verifier: extract the program, run the task's tests, score the result.
 
-Pipeline for one response (one sandboxed process per sample):
+Pipeline for one response (one fresh sandbox per sample):
+:func:`~grpo.verifiers.code.extract.source_text` (BOM, CRLF) ->
 :func:`~grpo.verifiers.code.extract.extract_program` -> ``code_tests.program_prefix`` +
 program -> :func:`~grpo.verifiers.code.tests_format.record_calls` on the trusted side ->
-one :class:`~grpo.verifiers.code.sandbox.Sandbox` run that calls the candidate on the recorded
-arguments (and runs the ``inside`` cases) -> :func:`replay_cases` decides each recorded case
-here. Exit codes and stdout are never read as a verdict.
+one :class:`~grpo.verifiers.code.sandbox.Sandbox` run whose program process calls the
+candidate on the recorded arguments and whose separate test process runs the ``inside``
+cases -> :func:`replay_cases` decides each recorded case here; stdin/stdout outputs are
+compared here by :func:`compare_stdout` (``code_tests.output_compare``). Exit codes and stdout
+are never read as a verdict.
 
 Per-test statuses: PASSED; FAILED (assertion false, wrong/non-data value, wrong stdout);
 ERROR (the candidate raised, or ended before the test ran); TIMEOUT (the wall clock killed
