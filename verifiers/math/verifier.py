@@ -18,42 +18,19 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.math.check import check_answer
 from grpo.verifiers.sdk import (
-    CheckMemoryError,
-    CheckTimeoutError,
     PoolSettings,
-    RemoteCheckError,
     Verifier,
-    WorkerCrashError,
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import utf8_problem
+from grpo.verifiers.sdk.failures import POOL_FAILURES, pool_failure_score, utf8_problem
 
-__all__ = ["MathConfig", "MathVerifier", "undecided_on_pool_failure"]
+__all__ = ["MathConfig", "MathVerifier"]
 
 PRELOAD = ("grpo.verifiers.math.check", "grpo.verifiers.math.symbolic")
-
-
-def undecided_on_pool_failure(exc: Exception) -> common_pb2.Score:
-    """The Score of a math (or steps) check that the worker pool could not finish.
-
-    The time limit, the memory cap and a dying worker are the verifier's limits: status
-    ``UNDECIDED`` (missing, never 0). A check function that raised (:class:`RemoteCheckError`:
-    a bug, it catches everything it expects) and a closed pool are ``INTERNAL``.
-
-    Args:
-        exc: the exception raised by ``WorkerPool.call``.
-
-    Returns:
-        The Score (reward 0, meaningless), ``detail`` naming the failure.
-    """
-    if isinstance(exc, CheckTimeoutError | CheckMemoryError | WorkerCrashError):
-        return make_score(common_pb2.SCORE_STATUS_UNDECIDED, detail=f"verifier limit: {exc}"[:500])
-    return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(exc).__name__}: {exc}")
 
 
 class MathConfig(BaseModel):
@@ -113,14 +90,8 @@ class MathVerifier(Verifier):
             status, reward, extracted, detail = self.pool.call(
                 check_answer, task.gold_answer, response, self.config.rel_tol
             )
-        except (
-            CheckTimeoutError,
-            CheckMemoryError,
-            WorkerCrashError,
-            RemoteCheckError,
-            UnavailableError,
-        ) as exc:
-            return undecided_on_pool_failure(exc)
+        except POOL_FAILURES as exc:
+            return pool_failure_score(exc)
         return make_score(status, reward, extracted=extracted, detail=detail)
 
     def close(self) -> None:

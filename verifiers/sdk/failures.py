@@ -5,14 +5,18 @@ same two rules (DESIGN.md "Verifiers": a failure is a status, never a silent 0):
 
 - :func:`utf8_problem`: a response over the verifier's size limit or not encodable as UTF-8
   is not parsed at all (the verifier answers ``PARSE_ERROR`` with the returned reason);
-- :func:`pool_failure_score`: a pool exception becomes a ``Score``: ``TIMEOUT`` for a check
-  past its wall-clock limit (the response's fault: an expression that takes too long),
-  ``RUNTIME_ERROR`` for a check that hit the memory cap, crashed its worker or raised, and
-  ``INTERNAL`` for anything else (a closed pool: the verifier broke, the reward is missing).
+- :func:`pool_failure_score`: a pool exception becomes a ``Score``: ``UNDECIDED`` for a check
+  past the pool's wall-clock limit or memory cap or whose worker died (the verifier's own
+  limits: it could not decide, the reward is missing, never 0), and ``INTERNAL`` for a check
+  function that raised (a bug: checks catch what they expect) or a closed pool. What a
+  response controls (its size, its nesting, the magnitude of its numbers) must be bounded by
+  the verifier *before* the pool is called, so that a response cannot buy ``UNDECIDED``
+  (docs/verifiers.md, "verdict vs undecided").
 """
 
 from __future__ import annotations
 
+from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2
 from grpo.verifiers.sdk.base import make_score
 from grpo.verifiers.sdk.pool import (
@@ -22,7 +26,16 @@ from grpo.verifiers.sdk.pool import (
     WorkerCrashError,
 )
 
-__all__ = ["pool_failure_score", "utf8_problem"]
+__all__ = ["POOL_FAILURES", "pool_failure_score", "utf8_problem"]
+
+POOL_FAILURES = (
+    CheckTimeoutError,
+    CheckMemoryError,
+    WorkerCrashError,
+    RemoteCheckError,
+    UnavailableError,
+)
+"""What ``WorkerPool.call`` raises when a check did not finish: ``except POOL_FAILURES``."""
 
 
 def utf8_problem(text: str, limit: int) -> str | None:
@@ -46,16 +59,18 @@ def utf8_problem(text: str, limit: int) -> str | None:
 
 
 def pool_failure_score(exc: Exception) -> common_pb2.Score:
-    """The ``Score`` for an exception raised by ``WorkerPool.call``.
+    """The ``Score`` of a check that the worker pool could not finish.
+
+    Args:
+        exc: the exception raised by ``WorkerPool.call``.
 
     Returns:
-        status ``TIMEOUT`` for :class:`CheckTimeoutError`; ``RUNTIME_ERROR`` for
-        :class:`CheckMemoryError`, :class:`WorkerCrashError` and :class:`RemoteCheckError`;
-        ``INTERNAL`` for any other exception (e.g. ``UnavailableError`` from a closed pool).
-        ``detail`` carries the exception's message; the reward is 0 and meaningless.
+        status ``UNDECIDED`` for :class:`CheckTimeoutError`, :class:`CheckMemoryError` and
+        :class:`WorkerCrashError`; ``INTERNAL`` for :class:`RemoteCheckError` and any other
+        exception (e.g. ``UnavailableError`` from a closed pool). ``detail`` names the
+        failure; the reward is 0 and meaningless (both statuses are missing, not verdicts:
+        ``grpo.services.score_status``).
     """
-    if isinstance(exc, CheckTimeoutError):
-        return make_score(common_pb2.SCORE_STATUS_TIMEOUT, detail=str(exc))
-    if isinstance(exc, CheckMemoryError | WorkerCrashError | RemoteCheckError):
-        return make_score(common_pb2.SCORE_STATUS_RUNTIME_ERROR, detail=str(exc))
+    if isinstance(exc, CheckTimeoutError | CheckMemoryError | WorkerCrashError):
+        return make_score(common_pb2.SCORE_STATUS_UNDECIDED, detail=f"verifier limit: {exc}"[:500])
     return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(exc).__name__}: {exc}")

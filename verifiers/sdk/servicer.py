@@ -3,8 +3,10 @@
 The servicer is thin (proto -> :meth:`Verifier.verify` -> proto). It runs each item on a
 shared thread pool so that ScoreBatch scores items concurrently and every request honours its
 deadline: the tighter of the caller's gRPC deadline and ``ScoringSettings.request_timeout_s``.
-An item still running when the deadline passes is answered with status ``TIMEOUT`` (its worker
-process is bounded by the verifier's own hard limit). Errors are raised as
+An item still running when the deadline passes is answered with status ``UNDECIDED``: the
+verifier did not decide in time, so the reward is missing, never a 0 (the candidate's own time
+limits, e.g. a program's wall clock in the code verifier, are verdicts the verifier returns
+itself; its worker process is bounded by the verifier's own hard limit). Errors are raised as
 ``grpo.errors`` exceptions; the server interceptor maps them to gRPC codes.
 
 Metrics (default Prometheus registry): ``grpo_verifier_scores_total{verifier, status}`` and
@@ -61,7 +63,7 @@ class ScoringSettings(BaseModel):
         default=60.0,
         gt=0,
         description="Deadline of a request in seconds when the caller's deadline is later "
-        "or unset; items unfinished by then get status TIMEOUT.",
+        "or unset; items unfinished by then get status UNDECIDED (missing, not 0).",
     )
 
 
@@ -126,7 +128,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
             else:
                 future.cancel()
                 score = make_score(
-                    common_pb2.SCORE_STATUS_TIMEOUT, detail="request deadline passed"
+                    common_pb2.SCORE_STATUS_UNDECIDED, detail="request deadline passed"
                 )
                 score.latency_s = time.perf_counter() - started
             score.verifier = self.verifier.name

@@ -20,20 +20,14 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2, verifier_pb2
-from grpo.verifiers.math.verifier import undecided_on_pool_failure
 from grpo.verifiers.sdk import (
-    CheckMemoryError,
-    CheckTimeoutError,
     PoolSettings,
-    RemoteCheckError,
     Verifier,
-    WorkerCrashError,
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import utf8_problem
+from grpo.verifiers.sdk.failures import POOL_FAILURES, pool_failure_score, utf8_problem
 from grpo.verifiers.steps.check import check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
@@ -113,14 +107,8 @@ class StepsVerifier(Verifier):
             return make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
         try:
             verdicts = self.pool.call(check_steps, response, self.config.max_claims)
-        except (
-            CheckTimeoutError,
-            CheckMemoryError,
-            WorkerCrashError,
-            RemoteCheckError,
-            UnavailableError,
-        ) as exc:
-            return undecided_on_pool_failure(exc)
+        except POOL_FAILURES as exc:
+            return pool_failure_score(exc)
         steps = [
             common_pb2.StepScore(
                 char_start=start,
