@@ -1,7 +1,8 @@
 """The generation backend interface: what every sampling engine returns, and its configuration.
 
-A backend samples ``n`` completions per prompt and returns, per completion (DESIGN.md, "The four
-policies"):
+A backend samples completions for a batch of requests (``SampleRequest``: one prompt, its ``n``
+and its own ``SamplingConfig``, so several prompts' groups share one engine call,
+``generate_many``) and returns, per completion (DESIGN.md, "The four policies"):
 
 - ``token_ids`` and the decoded ``text`` (special tokens such as EOS are kept in ``token_ids``
   but not in ``text``);
@@ -18,12 +19,18 @@ policies"):
   are zero-width; ``text[off[i]:off[i+1]]`` is token i's text;
 - ``finish_reason``: ``FINISH_REASON_STOP`` (EOS or a stop string), ``FINISH_REASON_LENGTH``
   (max_new_tokens or the model's context was reached);
-- ``policy_version``: the version of the weights that sampled it (see ``load_weights``).
+- ``policy_version``: the version of the weights that sampled it (see ``load_weights``; a call
+  never mixes versions).
+
+Every request is sampled under its own parameters and its own random stream (seeded by its
+``sampling.seed``), so a request's completions do not depend on which other requests share
+the call (up to floating-point rounding of the batched forward).
 """
 
 from __future__ import annotations
 
 import abc
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,9 +46,11 @@ __all__ = [
     "CompletionResult",
     "GenerationBackend",
     "PromptResult",
+    "SampleRequest",
     "SamplingConfig",
     "check_deadline",
     "create_backend",
+    "derived_seed",
     "prefix_char_offsets",
 ]
 
@@ -101,6 +110,32 @@ class SamplingConfig(BaseModel):
         )
 
 
+def derived_seed(seed: int, key: str) -> int:
+    """A seed for one request derived from a base ``seed`` and a ``key`` naming the request.
+
+    Args:
+        seed: base seed, >= 1 (0 means unseeded and is returned unchanged).
+        key: what tells this request apart (e.g. a group id and which rollouts it samples).
+
+    Returns:
+        0 when ``seed`` is 0; else the first 7 bytes of sha256(``"<seed>:<key>"``) as an
+        integer (>= 1), so different keys draw independent streams.
+    """
+    if not seed:
+        return 0
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:7], "big") or 1
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """One prompt of a batched call: ``n`` completions under ``sampling`` (its own seed)."""
+
+    prompt: str
+    n: int
+    sampling: SamplingConfig
+
+
 @dataclass
 class CompletionResult:
     """One sampled completion; lists have one entry per generated token (length L)."""
@@ -156,7 +191,8 @@ class BackendConfig(BaseModel):
     max_batch_rows: int = Field(
         default=64,
         ge=1,
-        description="transformers: most sequences (prompts x n) sampled in one batch.",
+        description="transformers: most sequences (sum of n over the prompts) in one padded "
+        "batch; a call with more rows runs in several batches (a prompt is never split).",
     )
     policy_version: int = Field(
         default=0, ge=0, description="Version reported for the initial weights."
@@ -222,6 +258,30 @@ class GenerationBackend(abc.ABC):
         """Device string, e.g. 'cpu', 'cuda:0'."""
 
     @abc.abstractmethod
+    def generate_many(
+        self, requests: Sequence[SampleRequest], *, deadline: float | None = None
+    ) -> list[PromptResult]:
+        """Sample every request's ``n`` completions in one batched engine call.
+
+        The rows of all requests (sum of ``n``) are sampled together; each row uses its
+        request's sampling parameters (temperature, top-k/top-p, max_new_tokens, stop) and its
+        request's random stream (``sampling.seed``; 0 = unseeded), and has its own finish
+        reason. All rows report the same ``policy_version``.
+
+        Args:
+            requests: R >= 1 requests (prompt text with no template applied, n >= 1).
+            deadline: ``time.monotonic()`` time after which generation is aborted.
+
+        Returns:
+            R results in request order; result i has ``requests[i].n`` completions, each
+            recording ``requests[i].sampling``.
+
+        Raises:
+            InvalidArgumentError: no requests, n < 1, an empty prompt, or prompt tokens +
+                max_new_tokens beyond ``max_context_tokens`` (names the request index).
+            DeadlineExceededError: the deadline passed before generation finished.
+        """
+
     def generate(
         self,
         prompts: Sequence[str],
@@ -230,12 +290,16 @@ class GenerationBackend(abc.ABC):
         *,
         deadline: float | None = None,
     ) -> list[PromptResult]:
-        """Sample ``n`` completions for each prompt.
+        """Sample ``n`` completions for each prompt under one ``sampling`` (``generate_many``).
+
+        Prompt 0 is sampled with ``sampling.seed`` itself, prompt i > 0 with
+        ``derived_seed(seed, "prompt-<i>")`` (recorded on its completions), so prompts never
+        share a random stream and a one-prompt call reproduces with the same seed.
 
         Args:
             prompts: P non-empty prompt texts (no template is applied).
             n: Completions per prompt (G), >= 1.
-            sampling: Sampling parameters (recorded on each completion).
+            sampling: Sampling parameters.
             deadline: ``time.monotonic()`` time after which generation is aborted.
 
         Returns:
@@ -246,6 +310,12 @@ class GenerationBackend(abc.ABC):
                 max_new_tokens beyond ``max_context_tokens`` (names the prompt index).
             DeadlineExceededError: the deadline passed before generation finished.
         """
+        self.validate_request(prompts, n)
+        requests = [SampleRequest(prompts[0], n, sampling)]
+        for i, prompt in enumerate(prompts[1:], start=1):
+            seed = derived_seed(sampling.seed, f"prompt-{i}")
+            requests.append(SampleRequest(prompt, n, sampling.model_copy(update={"seed": seed})))
+        return self.generate_many(requests, deadline=deadline)
 
     @abc.abstractmethod
     def load_weights(self, version: int, path: str) -> float:
@@ -276,6 +346,21 @@ class GenerationBackend(abc.ABC):
         for i, prompt in enumerate(prompts):
             if not prompt:
                 raise InvalidArgumentError(f"prompts[{i}] is empty")
+
+    def validate_requests(self, requests: Sequence[SampleRequest]) -> None:
+        """Shared checks of ``generate_many``'s requests that need no tokenizer.
+
+        Raises:
+            InvalidArgumentError: no requests, or a request with n < 1 or an empty prompt
+                (names its index).
+        """
+        if not requests:
+            raise InvalidArgumentError("requests must not be empty")
+        for i, request in enumerate(requests):
+            if request.n < 1:
+                raise InvalidArgumentError(f"requests[{i}].n must be >= 1, got {request.n}")
+            if not request.prompt:
+                raise InvalidArgumentError(f"requests[{i}] has an empty prompt")
 
 
 def create_backend(config: BackendConfig) -> GenerationBackend:

@@ -4,7 +4,9 @@ Written against vLLM's documented offline API (V1 engine, vLLM >= 0.10.2); it ca
 CPU machines this project is developed on, so only the tests marked ``vllm`` exercise it (they
 skip without vllm and a GPU). See docs/generation.md for what was and was not verified.
 
-- Sampling: one request per prompt with ``SamplingParams(n=G, logprobs=0, ...)``; ``logprobs=0``
+- Sampling: ``generate_many`` submits every request in one ``LLM.generate`` call, each with its
+  own ``SamplingParams(n=G, logprobs=0, seed=..., ...)`` (vLLM takes a list of parameters, one
+  per prompt, and schedules all their sequences with continuous batching); ``logprobs=0``
   returns the log-prob of each sampled token only. The engine is built with
   ``logprobs_mode="processed_logprobs"`` so those log-probs are taken after temperature and
   top-k/top-p, i.e. under the distribution actually sampled from (vLLM's default,
@@ -41,6 +43,7 @@ from grpo.services.generation.backend import (
     CompletionResult,
     GenerationBackend,
     PromptResult,
+    SampleRequest,
     SamplingConfig,
     check_deadline,
     prefix_char_offsets,
@@ -168,25 +171,9 @@ class VllmBackend(GenerationBackend):
         """Always 'cuda' (the engine places its workers)."""
         return "cuda"
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        sampling: SamplingConfig,
-        *,
-        deadline: float | None = None,
-    ) -> list[PromptResult]:
-        """Sample ``n`` completions per prompt; see ``GenerationBackend.generate``."""
-        self.validate_request(prompts, n)
-        encoded = [list(self._tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
-        for i, ids in enumerate(encoded):
-            if len(ids) + sampling.max_new_tokens > self._max_ctx:
-                raise InvalidArgumentError(
-                    f"prompts[{i}] has {len(ids)} tokens; with max_new_tokens="
-                    f"{sampling.max_new_tokens} it exceeds the model context of "
-                    f"{self._max_ctx} tokens"
-                )
-        params = self._vllm.SamplingParams(
+    def _params(self, sampling: SamplingConfig, n: int) -> Any:
+        """vLLM ``SamplingParams`` of one request (its seed: None when ``sampling.seed`` is 0)."""
+        return self._vllm.SamplingParams(
             n=n,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -198,6 +185,24 @@ class VllmBackend(GenerationBackend):
             logprobs=0,
             skip_special_tokens=True,
         )
+
+    def generate_many(
+        self, requests: Sequence[SampleRequest], *, deadline: float | None = None
+    ) -> list[PromptResult]:
+        """All requests in one continuously batched ``LLM.generate`` call, one
+        ``SamplingParams`` each; see ``GenerationBackend.generate_many``."""
+        self.validate_requests(requests)
+        encoded = [
+            list(self._tok(r.prompt, add_special_tokens=False)["input_ids"]) for r in requests
+        ]
+        for i, (ids, request) in enumerate(zip(encoded, requests, strict=True)):
+            if len(ids) + request.sampling.max_new_tokens > self._max_ctx:
+                raise InvalidArgumentError(
+                    f"prompts[{i}] has {len(ids)} tokens; with max_new_tokens="
+                    f"{request.sampling.max_new_tokens} it exceeds the model context of "
+                    f"{self._max_ctx} tokens"
+                )
+        params = [self._params(r.sampling, r.n) for r in requests]
         check_deadline(deadline)
         with self._lock:
             version = self._version
@@ -207,7 +212,7 @@ class VllmBackend(GenerationBackend):
         check_deadline(deadline)
         decoder = self._tok.backend_tokenizer
         results = []
-        for ids, out in zip(encoded, outputs, strict=True):
+        for ids, out, request in zip(encoded, outputs, requests, strict=True):
             completions = []
             for comp in out.outputs:
                 tokens = list(comp.token_ids)
@@ -226,7 +231,7 @@ class VllmBackend(GenerationBackend):
                             comp.finish_reason or "", common_pb2.FINISH_REASON_UNSPECIFIED
                         ),
                         policy_version=version,
-                        sampling=sampling,
+                        sampling=request.sampling,
                     )
                 )
             results.append(PromptResult(prompt_token_ids=ids, completions=completions))

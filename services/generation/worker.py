@@ -1,25 +1,33 @@
 """The rollout worker: turns ``PromptJob`` entries of the prompts stream into groups of rollouts.
 
-It takes up to ``jobs_per_batch`` jobs at a time, samples each group's G completions in one
-batched ``generate(prompts, n=G)`` call and writes one ``Rollout`` per completion to the
-rollouts stream (DESIGN.md, "Data flow"). Guarantees:
+Each iteration takes up to ``prompts_per_call`` jobs (waiting up to ``fill_wait_ms`` for a
+call to fill) and samples their groups together: one ``generate_many`` call with one request
+per job (n = the group's missing rollouts, P x G rows for P fresh jobs), at most
+``max_rows_per_call`` rows per call (a larger group is split over consecutive calls). It
+writes one ``Rollout`` per completion to the rollouts stream (DESIGN.md, "Data flow").
+Guarantees:
 
 - **No duplicate index.** Each rollout is written with the dedup key ``<group_id>:<index>``
   (``Streams.produce``'s atomic marker), so a replay never writes an index twice.
-- **No lost index.** The prompt entry is acknowledged only after all G rollouts are written.
-  A worker killed mid-group leaves the entry pending; a worker that reclaims it (XAUTOCLAIM
-  after ``reclaim_idle_ms``) checks which indices already have markers and samples only the
-  missing ones.
+- **No lost index.** A prompt entry is acknowledged only after all G rollouts of its group
+  are written (jobs of one call are acknowledged one by one as each group completes). A
+  worker killed mid-call leaves the unfinished entries pending; a worker that reclaims one
+  (XAUTOCLAIM after ``reclaim_idle_ms``, or its own pending entries at restart) checks which
+  indices already have markers and samples only the missing ones, possibly in a call with
+  fresh jobs.
+- **Per-group sampling.** Every job's request has its own seed, derived from the configured
+  seed, the group id and the indices it samples (``derived_seed``), so a group's samples do
+  not depend on which jobs share its call or on ``prompts_per_call``.
 - **Backpressure.** While the rollouts stream's lag for the downstream consumer group
   (undelivered + unacknowledged entries) is at or above ``max_rollout_lag``, no new job is
   taken.
-- **Policy versions.** Before each job the worker reads the ``PolicyWeights`` under
-  ``StreamNames.policy_key``; a newer version is loaded in place (``load_weights``) and every
-  rollout records the version that sampled it.
+- **Policy versions.** Before each iteration the worker reads the ``PolicyWeights`` under
+  ``StreamNames.policy_key``; a newer version is loaded in place (``load_weights``, never in
+  the middle of a call) and every rollout records the version that sampled it.
 
 A job the backend rejects as invalid (e.g. a prompt longer than the context) is moved to
-``<prompts>:dead`` with the reason and acknowledged; any other failure leaves it pending for a
-retry by reclaim.
+``<prompts>:dead`` with the reason and acknowledged (its call mates are retried one by one);
+any other failure leaves the entries pending for a retry by reclaim.
 
 The loop follows the one stream-consumer protocol (``grpo.services.streams.StreamConsumer``:
 reclaim -> consume -> write rollouts -> acknowledge) and its crash policy
@@ -28,17 +36,18 @@ after which the worker reports dead and its supervisor restarts it.
 
 Prometheus metrics: ``grpo_rollouts_written_total``, ``grpo_generated_tokens_total``,
 ``grpo_prompt_jobs_done_total``, ``grpo_prompt_jobs_dead_total``,
-``grpo_worker_policy_version``, ``grpo_worker_generate_seconds`` (batched generate wall time).
+``grpo_worker_policy_version``, ``grpo_worker_generate_seconds`` (wall time of one
+``generate_many`` call), ``grpo_worker_prompts_per_call`` (requests in one call).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import redis
@@ -46,7 +55,12 @@ from prometheus_client import Counter, Gauge, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.generation.backend import GenerationBackend, SamplingConfig
+from grpo.services.generation.backend import (
+    GenerationBackend,
+    SampleRequest,
+    SamplingConfig,
+    derived_seed,
+)
 from grpo.services.learner.publish import read_policy
 from grpo.services.streams import (
     ConsumerLoop,
@@ -75,11 +89,26 @@ GENERATE_SECONDS = Histogram(
     "Wall time of one batched generate call in seconds.",
     buckets=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 120.0),
 )
+PROMPTS_PER_CALL = Histogram(
+    "grpo_worker_prompts_per_call",
+    "Prompt jobs (requests) sampled together in one generate call.",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 
 
 def rollout_dedup_key(group_id: str, index: int) -> str:
     """Dedup key of rollout ``index`` of group ``group_id`` on the rollouts stream."""
     return f"{group_id}:{index}"
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Missing rollout ``indices`` of one job sampled as one request; ``last``: the job's
+    final piece (its entry is acknowledged after it)."""
+
+    entry: StreamEntry[common_pb2.PromptJob]
+    indices: list[int]
+    last: bool
 
 
 def _default_consumer() -> str:
@@ -109,7 +138,8 @@ class RolloutWorkerConfig(BaseModel):
     )
     sampling: SamplingConfig = Field(
         default_factory=SamplingConfig,
-        description="Sampling parameters; a non-zero seed is mixed with the group id.",
+        description="Sampling parameters of every job; a non-zero seed is mixed with each "
+        "group id (and the indices sampled) into a seed per job.",
     )
     reclaim_idle_ms: int = Field(
         default=60_000,
@@ -117,11 +147,25 @@ class RolloutWorkerConfig(BaseModel):
         description="Take over prompt entries pending this long (their worker died); keep it "
         "well above the time one group takes to generate.",
     )
-    jobs_per_batch: int = Field(
-        default=4,
+    prompts_per_call: int = Field(
+        default=8,
         ge=1,
-        description="Prompt jobs sampled together in one generate call (n = G each); larger "
-        "batches raise tokens/s (see bench generation).",
+        description="Prompt jobs sampled together in one generate call (P x G rows); on the "
+        "2-core development machine 8 gave ~3x the rollout tokens per CPU-second of 1 at G = 8 "
+        "(python -m bench generation). Keep generation.prompts_ahead >= 2x this so a call "
+        "finds its jobs queued.",
+    )
+    max_rows_per_call: int = Field(
+        default=64,
+        ge=1,
+        description="Most rows (completions) in one generate call; jobs beyond it wait for the "
+        "next call and a group larger than it is split over several calls.",
+    )
+    fill_wait_ms: int = Field(
+        default=100,
+        ge=0,
+        description="After the first job of a call arrives, wait up to this long (ms) for more "
+        "jobs to fill prompts_per_call; 0 = take what is there.",
     )
     block_ms: int = Field(default=500, ge=1, description="How long one stream read waits (ms).")
     idle_sleep_s: float = Field(
@@ -181,12 +225,14 @@ class RolloutWorker(ConsumerLoop):
         )
         self.groups_done = 0
         self.rollouts_written = 0
+        self.calls = 0
 
     # ---- one iteration ------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Reload weights if a newer version is published, then process up to
-        ``jobs_per_batch`` jobs (reclaimed ones first) with batched generation.
+        """Reload weights if a newer version is published, then take up to
+        ``prompts_per_call`` jobs (reclaimed ones first, waiting up to ``fill_wait_ms`` for
+        the call to fill) and sample them in batched calls.
 
         Returns:
             Rollouts written in this call (0 when held back or nothing arrived).
@@ -196,7 +242,23 @@ class RolloutWorker(ConsumerLoop):
         if self._streams.lag(self._names.rollouts, cfg.downstream_group) >= cfg.max_rollout_lag:
             self._stop.wait(cfg.idle_sleep_s)
             return 0
-        return self.process(self.jobs.poll(cfg.jobs_per_batch, cfg.block_ms))
+        return self.process(self._take_jobs())
+
+    def _take_jobs(self) -> list[StreamEntry[common_pb2.PromptJob]]:
+        """Up to ``prompts_per_call`` entries: what the first read returns, then more reads
+        until the call is full (jobs or rows) or ``fill_wait_ms`` has passed since it."""
+        cfg = self._config
+        entries = self.jobs.poll(cfg.prompts_per_call, cfg.block_ms)
+        if not entries or cfg.fill_wait_ms == 0:
+            return entries
+        deadline = time.monotonic() + cfg.fill_wait_ms / 1000
+        while len(entries) < cfg.prompts_per_call and not self._stop.is_set():
+            rows = sum(max(1, e.message.group_size) for e in entries)
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if rows >= cfg.max_rows_per_call or left_ms <= 0:
+                break
+            entries += self.jobs.poll(cfg.prompts_per_call - len(entries), left_ms)
+        return entries
 
     def maybe_reload_weights(self) -> bool:
         """Load the published policy if its version is newer than the backend's.
@@ -240,28 +302,30 @@ class RolloutWorker(ConsumerLoop):
             )
         return {i for i, found in enumerate(pipe.execute()) if found}
 
-    def _sampling_for(self, key: str) -> SamplingConfig:
-        """The configured sampling; a non-zero seed is mixed with ``key`` (the batch's groups
-        and how many of their rollouts existed), so every batch draws fresh samples."""
-        seed = self._config.sampling.seed
-        if not seed:
-            return self._config.sampling
-        digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
-        return self._config.sampling.model_copy(
-            update={"seed": int.from_bytes(digest[:7], "big") or 1}
-        )
+    def _sampling_for(self, group_id: str, indices: list[int]) -> SamplingConfig:
+        """The configured sampling with, when its seed is non-zero, a seed of this request's
+        own: derived from the seed, the group id and the indices sampled, so every group (and
+        every retry of missing indices) draws fresh samples whatever shares its call."""
+        sampling = self._config.sampling
+        if not sampling.seed:
+            return sampling
+        key = f"{group_id}/{indices[0]}+{len(indices)}"
+        return sampling.model_copy(update={"seed": derived_seed(sampling.seed, key)})
 
     def process(self, entries: list[StreamEntry[common_pb2.PromptJob]]) -> int:
         """Write the missing rollouts of each job's group, then acknowledge each job.
 
-        Jobs missing the same number of rollouts share one ``generate`` call. A job the
-        backend rejects (InvalidArgumentError) is dead-lettered; the others proceed.
+        The jobs' missing rollouts are sampled in as few ``generate_many`` calls as
+        ``prompts_per_call`` and ``max_rows_per_call`` allow (one request per job and call, in
+        entry order). A job is acknowledged once all its G rollouts exist. A job the backend
+        rejects (InvalidArgumentError) is dead-lettered; the others proceed.
 
         Returns:
             Rollouts written now (0 if every index already existed).
         """
-        by_count: dict[int, list[tuple[StreamEntry[common_pb2.PromptJob], list[int]]]] = {}
+        pieces: list[_Piece] = []
         done: list[str] = []
+        limit = self._config.max_rows_per_call
         for entry in entries:
             job = entry.message
             if not job.group_id or job.group_size < 1 or not job.task.prompt:
@@ -271,36 +335,67 @@ class RolloutWorker(ConsumerLoop):
                 continue
             written = self._written_indices(job.group_id, job.group_size)
             missing = [i for i in range(job.group_size) if i not in written]
-            if missing:
-                by_count.setdefault(len(missing), []).append((entry, missing))
-            else:
+            if not missing:
                 done.append(entry.id)
+                continue
+            for start in range(0, len(missing), limit):  # a group above the bound is split
+                chunk = missing[start : start + limit]
+                pieces.append(_Piece(entry, chunk, last=start + limit >= len(missing)))
         self._ack(done)
-        return sum(self._sample_and_write(plans) for plans in by_count.values())
+        dead: set[str] = set()
+        return sum(self._sample_and_write(call, dead) for call in self._calls(pieces))
 
-    def _sample_and_write(
-        self, plans: list[tuple[StreamEntry[common_pb2.PromptJob], list[int]]]
-    ) -> int:
-        """One generate call for jobs missing the same number n of rollouts; write; ack."""
-        jobs = [entry.message for entry, _ in plans]
-        n = len(plans[0][1])
-        started, t0 = time.time(), time.perf_counter()
-        key = ",".join(f"{job.group_id}/{job.group_size - n}" for job in jobs)
-        try:
-            results = self._backend.generate(
-                [j.task.prompt for j in jobs], n, self._sampling_for(key)
+    def _calls(self, pieces: list[_Piece]) -> list[list[_Piece]]:
+        """``pieces`` in order, cut into calls of at most ``prompts_per_call`` requests and
+        ``max_rows_per_call`` rows."""
+        cfg = self._config
+        calls: list[list[_Piece]] = []
+        rows = 0
+        for piece in pieces:
+            if (
+                not calls
+                or len(calls[-1]) >= cfg.prompts_per_call
+                or rows + len(piece.indices) > cfg.max_rows_per_call
+            ):
+                calls.append([])
+                rows = 0
+            calls[-1].append(piece)
+            rows += len(piece.indices)
+        return calls
+
+    def _sample_and_write(self, call: list[_Piece], dead: set[str]) -> int:
+        """One ``generate_many`` call for ``call``'s pieces; write their rollouts; acknowledge
+        each job whose last piece this is. Entries in ``dead`` (dead-lettered earlier in this
+        iteration) are skipped; a rejected call is retried piece by piece to isolate the bad
+        job."""
+        call = [piece for piece in call if piece.entry.id not in dead]
+        if not call:
+            return 0
+        requests = [
+            SampleRequest(
+                p.entry.message.task.prompt,
+                len(p.indices),
+                self._sampling_for(p.entry.message.group_id, p.indices),
             )
+            for p in call
+        ]
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            results = self._backend.generate_many(requests)
         except InvalidArgumentError as exc:
-            if len(plans) == 1:
-                self._dead_letter(plans[0][0], str(exc))
+            if len(call) == 1:
+                dead.add(call[0].entry.id)
+                self._dead_letter(call[0].entry, str(exc))
                 return 0
-            return sum(self._sample_and_write([plan]) for plan in plans)  # isolate the bad one
+            return sum(self._sample_and_write([piece], dead) for piece in call)
         generation_s = time.perf_counter() - t0
         GENERATE_SECONDS.observe(generation_s)
+        PROMPTS_PER_CALL.observe(len(call))
+        self.calls += 1
         count = 0
-        for (entry, missing), result in zip(plans, results, strict=True):
-            job = entry.message
-            for index, completion in zip(missing, result.completions, strict=True):
+        for piece, result in zip(call, results, strict=True):
+            job = piece.entry.message
+            for index, completion in zip(piece.indices, result.completions, strict=True):
                 rollout = common_pb2.Rollout(
                     group_id=job.group_id,
                     index=index,
@@ -326,7 +421,8 @@ class RolloutWorker(ConsumerLoop):
                     GENERATED_TOKENS.inc(len(completion.token_ids))
                 if self._hook is not None:
                     self._hook(rollout)
-            self._ack([entry.id])  # all G of this group now exist
+            if piece.last:
+                self._ack([piece.entry.id])  # all G of this group now exist
         return count
 
     def _ack(self, ids: list[str]) -> None:

@@ -1,6 +1,6 @@
 """A rollout worker process that SIGKILLs itself after writing k rollouts (fault injection).
 
-Usage: python _worker_proc.py REDIS_URL NAMESPACE MODEL_DIR K
+Usage: python _worker_proc.py REDIS_URL NAMESPACE MODEL_DIR K [PROMPTS_PER_CALL]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from grpo.services.redis_server import connect
 
 def main() -> None:
     url, namespace, model_dir, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    per_call = int(sys.argv[5]) if len(sys.argv) > 5 else 8
     torch.set_num_threads(1)
     written = 0
 
@@ -29,7 +30,11 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     config = RolloutWorkerConfig(
-        namespace=namespace, consumer="doomed", sampling=SamplingConfig(max_new_tokens=8)
+        namespace=namespace,
+        consumer="doomed",
+        sampling=SamplingConfig(max_new_tokens=8),
+        prompts_per_call=per_call,
+        fill_wait_ms=0,
     )
     worker = RolloutWorker(
         connect(url), TransformersBackend(BackendConfig(model_path=model_dir)), config,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grpo.errors import ContractError, InvalidArgumentError, NotFoundError
-from grpo.services.generation.backend import SamplingConfig
+from grpo.services.generation.backend import SamplingConfig, derived_seed
 from grpo.services.generation.transformers_backend import TransformersBackend
 from grpo.v1 import common_pb2
 
@@ -50,7 +50,7 @@ def test_behavior_logprobs_match_teacher_forcing(
 ) -> None:
     results = backend.generate(PROMPTS, 4, sampling)
     assert len(results) == len(PROMPTS)
-    for prompt, res in zip(PROMPTS, results, strict=True):
+    for i, (prompt, res) in enumerate(zip(PROMPTS, results, strict=True)):
         assert res.prompt_token_ids == backend.encode(prompt)
         assert len(res.completions) == 4
         for c in res.completions:
@@ -58,7 +58,10 @@ def test_behavior_logprobs_match_teacher_forcing(
             expected = teacher_forced_logprobs(backend, res.prompt_token_ids, c.token_ids, sampling)
             got = torch.tensor(c.behavior_logprobs)
             assert torch.allclose(got, expected, atol=1e-4, rtol=0), (got - expected).abs().max()
-            assert c.sampling == sampling and c.policy_version == 0
+            # Prompt 0 keeps the seed; the others record the seed derived for them.
+            assert c.sampling == (sampling if i == 0 else sampling.model_copy(update={
+                "seed": derived_seed(sampling.seed, f"prompt-{i}")}))  # fmt: skip
+            assert c.policy_version == 0
     # Different rows really are different samples (4 x 24 random chars cannot all coincide).
     assert len({tuple(c.token_ids) for c in results[0].completions}) > 1
 

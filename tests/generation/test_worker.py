@@ -47,7 +47,7 @@ def test_groups_are_written_whole_and_acked(
     streams.produce(names.prompts, job("g2", 3))
     worker = make_worker(redis_client, backend, redis_namespace)
     before = REGISTRY.get_sample_value("grpo_rollouts_written_total") or 0.0
-    assert worker.run_once() == 7  # both jobs in one batch (jobs_per_batch=4)
+    assert worker.run_once() == 7  # both jobs in one call (prompts_per_call=8)
     assert worker.run_once() == 0  # nothing left
     got = rollouts(redis_client, names)
     assert sorted((r.group_id, r.index) for r in got) == [
@@ -98,7 +98,7 @@ def test_backpressure_holds_back_until_downstream_consumes(
     for i in range(2):
         streams.produce(names.prompts, job(f"bp{i}", 4))
     worker = make_worker(
-        redis_client, backend, redis_namespace, max_rollout_lag=4, jobs_per_batch=1
+        redis_client, backend, redis_namespace, max_rollout_lag=4, prompts_per_call=1
     )
     assert worker.run_once() == 4
     assert worker.run_once() == 0  # lag 4 >= bound: the second job is not taken
