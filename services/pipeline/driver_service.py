@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -33,9 +35,18 @@ from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver import DriverRecord, RunDriver
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServerSettings
+from grpo.services.weights.puller import WeightPuller, WeightTransferConfig
 from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_grpc
 
-__all__ = ["SERVICE", "DriverSettings", "DriverWorker", "RemoteEndpoints", "build"]
+__all__ = [
+    "SERVICE",
+    "DriverSettings",
+    "DriverWorker",
+    "PullingRunDriver",
+    "RemoteEndpoints",
+    "build",
+    "published_version_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +84,12 @@ class DriverSettings(BaseModel):
     steps: int = Field(default=0, ge=0, description="Learner steps to reach; 0 = budget.steps.")
     exit_when_done: bool = Field(
         default=True, description="Exit 0 once summary.json is written (a Job completes)."
+    )
+    weights: WeightTransferConfig = Field(
+        default_factory=WeightTransferConfig,
+        description="How the evaluated policies arrive: shared_volume (read the published "
+        "folder) or grpc (pull each evaluated version from the learner's weight server into "
+        "cache_dir; a cluster without a shared volume).",
     )
 
     @model_validator(mode="after")
@@ -117,6 +134,72 @@ class RemoteEndpoints:
         """Nothing to check from here (see the class docstring)."""
 
 
+_VERSION_FOLDER = re.compile(r"^v(\d+)$")
+
+
+def published_version_of(folder: Path | str) -> int:
+    """The policy version of a folder the learner published (``<run_dir>/weights/v<N>``,
+    ``grpo.services.learner.publish.weights_dir``).
+
+    Raises:
+        FailedPreconditionError: the folder's name is not ``v<N>`` (not a published version).
+    """
+    match = _VERSION_FOLDER.match(Path(folder).name)
+    if match is None:
+        raise FailedPreconditionError(
+            f"{folder} is not a published policy folder (<run_dir>/weights/v<N>): with "
+            "weights.mode grpc the driver evaluates only versions it can pull from the learner"
+        )
+    return int(match.group(1))
+
+
+class PullingRunDriver(RunDriver):
+    """A ``RunDriver`` that evaluates local, verified copies of the published versions,
+    pulled from the learner's weight server (``weights.mode: grpc``), and adds the run's
+    accounting block to its summary."""
+
+    def __init__(self, *args: Any, puller: WeightPuller | None, **kwargs: Any) -> None:
+        """Args: as ``RunDriver``; puller: pulls evaluated versions (None: read the published
+        folders directly, a shared volume)."""
+        super().__init__(*args, **kwargs)
+        self.puller = puller
+
+    def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
+        """``RunDriver.evaluate`` of the local copy of ``model`` (pulled unless recorded).
+
+        Raises:
+            FailedPreconditionError: ``model`` is no published version folder.
+            NotFoundError / UnavailableError / ContractError: the pull failed.
+        """
+        if self.puller is None:
+            return super().evaluate(model, label, due=due)
+        version = published_version_of(model)
+        local = self.puller.local_path(version)
+        done = self.record.evaluation(label) if self.record is not None else None
+        recorded = done is not None and (label != "final" or done.get("model_dir") == str(local))
+        if not recorded and self.tasks.heldout:
+            local = self.puller.pull(version).path
+        return super().evaluate(local, label, due=due)
+
+    def summary(self, **kwargs: Any) -> dict[str, Any]:
+        """``RunDriver.summary`` plus ``accounting`` (counters read now, rollouts produced =
+        entries on the rollouts stream)."""
+        from grpo.services.assembler.stats import run_accounting
+
+        extra = dict(kwargs.pop("extra", None) or {})
+        try:
+            stats = self.endpoints.assembler_stats()
+            produced = int(self.streams.client.xlen(self.names.rollouts))
+        except Exception as exc:  # the summary is still written
+            log.warning("accounting for the summary failed: %s", exc)
+        else:
+            self.progress.stats = stats
+            extra["groups_opened"] = stats.groups_opened
+            extra["groups_pending"] = stats.groups_pending
+            extra["accounting"] = run_accounting(stats, produced)
+        return super().summary(extra=extra, **kwargs)
+
+
 class DriverWorker:
     """Runs ``RunDriver.drive`` in a thread (a ``BackgroundWorker`` of ``grpo serve``)."""
 
@@ -140,7 +223,12 @@ class DriverWorker:
         except Exception:
             log.exception("run driver failed; exiting to be restarted")
             raise
-        log.info("run driver done", extra={"stop_reason": self.summary["stop_reason"]})
+        done = self.summary
+        keys = ("stop_reason", "steps", "sft_accuracy", "final_accuracy", "generated_tokens")
+        log.info(  # the line `kubectl logs job/<release>-driver` ends with
+            "run driver done",
+            extra={**{k: done.get(k) for k in keys}, "summary": str(s.out_dir / "summary.json")},
+        )
         if s.exit_when_done and not self._stop.is_set():
             os.kill(os.getpid(), signal.SIGTERM)  # serve drains and returns: exit code 0
         self._stop.wait()  # alive until stopped, so serve never takes "done" for "died"
@@ -180,7 +268,8 @@ def build(settings: DriverSettings) -> ServiceParts:
     run = settings.run
     client = connect(str(resolve_redis_url(run.redis_url, required_by="run driver")))
     names = StreamNames(run.namespace)
-    driver = RunDriver(
+    puller = WeightPuller(settings.weights) if settings.weights.mode == "grpc" else None
+    driver = PullingRunDriver(
         run,
         load_run_tasks(run),
         streams=Streams(client),
@@ -189,8 +278,15 @@ def build(settings: DriverSettings) -> ServiceParts:
         out_dir=settings.out_dir,
         log_fn=log.info,
         record=DriverRecord(client, names),
+        puller=puller,
     )
-    return ServiceParts(bindings=[], workers=[DriverWorker(driver, settings)], close=client.close)
+
+    def close() -> None:
+        client.close()
+        if puller is not None:
+            puller.close()
+
+    return ServiceParts(bindings=[], workers=[DriverWorker(driver, settings)], close=close)
 
 
 SERVICE = ServiceSpec(name="driver", settings_cls=DriverSettings, build=build)
