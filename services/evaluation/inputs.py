@@ -14,13 +14,19 @@ Canonical field names (``TASK_FIELDS``) and the ``Task`` field each fills:
 - ``tests`` + ``entry_point`` (HumanEval ``check(candidate)``), ``test_list`` +
   ``test_imports`` (MBPP asserts), ``io_pairs`` (``{"stdin", "expected_stdout"}`` objects or
   ``[stdin, stdout]`` pairs), ``program_prefix`` -> ``Task.code_tests``;
+- ``output_compare`` (``exact``, ``lines``, ``tokens`` or ``tokens_float``, any case, or the
+  enum name ``OUTPUT_COMPARE_...``) and ``float_tolerance`` (a number in [0, 1)) ->
+  ``CodeTests.output_compare`` / ``float_tolerance``: how an ``io_pairs`` task's stdout is
+  compared (``grpo.verifiers.code.tests_format.output_rule``, the verifier's own rule, checks
+  them; they are refused on tasks without ``io_pairs``);
 - ``metadata`` -> ``Task.metadata`` (an object of text values).
 
 A :class:`FieldMap` renames them (``gold=answer``: the gold answer is the line's ``answer``
 key; a dotted key ``meta.level`` reads a nested object). Bad lines: not UTF-8, not JSON, not a
 JSON object, a required field missing, a field of the wrong type, a string with a lone
-surrogate (``"\\ud800"``: valid JSON, not valid Unicode, and refused by protobuf), a duplicate
-id. Each is an :class:`InvalidLine` whose ``reason`` names the field.
+surrogate (``"\\ud800"``: valid JSON, not valid Unicode, and refused by protobuf), an unknown
+``output_compare`` or a ``float_tolerance`` out of range, a duplicate id. Each is an
+:class:`InvalidLine` whose ``reason`` names the field.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from grpo.v1 import common_pb2
 
 __all__ = [
     "CODE_TEST_FIELDS",
+    "OUTPUT_COMPARE_NAMES",
+    "OUTPUT_FIELDS",
     "TASK_FIELDS",
     "FieldMap",
     "InputSpec",
@@ -45,6 +53,7 @@ __all__ = [
 ]
 
 CODE_TEST_FIELDS = ("tests", "entry_point", "test_list", "test_imports", "io_pairs")
+OUTPUT_FIELDS = ("output_compare", "float_tolerance")
 TASK_FIELDS = (
     "id",
     "response",
@@ -52,9 +61,19 @@ TASK_FIELDS = (
     "gold",
     *CODE_TEST_FIELDS,
     "program_prefix",
+    *OUTPUT_FIELDS,
     "metadata",
 )
 """Canonical input field names (see the module docstring)."""
+
+OUTPUT_COMPARE_NAMES: dict[str, common_pb2.OutputCompare] = {
+    "exact": common_pb2.OUTPUT_COMPARE_EXACT,
+    "lines": common_pb2.OUTPUT_COMPARE_LINES,
+    "tokens": common_pb2.OUTPUT_COMPARE_TOKENS,
+    "tokens_float": common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT,
+}
+"""The ``output_compare`` values an input line may give (each ``OUTPUT_COMPARE_<NAME>``
+but UNSPECIFIED, lower case) -> ``common_pb2.OutputCompare``."""
 
 
 @dataclass(frozen=True)
@@ -226,12 +245,50 @@ def _code_tests(fields: FieldMap, obj: Mapping[str, Any], required: bool) -> com
         tests.entry_point = _text(fields, obj, "entry_point", required=False)
     elif fields.get(obj, "io_pairs") is not None:
         tests.io_pairs.extend(_io_pairs(fields, fields.get(obj, "io_pairs")))
+        _output_settings(fields, obj, tests)
+        return tests
     elif required:
         names = [fields.key(n) for n in ("tests", "entry_point", "test_list", "io_pairs")]
         raise InvalidArgumentError(
             f"code items need {names[0]!r} + {names[1]!r}, {names[2]!r} or {names[3]!r}"
         )
+    given = [fields.key(n) for n in OUTPUT_FIELDS if fields.get(obj, n) is not None]
+    if given:
+        raise InvalidArgumentError(
+            f"field {given[0]!r} applies to {fields.key('io_pairs')!r} tasks only ("
+            f"{fields.key('tests')!r} and {fields.key('test_list')!r} are decided by their "
+            "assertions)"
+        )
     return tests
+
+
+def _output_settings(fields: FieldMap, obj: Mapping[str, Any], tests: common_pb2.CodeTests) -> None:
+    """Set ``tests.output_compare`` / ``float_tolerance`` from the line (io_pairs tasks).
+
+    Raises:
+        InvalidArgumentError: ``output_compare`` is not one of :data:`OUTPUT_COMPARE_NAMES`
+            (or its enum name), ``float_tolerance`` is not a number, or the verifier's
+            ``output_rule`` refuses the pair (out of [0, 1), tolerance without tokens_float).
+    """
+    from grpo.verifiers.code.tests_format import output_rule
+
+    compare, tolerance = fields.get(obj, "output_compare"), fields.get(obj, "float_tolerance")
+    if compare is not None:
+        key = fields.key("output_compare")
+        name = compare.lower().removeprefix("output_compare_") if isinstance(compare, str) else ""
+        if name not in OUTPUT_COMPARE_NAMES:
+            raise InvalidArgumentError(
+                f"field {key!r} must be one of {', '.join(OUTPUT_COMPARE_NAMES)}, got {compare!r}"
+            )
+        tests.output_compare = OUTPUT_COMPARE_NAMES[name]
+    if tolerance is not None:
+        key = fields.key("float_tolerance")
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+            raise InvalidArgumentError(
+                f"field {key!r} must be a number, got {type(tolerance).__name__}"
+            )
+        tests.float_tolerance = float(tolerance)
+    output_rule(tests.output_compare, tests.float_tolerance, stdio=True)
 
 
 def _metadata(fields: FieldMap, obj: Mapping[str, Any], spec: InputSpec) -> dict[str, str]:

@@ -9,8 +9,17 @@ import pytest
 
 from grpo.errors import InvalidArgumentError
 from grpo.services.evaluation.batching import plan_batches
-from grpo.services.evaluation.inputs import FieldMap, InputSpec, InvalidLine, read_lines
+from grpo.services.evaluation.inputs import (
+    OUTPUT_COMPARE_NAMES,
+    FieldMap,
+    InputSpec,
+    InvalidLine,
+    ScoreItem,
+    read_lines,
+)
 from grpo.services.evaluation.results import ResultsFile
+from grpo.services.evaluation.tasks import load_problems
+from grpo.v1 import common_pb2
 
 
 def test_batches_split_by_count_and_by_bytes() -> None:
@@ -63,3 +72,93 @@ def test_reader_field_map_metadata_and_bad_lines() -> None:
         FieldMap.parse(["answer=gold"])
     with pytest.raises(InvalidArgumentError, match="NAME=KEY"):
         FieldMap.parse(["gold"])
+
+
+def test_every_output_comparison_has_an_input_name() -> None:
+    declared = {v for k, v in common_pb2.OutputCompare.items() if k != "OUTPUT_COMPARE_UNSPECIFIED"}
+    assert set(OUTPUT_COMPARE_NAMES.values()) == declared
+    assert all(
+        common_pb2.OutputCompare.Name(v) == f"OUTPUT_COMPARE_{k.upper()}"
+        for k, v in OUTPUT_COMPARE_NAMES.items()
+    )
+
+
+CODE_SPEC = InputSpec(task_type="code", require_code_tests=True)
+IO = {"response": "print(1)", "io_pairs": [["", "1"]]}
+
+
+@pytest.mark.parametrize(
+    ("extra", "want"),
+    [
+        ({}, (common_pb2.OUTPUT_COMPARE_UNSPECIFIED, 0.0)),
+        ({"output_compare": "exact"}, (common_pb2.OUTPUT_COMPARE_EXACT, 0.0)),
+        ({"output_compare": "Lines"}, (common_pb2.OUTPUT_COMPARE_LINES, 0.0)),
+        ({"output_compare": "OUTPUT_COMPARE_TOKENS"}, (common_pb2.OUTPUT_COMPARE_TOKENS, 0.0)),
+        ({"float_tolerance": 1e-3}, (common_pb2.OUTPUT_COMPARE_UNSPECIFIED, 1e-3)),
+        (
+            {"output_compare": "tokens_float", "float_tolerance": 0},
+            (common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT, 0.0),
+        ),
+    ],
+)
+def test_reader_sets_the_output_comparison_of_io_pairs(
+    extra: dict[str, object], want: tuple[int, float]
+) -> None:
+    (item,) = read_lines([json.dumps({**IO, **extra}).encode()], CODE_SPEC, FieldMap())
+    assert isinstance(item, ScoreItem), item
+    tests = item.task.code_tests
+    assert (tests.output_compare, tests.float_tolerance) == want
+    assert len(tests.io_pairs) == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ({**IO, "output_compare": "fuzzy"},
+         "field 'output_compare' must be one of exact, lines, tokens, tokens_float, got 'fuzzy'"),
+        ({**IO, "output_compare": 1}, "field 'output_compare' must be one of"),
+        ({**IO, "output_compare": "unspecified"}, "field 'output_compare' must be one of"),
+        ({**IO, "float_tolerance": "1e-3"}, "field 'float_tolerance' must be a number, got str"),
+        ({**IO, "float_tolerance": True}, "field 'float_tolerance' must be a number, got bool"),
+        ({**IO, "float_tolerance": 1.5}, "float_tolerance=1.5 must be in [0, 1)"),
+        ({**IO, "float_tolerance": -1e-3}, "float_tolerance=-0.001 must be in [0, 1)"),
+        ({**IO, "output_compare": "exact", "float_tolerance": 1e-3},
+         "float_tolerance is set but output_compare is OUTPUT_COMPARE_EXACT"),
+        ({"response": "x", "test_list": ["assert f(1) == 1"], "output_compare": "exact"},
+         "field 'output_compare' applies to 'io_pairs' tasks only"),
+        ({"response": "x", "tests": "def check(c):\n    assert c(1)\n", "entry_point": "f",
+          "float_tolerance": 0.1},
+         "field 'float_tolerance' applies to 'io_pairs' tasks only"),
+    ],
+)  # fmt: skip
+def test_reader_refuses_a_bad_output_comparison(line: dict[str, object], reason: str) -> None:
+    (bad,) = read_lines([json.dumps(line).encode()], CODE_SPEC, FieldMap())
+    assert isinstance(bad, InvalidLine) and reason in bad.reason, bad
+
+
+def test_reader_float_tolerance_nan_and_a_renamed_key() -> None:
+    (nan,) = read_lines([b'{"response": "x", "io_pairs": [["", "1"]], "float_tolerance": NaN}'],
+                        CODE_SPEC, FieldMap())  # fmt: skip
+    assert isinstance(nan, InvalidLine) and "float_tolerance=nan must be in [0, 1)" in nan.reason
+    fields = FieldMap.parse(["output_compare=judge.mode"])
+    line = {**IO, "judge": {"mode": "nope"}}
+    (renamed,) = read_lines([json.dumps(line).encode()], CODE_SPEC, fields)
+    assert isinstance(renamed, InvalidLine) and "field 'judge.mode'" in renamed.reason
+
+
+def test_eval_problems_carry_the_output_comparison(tmp_path: Path) -> None:
+    """``grpo eval`` reads a JSONL problem set with the same reader: the setting reaches the
+    task, a bad value is an invalid line, and the output fields are not metadata."""
+    path = tmp_path / "problems.jsonl"
+    rows = [
+        {"id": "a", "prompt": "double", "io_pairs": [["2", "4"]], "output_compare": "tokens",
+         "level": 1},
+        {"id": "b", "prompt": "double", "io_pairs": [["2", "4"]], "output_compare": "close"},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    problems = load_problems(str(path), task_type="code")
+    (task,) = problems.tasks
+    assert task.code_tests.output_compare == common_pb2.OUTPUT_COMPARE_TOKENS
+    assert dict(task.metadata) == {"level": "1"}
+    (bad,) = problems.invalid
+    assert bad.id == "b" and "field 'output_compare' must be one of" in bad.reason

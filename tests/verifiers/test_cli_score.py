@@ -271,3 +271,29 @@ def test_score_code_in_process(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert [t["status"] for t in got[0]["tests"]] == ["passed", "passed"]
     assert "code items need" in got[2]["detail"] and "io_pairs[0]" in got[3]["detail"]
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None or sys.platform != "linux", reason="needs bubblewrap"
+)
+def test_score_code_output_comparison_from_the_input(tmp_path: Path) -> None:
+    """``output_compare`` / ``float_tolerance`` of an io_pairs line reach the verifier."""
+    src = tmp_path / "code.jsonl"
+    third = {"response": "print(2/3)", "io_pairs": [["", "0.666667"]]}
+    rows = [
+        {"id": "judges", **third},
+        {"id": "exact", **third, "output_compare": "exact"},
+        {"id": "loose", "response": "print(0.67)", "io_pairs": [["", "0.666667"]],
+         "float_tolerance": 0.01},
+        {"id": "strict", "response": "print(0.67)", "io_pairs": [["", "0.666667"]]},
+        {"id": "bad", **third, "output_compare": "fuzzy"},
+    ]  # fmt: skip
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    score_file("code", src, out, workers=1)
+    got = {r["id"]: r for r in _rows(out)}
+    assert {k: (r["status"], r["reward"]) for k, r in got.items()} == {
+        "judges": ("ok", 1.0), "exact": ("ok", 0.0), "loose": ("ok", 1.0),
+        "strict": ("ok", 0.0), "bad": ("invalid_input", None),
+    }  # fmt: skip
+    assert "field 'output_compare' must be one of" in got["bad"]["detail"]

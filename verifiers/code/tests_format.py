@@ -59,6 +59,7 @@ __all__ = [
     "TestSuite",
     "compare_stdout",
     "free_names",
+    "output_rule",
     "record_calls",
     "replay_cases",
     "suite_from_tests",
@@ -178,30 +179,53 @@ _COMPARE_NAMES = {
 }
 
 
-def _output_rule(tests: common_pb2.CodeTests, task_id: str, stdio: bool) -> tuple[int, float]:
-    """Validated (compare mode, tolerance) of a task; UNSPECIFIED means TOKENS_FLOAT."""
-    mode = int(tests.output_compare)
-    tol = float(tests.float_tolerance)
+def output_rule(mode: int, tolerance: float, *, stdio: bool) -> tuple[int, float]:
+    """The validated stdout comparison of a task: ``(mode, tolerance)`` to compare with.
+
+    The one rule for ``CodeTests.output_compare`` / ``float_tolerance``, used by the verifier
+    and by the readers of task files (``grpo score`` / ``grpo eval`` inputs).
+
+    Args:
+        mode: ``CodeTests.output_compare`` (an ``OUTPUT_COMPARE_*`` value; UNSPECIFIED means
+            ``OUTPUT_COMPARE_TOKENS_FLOAT``).
+        tolerance: ``CodeTests.float_tolerance`` (absolute or relative; 0 means
+            :data:`DEFAULT_FLOAT_TOLERANCE`).
+        stdio: the task's tests are ``io_pairs`` (the only form the settings apply to).
+
+    Returns:
+        ``(mode, tolerance)`` with the defaults filled in (mode never UNSPECIFIED).
+
+    Raises:
+        InvalidArgumentError: ``mode`` is not an ``OutputCompare`` value, a setting is given
+            for a task without ``io_pairs``, ``tolerance`` is not in [0, 1) (NaN included),
+            or ``tolerance`` is set with a mode other than ``TOKENS_FLOAT``. The message starts
+            with the field name (``output_compare``/``float_tolerance``).
+    """
+    mode, tol = int(mode), float(tolerance)
     if mode != common_pb2.OUTPUT_COMPARE_UNSPECIFIED and mode not in _COMPARE_NAMES:
-        raise InvalidArgumentError(
-            f"task {task_id!r}: code_tests.output_compare={mode} is not an OutputCompare value"
-        )
+        raise InvalidArgumentError(f"output_compare={mode} is not an OutputCompare value")
     if not stdio and (mode or tol):
         raise InvalidArgumentError(
-            f"task {task_id!r}: code_tests.output_compare/float_tolerance apply to io_pairs "
-            "only (test_code and test_list are decided by their assertions)"
+            "output_compare/float_tolerance apply to io_pairs only (test_code and test_list "
+            "are decided by their assertions)"
         )
     if not (math.isfinite(tol) and 0.0 <= tol < 1.0):
-        raise InvalidArgumentError(
-            f"task {task_id!r}: code_tests.float_tolerance={tol} must be in [0, 1)"
-        )
+        raise InvalidArgumentError(f"float_tolerance={tol} must be in [0, 1)")
     mode = mode or common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT
     if tol and mode != common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT:
         raise InvalidArgumentError(
-            f"task {task_id!r}: code_tests.float_tolerance is set but output_compare is "
-            f"{_COMPARE_NAMES[mode]}; it applies to OUTPUT_COMPARE_TOKENS_FLOAT only"
+            f"float_tolerance is set but output_compare is {_COMPARE_NAMES[mode]}; it applies "
+            "to OUTPUT_COMPARE_TOKENS_FLOAT only"
         )
     return mode, tol or DEFAULT_FLOAT_TOLERANCE
+
+
+def _output_rule(tests: common_pb2.CodeTests, task_id: str, stdio: bool) -> tuple[int, float]:
+    """:func:`output_rule` of a task's ``CodeTests``, its errors naming the task."""
+    try:
+        return output_rule(tests.output_compare, tests.float_tolerance, stdio=stdio)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"task {task_id!r}: code_tests.{exc}") from None
 
 
 def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuite:
