@@ -30,7 +30,10 @@ closed groups:
 6. numerics: an optimizer step whose loss or gradient norm (policy or critic) is not finite is
    skipped — gradients dropped, parameters, optimizer state and LR schedule untouched — with a
    warning and the count in ``optim/skipped_steps`` (``optim/skipped_steps_total`` since the
-   trainer was built), so NaN never reaches the parameters or a checkpoint.
+   trainer was built), so NaN never reaches the parameters or a checkpoint. A minibatch with
+   nothing to follow (every loss token's advantage exactly 0, β = 0, no critic: groups all wrong
+   or all right, kept with dynamic sampling off) takes no optimizer step either — AdamW would
+   still move every parameter by its momentum — and is counted in ``optim/no_signal_steps``.
 
 Data parallel: pass a ``grpo.learner.distributed.DataParallel``; every rank calls ``step`` with
 its own whole groups; denominators, gradients and summed statistics are all-reduced.
@@ -415,7 +418,8 @@ class Trainer:
             ``behavior/abs_logprob_diff_mean``/``_max`` (|log π_old − log μ|),
             ``optim/grad_norm`` (before clipping), ``optim/lr``, ``optim/skipped_steps``
             (optimizer steps skipped for a non-finite loss or gradient) and
-            ``optim/skipped_steps_total``, ``time/*_s`` (seconds); with ``gae`` also
+            ``optim/skipped_steps_total``, ``optim/no_signal_steps`` (minibatches without a
+            nonzero advantage, not stepped), ``time/*_s`` (seconds); with ``gae`` also
             ``critic/value_loss``, ``critic/value_clip_frac``, ``critic/value_mean``,
             ``critic/return_mean`` (token means), ``critic/explained_variance`` (of the
             values at batch start), ``critic/grad_norm``, ``critic/lr``.
@@ -463,6 +467,7 @@ class Trainer:
         entropy_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         norms: list[tuple[float, float]] = []
         skipped = 0
+        no_signal = 0
         for epoch in range(cfg.ppo_epochs):
             for mb in rows_all.tensor_split(cfg.minibatches):
                 # Global denominators of this optimizer step: all micro-batches and ranks.
@@ -478,9 +483,14 @@ class Trainer:
                     if epoch == 0:
                         old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
                         entropy_sum += ent
-                norm, critic_norm, applied = self._optimizer_step(finite_loss)
-                norms.append((norm, critic_norm))
-                skipped += 0 if applied else 1
+                if self._has_signal(adv, mask, mb):
+                    norm, critic_norm, applied = self._optimizer_step(finite_loss)
+                    norms.append((norm, critic_norm))
+                    skipped += 0 if applied else 1
+                else:
+                    self._zero_grad()
+                    norms.append((0.0, 0.0))
+                    no_signal += 1
         self.step_count += 1
         self.skipped_steps_total += skipped
         t_end = time.perf_counter()
@@ -492,6 +502,7 @@ class Trainer:
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
         metrics["optim/skipped_steps"] = float(skipped)
         metrics["optim/skipped_steps_total"] = float(self.skipped_steps_total)
+        metrics["optim/no_signal_steps"] = float(no_signal)
         if self.critic is not None:
             metrics["critic/grad_norm"] = norms[-1][1]
             metrics["critic/lr"] = float(self.critic.scheduler.get_last_lr()[0])
@@ -559,6 +570,23 @@ class Trainer:
             ent = entropy_from_logits(logits.detach(), self.config.temperature)
             ent_sum = torch.where(m, ent.double(), 0.0).sum()
         return stats, ent_sum, old_mb, t_mb, ok
+
+    def _has_signal(self, adv: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> bool:
+        """Whether the minibatch ``rows`` has any gradient to follow (on any rank).
+
+        With no KL term (β = 0) and no critic, a minibatch whose loss tokens all have advantage
+        exactly 0 (groups that were all wrong or all right, kept with dynamic sampling off)
+        has an exactly zero gradient; AdamW would still move every parameter by its momentum
+        (m / sqrt(v)) and advance the LR schedule, so such an optimizer step is not taken:
+        parameters, moments and schedule keep their values (``optim/no_signal_steps``).
+        """
+        if self.beta > 0 or self.critic is not None:
+            return True
+        has = bool(((adv[rows] != 0) & mask[rows]).any())
+        if self._distributed and self.parallel is not None:
+            flag = torch.tensor([1.0 if has else 0.0], dtype=torch.float64, device=self.device)
+            has = float(self.parallel.all_reduce(flag, "max")[0]) > 0
+        return has
 
     def _zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
