@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install proto proto-check lint test soak faults bench run clean config-docs chart-schema
+.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl run clean config-docs chart-schema
 
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap and buf
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -47,6 +47,13 @@ faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md): a few mi
 
 bench:  ## speed and memory benchmarks, printed as ratios measured in the same run
 	$(PY) -m bench
+
+TRL_VENV ?= .venv-trl
+bench-vs-trl:  ## the main job's task side by side with TRL's GRPOTrainer (TRL in its own venv, 3 seeds; long)
+	test -x $(TRL_VENV)/bin/python || python3 -m venv $(TRL_VENV)
+	scripts/install-torch.sh $(TRL_VENV)
+	$(TRL_VENV)/bin/python -c "import trl" 2>/dev/null || $(TRL_VENV)/bin/python -m pip install -q trl
+	$(PY) -m bench.bench_vs_trl --trl-python $(TRL_VENV)/bin/python $(BENCH_VS_TRL_ARGS)
 
 run:  ## the main job: SFT warm start then GRPO on arithmetic, on this machine
 	$(VENV)/bin/grpo run configs/arith-cpu.yaml

@@ -30,6 +30,7 @@ from grpo.v1 import common_pb2
 
 __all__ = [
     "ARITH_OPS",
+    "arith_difficulty",
     "arith_solution",
     "arith_tasks",
     "data_dir",
@@ -187,6 +188,26 @@ def arith_solution(a: int, b: int, op: str = "+") -> str:
     raise InvalidArgumentError(f"unknown op {op!r}; valid ops: {', '.join(ARITH_OPS)}")
 
 
+def arith_difficulty(a: int, b: int, op: str = "+") -> str:
+    """Difficulty label of ``a op b`` (``Task.metadata["difficulty"]``, a diagnostics slice and
+    the prompt curriculum's bucket): the larger operand's digit count and the carry (``+``) or
+    borrow (``-``) count of the worked solution, e.g. ``"3-digit 2-carry"``; for ``*`` the two
+    digit counts, ``"3x2-digit"``.
+
+    Raises:
+        InvalidArgumentError: negative operand, ``a < b`` for ``-``, or an unknown op.
+    """
+    solution = arith_solution(a, b, op)  # validates the arguments
+    digits = max(len(str(a)), len(str(b)))
+    if op == "*":
+        return f"{len(str(a))}x{len(str(b))}-digit"
+    columns = solution.split(":")[0].split(",")
+    # A carried (borrowed) column is the one written with the extra "+1" ("-1") term.
+    extra = "+1=" if op == "+" else "-1="
+    count = sum(1 for c in columns if c.count(op) == 2 and extra in c)
+    return f"{digits}-digit {count}-{'carry' if op == '+' else 'borrow'}"
+
+
 def _add_steps(a: int, b: int) -> str:
     da, db = _digits(a), _digits(b)
     width = max(len(da), len(db))
@@ -250,8 +271,8 @@ def arith_tasks(
 
     Returns:
         Tasks with id ``arith/<a><op><b>``, prompt ``"<a><op><b>="``, gold the result as text,
-        metadata ``source="arith"``, ``op``, ``digits`` (of the larger operand) and ``solution``
-        (``arith_solution``; the SFT completion).
+        metadata ``source="arith"``, ``op``, ``digits`` (of the larger operand), ``solution``
+        (``arith_solution``; the SFT completion) and ``difficulty`` (``arith_difficulty``).
 
     Raises:
         InvalidArgumentError: bad sizes or ops, or fewer than ``n`` distinct problems exist.
@@ -296,6 +317,7 @@ def arith_tasks(
                     "op": op,
                     "digits": str(max(len(str(a)), len(str(b)))),
                     "solution": arith_solution(a, b, op),
+                    "difficulty": arith_difficulty(a, b, op),
                 },
             )
         )

@@ -103,6 +103,9 @@ class StreamNames:
         prompts: stream of ``PromptJob`` (dataset feeder/assembler -> rollout workers).
         rollouts: stream of ``Rollout`` (rollout workers -> assembler).
         groups: stream of ``Group`` (assembler -> learner).
+        closed: stream of every closed ``Group`` (accepted or rejected), members reduced to
+            their index and outcome score (assembler -> run driver's prompt curriculum);
+            read without a consumer group, never trimmed (a few hundred bytes a group).
         policy_key: string key holding the latest published ``PolicyWeights``.
     """
 
@@ -113,6 +116,7 @@ class StreamNames:
         self.prompts = f"{namespace}:prompts"
         self.rollouts = f"{namespace}:rollouts"
         self.groups = f"{namespace}:groups"
+        self.closed = f"{namespace}:closed"
         self.policy_key = f"{namespace}:policy"
 
     def key(self, *parts: str) -> str:

@@ -20,6 +20,9 @@
 - the servicer: ``SubmitRollouts`` (same path as the stream, idempotent per (group id, index))
   and ``GetStats`` (counters kept in Redis, so a restarted assembler keeps them, plus this
   process's live values: rollouts held, outage seconds).
+
+Every closed group, accepted or rejected, is also appended to the closed-groups stream
+(:class:`ClosedGroupStream`, ``StreamNames.closed``) for the run driver's prompt curriculum.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ __all__ = [
     "AssemblerServicer",
     "AssemblerSettings",
     "AssemblerWorker",
+    "ClosedGroupStream",
     "StreamGroupSink",
     "build_assembler",
 ]
@@ -141,6 +145,47 @@ class StreamGroupSink:
     def write_regeneration(self, job: common_pb2.PromptJob) -> None:
         """XADD the job to the prompts stream with dedup key = its group id."""
         self._streams.produce(self._names.prompts, job, dedup_key=job.group_id)
+
+
+class ClosedGroupStream:
+    """Appends every closed group (accepted or rejected) to ``StreamNames.closed``, members
+    reduced to their index and outcome score, with dedup key = group id and metadata
+    ``verdict`` and ``tokens``: what the run driver's prompt curriculum reads
+    (``grpo.services.pipeline.curriculum``). A Redis error is logged and the record dropped:
+    it is a statistic, never a reward, and the group itself is already durable."""
+
+    def __init__(self, streams: Streams, names: StreamNames) -> None:
+        """Args: streams: the stream client; names: the run's stream names."""
+        self._streams = streams
+        self._names = names
+
+    def __call__(self, group: common_pb2.Group, verdict: GroupVerdict) -> None:
+        slim = common_pb2.Group(
+            group_id=group.group_id,
+            prompt_id=group.prompt_id,
+            group_size=group.group_size,
+            status=group.status,
+            round=group.round,
+            opened_unix_s=group.opened_unix_s,
+            closed_unix_s=group.closed_unix_s,
+            straggler_wait_s=group.straggler_wait_s,
+        )
+        for m in group.members:
+            slim.members.add(
+                rollout=common_pb2.Rollout(index=m.rollout.index),
+                outcome=m.outcome,
+                missing=m.missing,
+            )
+        tokens = sum(len(m.rollout.completion.token_ids) for m in group.members)
+        try:
+            self._streams.produce(
+                self._names.closed,
+                slim,
+                dedup_key=group.group_id,
+                metadata={"verdict": verdict.value, "tokens": str(tokens)},
+            )
+        except REDIS_ERRORS as exc:
+            log.warning("closed-group record of %s dropped: %s", group.group_id, exc)
 
 
 class _GroupLog:
@@ -410,7 +455,14 @@ def build_assembler(
     client_obj = None
     if scorer is None:
         scorer = client_obj = VerifierClient(routing_table(settings), settings.assembler.verifier)
-    on_close = _GroupLog(settings.group_log) if settings.group_log is not None else None
+    record = ClosedGroupStream(streams, names)
+    group_log = _GroupLog(settings.group_log) if settings.group_log is not None else None
+
+    def on_close(group: common_pb2.Group, verdict: GroupVerdict) -> None:
+        record(group, verdict)
+        if group_log is not None:
+            group_log(group, verdict)
+
     assembler = Assembler(
         store, scorer, StreamGroupSink(streams, names), settings.assembler, on_close=on_close
     )

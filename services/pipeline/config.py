@@ -97,6 +97,42 @@ class JsonlSourceConfig(BaseModel):
         return self
 
 
+class CurriculumConfig(BaseModel):
+    """Prompt selection by recent pass rate (``grpo.services.pipeline.curriculum``)."""
+
+    model_config = _FROZEN
+
+    enabled: bool = Field(
+        default=False,
+        description="Feed each prompt with a probability from its difficulty bucket's recent "
+        "share of mixed groups (neither all wrong nor all right); skipped prompts come back "
+        "in the next pass.",
+    )
+    bucket_field: str = Field(
+        default="difficulty",
+        min_length=1,
+        description="Task metadata key of the bucket (arith: '3-digit 2-carry'); a task "
+        "without it is its own bucket.",
+    )
+    min_accept: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="Floor of a bucket's accept probability: every difficulty stays in the "
+        "feed and is re-measured.",
+    )
+    power: float = Field(
+        default=2.0,
+        gt=0,
+        description="Accept probability = (bucket mixed share / best bucket's) ** power.",
+    )
+    half_life: float = Field(
+        default=16.0,
+        gt=0,
+        description="Closed groups of a bucket after which an observation weighs half.",
+    )
+
+
 class DataConfig(BaseModel):
     """Training prompts and the held-out evaluation set."""
 
@@ -121,6 +157,10 @@ class DataConfig(BaseModel):
     arith: ArithConfig = Field(default_factory=ArithConfig, description="Arithmetic tasks.")
     prompt_repeats: int = Field(
         default=100, ge=1, description="Passes over the training prompts before the feeder stops."
+    )
+    curriculum: CurriculumConfig = Field(
+        default_factory=CurriculumConfig,
+        description="Prompt selection by recent pass rate (off by default).",
     )
 
     @model_validator(mode="after")

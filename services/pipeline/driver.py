@@ -36,6 +36,7 @@ import grpc
 from grpo.learner.metric_names import GROUPS_REWARD_MEAN
 from grpo.services.learner.publish import read_policy
 from grpo.services.pipeline.config import RunConfig
+from grpo.services.pipeline.curriculum import PassRateCurriculum
 from grpo.services.pipeline.feeder import PromptFeeder
 from grpo.services.pipeline.heldout import heldout_accuracy
 from grpo.services.pipeline.tasks import RunTasks
@@ -251,6 +252,18 @@ class RunDriver:
     def make_feeder(self) -> PromptFeeder:
         """The prompt feeder of this run (backpressure bounds from ``generation``/``learner``)."""
         cfg = self.config
+        cur = cfg.data.curriculum
+        curriculum = (
+            PassRateCurriculum(
+                seed=cfg.seed,
+                min_accept=cur.min_accept,
+                power=cur.power,
+                half_life=cur.half_life,
+                bucket_field=cur.bucket_field,
+            )
+            if cur.enabled
+            else None
+        )
         return PromptFeeder(
             self.streams,
             self.names,
@@ -262,6 +275,8 @@ class RunDriver:
             learner_group=LEARNER_GROUP,
             seed=cfg.seed,
             repeats=cfg.data.prompt_repeats,
+            curriculum=curriculum,
+            correct_threshold=cfg.assembler.dynamic_sampling.correct_threshold,
         )
 
     def published_policy(self) -> common_pb2.PolicyWeights | None:
@@ -472,6 +487,19 @@ class RunDriver:
         order = {"sft": 0, "final": 2}
         return sorted(rows, key=lambda r: (order.get(r["label"], 1), r.get("step", 0)))
 
+    def _curriculum_summary(self) -> dict[str, Any]:
+        """``curriculum``: this driver's prompt decisions per bucket (empty when it is off)."""
+        feeder = self._feeder
+        if feeder is None or feeder.curriculum is None:
+            return {}
+        return {
+            "curriculum": {
+                "fed": feeder.fed,
+                "skipped": feeder.skipped,
+                "buckets": feeder.curriculum.stats(),
+            }
+        }
+
     def summary(
         self,
         *,
@@ -518,6 +546,7 @@ class RunDriver:
             "wall_clock_s": round(time.time() - started, 1),
             "leftover_processes": leftover_processes,
             "evals": self.recorded_evals(),
+            **self._curriculum_summary(),
             **(extra or {}),
         }
         (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

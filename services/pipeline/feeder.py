@@ -13,15 +13,26 @@ order, so the jobs already written are a prefix of it. ``resume()`` (called by t
 constructor) finds the prefix's length from the streams' dedup markers of the prompts stream
 (binary search, O(log n) reads) and continues right after it: a restarted feeder never
 re-feeds a prompt and never skips one.
+
+Prompt curriculum (``data.curriculum``): with a ``PassRateCurriculum`` the feeder asks, for
+each prompt in that order, whether to feed it now (``grpo.services.pipeline.curriculum``: from
+its difficulty bucket's recent share of mixed groups, read from the assembler's closed-groups
+stream ``StreamNames.closed``); a skipped prompt gets a skip marker
+(``<prompts>:skipped:<group id>``) and comes back in the next pass. Every position of the
+order is then decided once, written or skipped, in order, so the decided positions are still a
+prefix and ``resume()`` finds it the same way; a restarted curriculum re-reads the closed
+groups from the stream's start.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.pipeline.curriculum import PassRateCurriculum
+from grpo.services.streams import PAYLOAD_FIELD, StreamNames, Streams
 from grpo.v1 import common_pb2
 
 __all__ = ["PromptFeeder"]
@@ -43,6 +54,8 @@ class PromptFeeder:
         learner_group: str,
         seed: int = 0,
         repeats: int = 1,
+        curriculum: PassRateCurriculum | None = None,
+        correct_threshold: float = 1.0,
     ) -> None:
         """Args:
         streams, names: Redis streams of the run.
@@ -54,6 +67,9 @@ class PromptFeeder:
         learner_group: consumer group of the learner on the groups stream.
         seed: seed of the shuffles.
         repeats: passes over the tasks before the feeder is exhausted.
+        curriculum: chooses which prompts to feed now (module docstring); None feeds all.
+        correct_threshold: a valid outcome reward >= this is correct (the assembler's
+            ``dynamic_sampling.correct_threshold``), for the curriculum's mixed/unmixed count.
 
         Raises:
             InvalidArgumentError: no tasks, G < 2, or a bound < 1.
@@ -78,6 +94,11 @@ class PromptFeeder:
         self._epoch = 0
         self._order: list[int] = []
         self.fed = 0
+        self.skipped = 0
+        self.curriculum = curriculum
+        self._correct_threshold = correct_threshold
+        self._tasks_by_id = {t.id: t for t in self._tasks}
+        self._closed_after = "0-0"  # last closed-groups entry the curriculum observed
         self.resumed_at = self.resume()
 
     def _job_id(self, position: int) -> str:
@@ -87,21 +108,26 @@ class PromptFeeder:
         random.Random(self._seed * 1_000_003 + epoch).shuffle(order)
         return f"{self._tasks[order[index]].id}/e{epoch}"
 
-    def _written(self, position: int) -> bool:
-        marker = self._streams.dedup_marker(self._names.prompts, self._job_id(position))
-        return bool(self._streams.client.exists(marker))
+    def _skip_marker(self, job_id: str) -> str:
+        return f"{self._names.prompts}:skipped:{job_id}"
+
+    def _decided(self, position: int) -> bool:
+        """Whether the job at ``position`` was written, or skipped by the curriculum."""
+        job_id = self._job_id(position)
+        marker = self._streams.dedup_marker(self._names.prompts, job_id)
+        return bool(self._streams.client.exists(marker, self._skip_marker(job_id)))
 
     def resume(self) -> int:
-        """Skip the jobs an earlier feeder of the same stream already wrote.
+        """Skip the jobs an earlier feeder of the same stream already wrote (or skipped).
 
         Returns:
-            How many jobs were already written (0 for a fresh run).
+            How many positions were already decided (0 for a fresh run).
         """
         total = len(self._tasks) * self._repeats
         lo, hi = 0, total  # invariant: positions < lo are written, positions >= hi are not
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._written(mid):
+            if self._decided(mid):
                 lo = mid + 1
             else:
                 hi = mid
@@ -125,14 +151,38 @@ class PromptFeeder:
             self._epoch += 1
         return self._tasks[self._order.pop()], self._epoch - 1
 
+    def observe_closed(self, count: int = 1000) -> int:
+        """Feed the curriculum the closed groups the assembler appended since the last call.
+
+        Returns:
+            Closed-group entries read (0 without a curriculum).
+        """
+        if self.curriculum is None:
+            return 0
+        reply: Any = self._streams.client.xrange(
+            self._names.closed, min=f"({self._closed_after}", count=count
+        )
+        raw: list[tuple[Any, Any]] = list(reply or [])
+        groups = []
+        for entry_id, fields in raw:
+            self._closed_after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            payload = fields.get(PAYLOAD_FIELD) if fields else None
+            if isinstance(payload, bytes):
+                groups.append(common_pb2.Group.FromString(payload))
+        self.curriculum.observe_groups(groups, self._tasks_by_id, self._correct_threshold)
+        return len(raw)
+
     def pump(self, limit: int = 64) -> int:
-        """Write jobs while both lags are under their bounds; at most ``limit`` per call.
+        """Write jobs while both lags are under their bounds; at most ``limit`` per call (and
+        at most ``4 * limit`` curriculum decisions).
 
         Returns:
             Jobs written by this call (already-written ids count 0).
         """
-        written = 0
-        while written < limit:
+        while self.observe_closed():
+            pass
+        written = decided = 0
+        while written < limit and decided < 4 * limit:
             prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
             # Groups the learner has read but not yet acknowledged (it acks at checkpoints) are
             # consumed already: only undelivered groups count.
@@ -145,6 +195,13 @@ class PromptFeeder:
             if item is None:
                 break
             task, epoch = item
+            decided += 1
+            group_id = f"{task.id}/e{epoch}"
+            if self.curriculum is not None and not self.curriculum.decide(task, group_id):
+                ttl = self._streams.dedup_ttl_s or None
+                self._streams.client.set(self._skip_marker(group_id), b"1", ex=ttl)
+                self.skipped += 1
+                continue
             job = common_pb2.PromptJob(
                 group_id=f"{task.id}/e{epoch}", task=task, group_size=self._group_size, round=0
             )
