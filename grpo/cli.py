@@ -44,6 +44,7 @@ SUBCOMMANDS: dict[str, str] = {
     "run": "grpo.cli_run",
     "report": "grpo.cli_report",
     "model": "grpo.cli_model",
+    "compare": "grpo.cli_compare",
 }
 """Command name -> module implementing it (a function of that name, or a typer ``app``)."""
 

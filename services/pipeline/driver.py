@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -188,6 +189,7 @@ class RunDriver:
         self.progress = Progress()
         self.evals: list[dict[str, Any]] = []
         self._started_at = 0.0
+        self._received_at_start: int | None = None  # rollouts counted before this feeder
         self._feeder: PromptFeeder | None = None
         self.record = record
         self._elapsed_before = record.elapsed_s() if record is not None else 0.0
@@ -333,6 +335,8 @@ class RunDriver:
         p.last_metrics = dict(status.last_metrics)
         p.reward = _first_metric(p.last_metrics, GROUPS_REWARD_MEAN)
         p.stats = stats
+        if self._received_at_start is None:
+            self._received_at_start = stats.rollouts_received
         p.elapsed_s = self._elapsed()
         if self.record is not None and self._started_at:
             self.record.save_elapsed_s(p.elapsed_s)
@@ -370,7 +374,7 @@ class RunDriver:
                 return "interrupted"
             self.endpoints.check()
             try:
-                feeder.pump()
+                feeder.pump(self.jobs_within_token_budget(feeder))
                 self.redis_outage.ok()
             except REDIS_ERRORS as exc:  # ride it out; the services do the same
                 time.sleep(self.redis_outage.failed(exc))
@@ -403,6 +407,31 @@ class RunDriver:
                         Path(policy.path), f"step {progress.step}", due=due
                     )
             self.stop_requested.wait(POLL_S)
+
+    def jobs_within_token_budget(self, feeder: PromptFeeder, limit: int = 64) -> int:
+        """Prompt jobs the feeder may still write (at most ``limit``) under
+        ``budget.generated_tokens`` (0 = no bound: ``limit``): the tokens the assembler counted
+        plus the expected tokens of the jobs written but not yet counted (G × the mean rollout
+        length so far, L_max before any rollout) stay below the budget by less than one job.
+        Generation so ends within about one group's worth of the budget and every token it
+        produced is counted, instead of overshooting by the rollouts still in flight at the
+        stop (the assembler counts a rollout once it is scored)."""
+        budget = self.config.budget.generated_tokens
+        if not budget:
+            return limit
+        if self._received_at_start is None:  # not polled yet: the counts are unknown
+            return 0
+        stats = self.progress.stats
+        g = self.config.generation.group_size
+        received = stats.rollouts_received - self._received_at_start
+        per_rollout = (
+            stats.generated_tokens / stats.rollouts_received
+            if stats.rollouts_received
+            else float(self.config.generation.max_new_tokens)
+        )
+        in_flight = max(0, feeder.fed * g - received)
+        left = budget - stats.generated_tokens - in_flight * per_rollout
+        return max(0, min(limit, math.ceil(left / (g * max(per_rollout, 1.0)))))
 
     def warn_if_no_signal(self, stats: assembler_pb2.AssemblerStats) -> bool:
         """Log once that dynamic sampling has kept no group out of ``NO_SIGNAL_GROUPS`` closed

@@ -1,0 +1,196 @@
+"""``grpo compare``: two arms from one SFT start at the same generated-token budget on
+e2e-tiny, as a user starts it (the CLI as a process), and the budget check's rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from grpo.errors import InvalidArgumentError
+from grpo.services.pipeline.compare import (
+    ArmResult,
+    arm_config,
+    budget_check,
+    curve_band,
+    interpolate,
+    parse_estimators,
+    step_tokens,
+)
+from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.driver import RunDriver
+from grpo.services.pipeline.tasks import load_run_tasks
+from grpo.services.streams import StreamNames, Streams
+from grpo.v1 import assembler_pb2, learner_pb2
+
+REPO = Path(__file__).resolve().parents[2]
+BUDGET = 300
+
+
+def test_compare_two_arms_on_e2e_tiny_at_an_equal_token_budget(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # embedded Redis
+    env["OMP_NUM_THREADS"] = "1"
+    out = tmp_path / "cmp"
+    cmd = [
+        sys.executable, "-m", "grpo.cli", "compare", str(REPO / "configs" / "e2e-tiny.yaml"),
+        "--estimators", "grpo,gae", "--seeds", "1", "--budget-tokens", str(BUDGET),
+        "--out", str(out), "--kl-prompts", "4",
+        # prompts in flight bound the overshoot past the budget: at most B prompts, i.e.
+        # B·G·L_max tokens, one step's worth
+        "--set", "model.sft.steps=5", "--set", "generation.prompts_ahead=2",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    report = json.loads((out / "compare.json").read_text())
+    assert report["budget_check"]["equal"] is True, report["budget_check"]
+    assert "Budget equal: yes" in (out / "compare.md").read_text()
+    assert (out / "compare.png").stat().st_size > 0
+    assert set(report["arms"]) == {"grpo", "gae"}
+    runs = {r["estimator"]: r for r in report["runs"]}
+    assert set(runs) == {"grpo", "gae"}
+    # SFT ran once, in start/; every arm started from that folder, with SFT off
+    start = out / "start" / "model" / "sft"
+    assert report["start_model"] == str(start)
+    assert not (out / "grpo-seed0" / "model").exists()
+    for est, run in runs.items():
+        cfg = yaml.safe_load((Path(run["run_dir"]) / "config.yaml").read_text())
+        assert cfg["model"]["path"] == str(start) and not cfg["model"]["sft"]["enabled"]
+        assert cfg["learner"]["algo"]["estimator"] == est
+        assert cfg["budget"]["generated_tokens"] == BUDGET
+        assert run["stop_reason"] == "generated_tokens"
+        assert BUDGET <= run["generated_tokens"] <= BUDGET + run["step_tokens"]
+        assert run["steps"] >= 1 and run["cpu_s"] > 0 and run["train_s"] > 0
+        assert run["kl_to_start"]["responses"] == 4 and run["kl_to_start"]["kl_per_token"] >= 0
+        assert run["curve"][0]["generated_tokens"] == 0
+        assert run["curve"][-1]["generated_tokens"] == run["generated_tokens"]
+    assert report["same_start_accuracy"] is True
+    # the gae arm trained a critic, the grpo arm none
+    metrics = {
+        est: (Path(run["run_dir"]) / "metrics.jsonl").read_text() for est, run in runs.items()
+    }
+    assert "critic/value_loss" in metrics["gae"] and "critic/" not in metrics["grpo"]
+
+
+def _run(est: str, tokens: int, steps: int, stop: str = "generated_tokens") -> ArmResult:
+    return ArmResult(
+        estimator=est,
+        seed=0,
+        run_dir="",
+        stop_reason=stop,
+        steps=steps,
+        generated_tokens=tokens,
+        kept_tokens=tokens // 2,
+        groups={},
+        start_accuracy=0.1,
+        final_accuracy=0.2,
+        curve=[],
+        train_s=1.0,
+        run_s=2.0,
+        cpu_s=2.0,
+        step_tokens=step_tokens(load_run_config(REPO / "configs" / "e2e-tiny.yaml"), tokens, steps),
+    )
+
+
+def test_budget_check_flags_an_overshoot_and_a_run_stopped_by_another_budget() -> None:
+    # e2e-tiny: B·G·L_max = 2·4·24 = 192 tokens per step at most
+    ok = budget_check([_run("grpo", 1000, 10), _run("rloo", 1190, 10)], 1000)
+    assert ok.equal and ok.max_deviation == 190 and ok.problems == []
+    over = budget_check([_run("grpo", 1000, 10), _run("rloo", 1193, 10)], 1000)
+    assert not over.equal and "rloo seed 0" in over.problems[0] and "193" in over.problems[0]
+    # a run whose steps cost more than B·G·L_max (dynamic sampling) has a larger step
+    assert budget_check([_run("gae", 1300, 4)], 1000).equal  # 325 tokens per step
+    short = budget_check([_run("gae", 990, 10, stop="wall_clock")], 1000)
+    assert not short.equal and "'wall_clock'" in short.problems[0]
+
+
+def test_accuracy_curves_interpolate_and_band_over_seeds() -> None:
+    a = [
+        {"generated_tokens": 0.0, "train_s": 0.0, "accuracy": 0.2},
+        {"generated_tokens": 100.0, "train_s": 10.0, "accuracy": 0.4},
+    ]
+    b = [
+        {"generated_tokens": 0.0, "train_s": 0.0, "accuracy": 0.2},
+        {"generated_tokens": 200.0, "train_s": 40.0, "accuracy": 0.8},
+    ]
+    assert interpolate(a, "train_s", 5.0) == pytest.approx(0.3)
+    assert interpolate(a, "train_s", 11.0) != interpolate(a, "train_s", 11.0)  # nan past the end
+    band = curve_band([a, b], "generated_tokens", points=3)
+    assert band["x"] == [0.0, 50.0, 100.0]  # up to the shortest curve
+    assert band["low"] == pytest.approx([0.2, 0.3, 0.4])  # a
+    assert band["high"] == pytest.approx([0.2, 0.35, 0.5])  # b at a quarter and half its way
+    assert band["median"] == pytest.approx([0.2, 0.325, 0.45])
+
+
+def test_arm_config_and_estimator_names() -> None:
+    base = load_run_config(REPO / "configs" / "e2e-tiny.yaml")
+    cfg = arm_config(base, start_model="/m", estimator="rloo", seed=3, budget_tokens=500)
+    assert cfg.model.path == "/m" and not cfg.model.sft.enabled
+    assert cfg.learner.algo.estimator == "rloo" and cfg.seed == 3 and cfg.learner.trainer.seed == 3
+    assert cfg.budget.generated_tokens == 500 and cfg.budget.steps > 10_000
+    assert cfg.budget.wall_clock_s == base.budget.wall_clock_s
+    assert parse_estimators(" grpo, dr_grpo ,gae") == ["grpo", "dr_grpo", "gae"]
+    with pytest.raises(InvalidArgumentError, match=r"unknown estimator.*ppo.*valid: grpo"):
+        parse_estimators("grpo,ppo")
+    with pytest.raises(InvalidArgumentError, match="repeats"):
+        parse_estimators("grpo,grpo")
+    with pytest.raises(InvalidArgumentError, match="budget"):
+        arm_config(base, start_model="/m", estimator="grpo", seed=0, budget_tokens=0)
+
+
+class _Counts:
+    """The driver's ``Endpoints`` for ``poll``: fixed learner status and assembler counters."""
+
+    def __init__(self) -> None:
+        self.stats = assembler_pb2.AssemblerStats()
+
+    def learner_status(self) -> learner_pb2.GetStatusResponse:
+        return learner_pb2.GetStatusResponse()
+
+    def assembler_stats(self) -> assembler_pb2.AssemblerStats:
+        return self.stats
+
+
+def test_the_driver_feeds_only_the_jobs_the_token_budget_still_covers(
+    tmp_path: Path, redis_client: Any, redis_namespace: str
+) -> None:
+    base = load_run_config(REPO / "configs" / "e2e-tiny.yaml")  # G = 4, L_max = 24
+    cfg = load_run_config(REPO / "configs" / "e2e-tiny.yaml", {"budget.generated_tokens": 1000})
+    counts = _Counts()
+    driver = RunDriver(
+        cfg,
+        load_run_tasks(cfg),
+        streams=Streams(redis_client),
+        names=StreamNames(redis_namespace),
+        endpoints=counts,  # type: ignore[arg-type]  # poll needs only these two calls
+        out_dir=tmp_path / "run",
+    )
+    feeder = SimpleNamespace(fed=0)
+    assert driver.jobs_within_token_budget(feeder) == 0  # type: ignore[arg-type]  # not polled
+    driver.poll()
+    assert driver.jobs_within_token_budget(feeder) == 11  # type: ignore[arg-type]  # 1000 / (4·24)
+    # 400 tokens counted over 40 rollouts (10 each); 12 jobs fed = 48 rollouts, 8 in flight
+    counts.stats = assembler_pb2.AssemblerStats(generated_tokens=400, rollouts_received=40)
+    driver.poll()
+    feeder.fed = 12
+    assert driver.jobs_within_token_budget(feeder) == 13  # type: ignore[arg-type]  # 520 / 40
+    assert driver.jobs_within_token_budget(feeder, limit=5) == 5  # type: ignore[arg-type]
+    counts.stats = assembler_pb2.AssemblerStats(generated_tokens=990, rollouts_received=99)
+    driver.poll()
+    feeder.fed = 25  # one rollout (10 expected tokens) in flight: the budget is covered
+    assert driver.jobs_within_token_budget(feeder) == 0  # type: ignore[arg-type]
+    unbounded = RunDriver(
+        base,
+        load_run_tasks(base),
+        streams=Streams(redis_client),
+        names=StreamNames(redis_namespace),
+        endpoints=counts,  # type: ignore[arg-type]
+        out_dir=tmp_path / "run2",
+    )
+    assert unbounded.jobs_within_token_budget(feeder, limit=7) == 7  # type: ignore[arg-type]
