@@ -7,6 +7,7 @@
 #   docker build --target rollout-worker      -t REGISTRY/rollout-worker:TAG . (torch + transformers)
 #   docker build --target rollout-worker-vllm -t REGISTRY/rollout-worker-vllm:TAG .  (adds vLLM; GPU)
 #   docker build --target learner             -t REGISTRY/learner:TAG .        (torch)
+#   docker build --target driver              -t REGISTRY/driver:TAG .         (torch + math; run driver)
 #
 # One name per deployable: the target, the chart workload and `grpo serve NAME` agree (the
 # rollout worker holds the generation engine in-process; `grpo serve generation`, the
@@ -68,6 +69,10 @@ FROM source AS build-learner
 RUN pip install --no-cache-dir "torch==2.13.0" \
     && pip install --no-cache-dir "./[learner]"
 
+FROM source AS build-driver
+RUN pip install --no-cache-dir "torch==2.13.0" \
+    && pip install --no-cache-dir "./[generation,math]"
+
 # ---------------------------------------------------------------- final images
 FROM runtime AS verifier-math
 COPY --from=build-math /opt/venv /opt/venv
@@ -116,3 +121,10 @@ USER 10001:10001
 EXPOSE 50051 9090
 ENTRYPOINT ["grpo"]
 CMD ["serve", "learner", "--config", "/etc/grpo/config.yaml"]
+
+FROM runtime AS driver
+COPY --from=build-driver /opt/venv /opt/venv
+USER 10001:10001
+EXPOSE 50051 9090
+ENTRYPOINT ["grpo"]
+CMD ["serve", "driver", "--config", "/etc/grpo/config.yaml"]

@@ -111,10 +111,12 @@ def of_kind(objects: tuple[dict[str, Any], ...], kind: str) -> dict[str, dict[st
 
 
 def workloads(objects: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
-    """The pipeline's workloads: every Deployment and the learner's StatefulSet (not Redis)."""
+    """The pipeline's workloads: every Deployment, the learner's StatefulSet (not Redis) and
+    the driver's Job."""
     out = of_kind(objects, "Deployment")
     sets = of_kind(objects, "StatefulSet")
     out.update((name, o) for name, o in sets.items() if name != f"{PREFIX}-redis")
+    out.update(of_kind(objects, "Job"))
     return out
 
 
@@ -197,13 +199,15 @@ def test_default_release_has_every_kind() -> None:
     counts: dict[str, int] = {}
     for obj in objects:
         counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
-    # 3 services + 3 verifiers; the learner and Redis are StatefulSets with their own claims
-    # (volumeClaimTemplates): no shared PersistentVolumeClaim by default.
+    # 3 services + the driver + 3 verifiers; the learner and Redis are StatefulSets with their
+    # own claims (volumeClaimTemplates): no shared PersistentVolumeClaim by default; the driver
+    # is a Job (no Service, no PDB).
     assert counts == {
         "ConfigMap": 1,
         "Deployment": 5,
         "HorizontalPodAutoscaler": 3,
-        "NetworkPolicy": 7,
+        "Job": 1,
+        "NetworkPolicy": 8,
         "PodDisruptionBudget": 5,
         "Secret": 1,
         "Service": 7,
@@ -338,12 +342,14 @@ def check_config_files(
         path.write_text(yaml.safe_dump(files[f"{component}.yaml"]))
         env = {e["name"]: e.get("value", "from-a-secret") for e in container["env"]}
         if "REDIS_URL" in env:  # Kubernetes expands $(REDIS_PASSWORD) / $(REDIS_URL)
-            env["GRPO_REDIS_URL"] = env["REDIS_URL"] = "redis://:pw@redis:6379/0"
+            env["REDIS_URL"] = "redis://:pw@redis:6379/0"
+            if "GRPO_REDIS_URL" in env:
+                env["GRPO_REDIS_URL"] = env["REDIS_URL"]
         settings: Any = load_settings(settings_class(serve), path, environ=env)
         assert settings.server.port == 50051
         if hasattr(settings, "redis_url"):
             assert settings.redis_url == "redis://:pw@redis:6379/0"
-        for holder in (settings, getattr(settings, "worker", None)):
+        for holder in (settings, getattr(settings, "worker", None), getattr(settings, "run", None)):
             if holder is not None and hasattr(holder, "namespace"):
                 namespaces.add(holder.namespace)
         checked += 1
@@ -403,6 +409,8 @@ def test_network_policies() -> None:
             }
         }
     }
+    driver_peer = copy.deepcopy(assembler_peer)
+    driver_peer["podSelector"]["matchLabels"]["grpo.dev/role"] = "driver"
     for vname in enabled_verifiers(values):
         spec = policies[f"{PREFIX}-verifier-{vname}"]["spec"]
         assert spec["policyTypes"] == ["Ingress", "Egress"]
@@ -410,7 +418,8 @@ def test_network_policies() -> None:
         grpc_rules = [
             r for r in spec["ingress"] if {"port": "grpc", "protocol": "TCP"} in r["ports"]
         ]
-        assert [r["from"] for r in grpc_rules] == [[assembler_peer]]  # only the assembler calls
+        # only the assembler calls, and the driver (held-out code tasks)
+        assert [r["from"] for r in grpc_rules] == [[assembler_peer, driver_peer]]
         other = [r for r in spec["ingress"] if r not in grpc_rules]
         assert all(r["ports"] == [{"port": "metrics", "protocol": "TCP"}] for r in other)
 
@@ -427,7 +436,7 @@ def test_network_policies() -> None:
         for d in workloads(objects).values()
         if d["spec"]["template"]["metadata"]["labels"].get("grpo.dev/redis-client") == "true"
     }
-    assert clients == {"rollout-worker", "assembler", "learner"}
+    assert clients == {"rollout-worker", "assembler", "learner", "driver"}
 
     # the assembler may reach verifiers; generation may not
     def egress_roles(component: str) -> set[str]:
@@ -439,6 +448,7 @@ def test_network_policies() -> None:
         }
 
     assert "verifier" in egress_roles("assembler")
+    assert "verifier" in egress_roles("driver")
     assert "verifier" not in egress_roles("rollout-worker")
 
 
@@ -596,7 +606,7 @@ def test_evaluation_peers_may_call_the_verifiers() -> None:
     for vname in ("math", "steps", "code"):
         spec = policies[f"{PREFIX}-verifier-{vname}"]["spec"]
         (grpc_rule,) = [r for r in spec["ingress"] if r["ports"][0]["port"] == "grpc"]
-        assert grpc_rule["from"][1:] == [EVAL_PEER]
+        assert grpc_rule["from"][2:] == [EVAL_PEER]  # after the assembler and the driver
         assert spec["egress"] == []
     # the allowance is for verifiers only
     generation = policies[f"{PREFIX}-rollout-worker"]["spec"]
@@ -779,6 +789,8 @@ K8S_BLOCKS = {
     "appArmorProfile",
     "env",
     "config",
+    "run",  # a RunConfig: snake_case settings (grpo.services.pipeline.config)
+    "volume",  # a Kubernetes volume source
 }
 
 

@@ -51,8 +51,9 @@ app.kubernetes.io/component: {{ .component }}
 {{/*
 Every enabled workload as YAML: component name (a `services` key in kebab-case, e.g.
 rolloutWorker -> rollout-worker, or verifier-<key>) -> its block merged over `defaults`, plus
-  role: rollout-worker | assembler | learner | verifier
-  workloadKind: StatefulSet (the learner: stable pod names, one checkpoint claim per pod) | Deployment
+  role: rollout-worker | assembler | learner | driver | verifier
+  workloadKind: StatefulSet (the learner: stable pod names, one checkpoint claim per pod) |
+    Job (the driver: runs to completion, restarted on failure) | Deployment
   verifierName: the key under `verifiers` (verifiers only)
   redisClient: true for the pipeline services that use Redis (never for verifiers)
 Templates read it with: include "grpo.workloads" . | fromYaml
@@ -65,7 +66,10 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- $w := mergeOverwrite (deepCopy $.Values.defaults) (deepCopy $svc) -}}
 {{- $_ := set $w "role" $name -}}
 {{- $_ := set $w "redisClient" true -}}
-{{- $_ := set $w "workloadKind" (ternary "StatefulSet" "Deployment" (eq $name "learner")) -}}
+{{- $kind := "Deployment" -}}
+{{- if eq $name "learner" }}{{ $kind = "StatefulSet" }}{{ end -}}
+{{- if eq $name "driver" }}{{ $kind = "Job" }}{{ end -}}
+{{- $_ := set $w "workloadKind" $kind -}}
 {{- $_ := set $out $name $w -}}
 {{- end -}}
 {{- end -}}
@@ -116,6 +120,12 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- define "grpo.learnerPodHost" -}}
 {{- $svc := include "grpo.componentName" (dict "root" .root "component" "learner") -}}
 {{- printf "%s-%d.%s.%s.svc.%s" $svc (int .ordinal) $svc .root.Release.Namespace .root.Values.clusterDomain -}}
+{{- end -}}
+
+{{/* The initial policy the learner loads and publishes as version 0: run.model.path, else
+     weights.modelPath. */}}
+{{- define "grpo.modelPath" -}}
+{{- default .Values.weights.modelPath (dig "model" "path" "" (default (dict) .Values.run)) -}}
 {{- end -}}
 
 {{/* Published weights travel over gRPC from the learner (weights.transfer: grpc)? */}}
@@ -195,8 +205,14 @@ Templates read it with: include "grpo.workloads" . | fromYaml
       name: {{ include "grpo.redis.secretName" .root }}
       key: {{ .root.Values.redis.external.existingSecretKey }}
 {{- end }}
+{{- if ne .w.role "driver" }}{{/* the driver's Redis is run.redis_url, unset = $REDIS_URL */}}
 - name: GRPO_REDIS_URL
   value: $(REDIS_URL)
+{{- end }}
+{{- end }}
+{{- if and (eq .w.role "driver") .w.dataset .w.dataset.volume }}
+- name: GRPO_DATA_DIR
+  value: {{ .w.dataset.mountPath | quote }}
 {{- end }}
 {{- if and .w.dataParallel .w.dataParallel.enabled }}
 - name: RANK

@@ -3,7 +3,10 @@ The pod template of one workload, shared by the Deployments and the learner's St
 (dict "root" $ "w" $w "component" $name). Volumes besides config, /tmp and TLS:
   weights.transfer grpc: the learner mounts its own ReadWriteOnce claim "weights" (a
     volumeClaimTemplate of its StatefulSet) read-write; the rollout worker gets an emptyDir
-    "weights-cache" for the versions it pulls; nobody else mounts weights.
+    "weights-cache" for the versions it pulls (the driver too, for the versions it
+    evaluates); nobody else mounts weights.
+  the driver (a Job, restartPolicy OnFailure): "output" (its out_dir: an emptyDir or
+    output.existingClaim) and, when dataset.volume is set, "dataset" read-only.
   weights.transfer sharedVolume: the shared claim, as each workload's `weights` says
     (learner readWrite, rollout worker readOnly).
 */}}
@@ -20,7 +23,7 @@ The pod template of one workload, shared by the Deployments and the learner's St
 {{- if include "grpo.weights.grpc" $root -}}
 {{- $weights = "none" -}}
 {{- if eq $w.role "learner" }}{{ $weights = "claimTemplate" }}{{ end -}}
-{{- if eq $w.role "rollout-worker" }}{{ $weights = "cache" }}{{ end -}}
+{{- if or (eq $w.role "rollout-worker") (eq $w.role "driver") }}{{ $weights = "cache" }}{{ end -}}
 {{- end -}}
 metadata:
   labels:
@@ -31,7 +34,9 @@ metadata:
     grpo.dev/redis-client: "true"
     {{- end }}
   annotations:
+    {{- if ne $w.workloadKind "Job" }}{{/* a Job's pod template is immutable: no checksum */}}
     checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    {{- end }}
     {{- if $root.Values.metrics.podAnnotations }}
     prometheus.io/scrape: "true"
     prometheus.io/port: {{ $root.Values.metrics.port | quote }}
@@ -59,6 +64,9 @@ spec:
   hostUsers: {{ $w.hostUsers }}
   {{- end }}
   enableServiceLinks: false
+  {{- if eq $w.workloadKind "Job" }}
+  restartPolicy: OnFailure
+  {{- end }}
   terminationGracePeriodSeconds: {{ $w.terminationGracePeriodSeconds }}
   securityContext:
     {{- $psc := deepCopy $w.podSecurityContext }}
@@ -146,6 +154,15 @@ spec:
           mountPath: /etc/grpo/tls
           readOnly: true
         {{- end }}
+        {{- if eq $w.role "driver" }}
+        - name: output
+          mountPath: {{ $w.output.mountPath }}
+        {{- if $w.dataset.volume }}
+        - name: dataset
+          mountPath: {{ $w.dataset.mountPath }}
+          readOnly: true
+        {{- end }}
+        {{- end }}
         {{- if eq $weights "cache" }}
         - name: weights-cache
           mountPath: {{ $root.Values.weights.cacheDir }}
@@ -169,6 +186,19 @@ spec:
       secret:
         secretName: {{ include "grpo.tls.secretName" $root }}
         defaultMode: 0440
+    {{- end }}
+    {{- if eq $w.role "driver" }}
+    - name: output
+      {{- if $w.output.existingClaim }}
+      persistentVolumeClaim:
+        claimName: {{ $w.output.existingClaim }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+    {{- with $w.dataset.volume }}
+    - name: dataset
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
     {{- end }}
     {{- if eq $weights "cache" }}
     - name: weights-cache
