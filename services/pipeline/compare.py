@@ -53,6 +53,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+import yaml
+
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.learner import metric_names as mn
 from grpo.learner.choices import CriticEstimatorName, GroupEstimatorName
@@ -454,6 +456,12 @@ def run_comparison(
             run_dir = out_dir / f"{est}-seed{seed}"
             arm_file = run_dir / ARM_FILE
             if resume and arm_file.is_file():
+                earlier = yaml.safe_load((run_dir / "config.yaml").read_text())
+                if earlier["budget"]["generated_tokens"] != budget_tokens:
+                    raise FailedPreconditionError(
+                        f"cannot resume: {run_dir} ran with a budget of "
+                        f"{earlier['budget']['generated_tokens']} tokens, not {budget_tokens}"
+                    )
                 runs.append(ArmResult(**json.loads(arm_file.read_text())))
                 say(f"[{n}/{len(plan)}] {est} seed {seed}: measured earlier")
                 continue

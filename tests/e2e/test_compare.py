@@ -41,10 +41,7 @@ def test_compare_two_arms_on_e2e_tiny_at_an_equal_token_budget(tmp_path: Path) -
     cmd = [
         sys.executable, "-m", "grpo.cli", "compare", str(REPO / "configs" / "e2e-tiny.yaml"),
         "--estimators", "grpo,gae", "--seeds", "1", "--budget-tokens", str(BUDGET),
-        "--out", str(out), "--kl-prompts", "4",
-        # prompts in flight bound the overshoot past the budget: at most B prompts, i.e.
-        # B·G·L_max tokens, one step's worth
-        "--set", "model.sft.steps=5", "--set", "generation.prompts_ahead=2",
+        "--out", str(out), "--kl-prompts", "4", "--set", "model.sft.steps=5",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
