@@ -1,24 +1,39 @@
-"""Generation benchmark: transformers-backend tokens/s at batch 1, 8, 32 and the cost of μ.
+"""Generation benchmark: tokens per CPU-second by batch size and prompts per call, the cost of
+μ, and the main job's generated tokens/s with several prompts per call against one.
 
-Everything is measured in this run, side by side, on the tiny model (one torch thread):
+Everything is measured in this run, side by side, with one torch thread:
 
-- tokens/s of ``generate`` at batch sizes 1, 8 and 32 (one prompt, ``n`` = batch; fixed
-  ``max_new_tokens`` and no EOS stop so every row generates the same number of tokens), and each
-  batch size's speed-up over batch 1;
-- the share of generation time spent on behavior log-probs: the per-step sampling function
-  with the log-prob step (log_softmax + gather) and a variant without it (softmax +
-  multinomial) are timed on [B, V] logits; their difference times the number of steps, over
-  the CPU time of a whole generate call of the same batch, is the share (the end-to-end
-  difference is below the run-to-run noise of a shared machine);
-- rates use this process's CPU time (one thread, so = wall time on an idle core) because the
-  development machine is shared and its wall-clock times are inflated; wall is printed too.
+1. ``generate`` on a random tiny model at batch sizes 1, 8 and 32 (one prompt, ``n`` =
+   batch, fixed ``max_new_tokens``, EOS off so every row generates the same number of tokens),
+   and the share of generation time spent on behavior log-probs (the per-step sampling
+   function with and without the log-prob step, on [B, V] logits);
+2. the rollout worker (``RolloutWorker`` on an embedded Redis, in this process) on the main
+   job's policy (configs/arith-cpu.yaml, SFT warm start made here once) and its prompts:
+   rollout tokens per CPU-second of the worker at G = 8 for 1, 2, 4 and 8 prompts per call
+   (the worker's ``prompts_per_call``), in interleaved rounds, each over the same jobs;
+3. the main job itself (``grpo run`` of configs/arith-cpu.yaml from that SFT policy, every
+   service a process, ``STEPS`` learner steps, in-run evaluations off, 50 held-out tasks for
+   the start and final evaluations): generated tokens per wall second (the assembler's
+   generated tokens over the driver's GRPO wall clock) with the shipped ``prompts_per_call``
+   against the same config with ``prompts_per_call: 1``, alternating in interleaved rounds.
+
+Rates in 1 and 2 use this process's CPU time (the worker's own work: sampling and its Redis
+client; the Redis server is another process), because the development machine is shared and
+its wall-clock times are inflated; 3 is wall-clock by nature, so only its ratio within a
+round means anything on a shared machine. Medians and ranges over the rounds are printed.
+``GRPO_BENCH_ROUNDS`` (default 3) sets the rounds of 2 and 3; ``GRPO_BENCH_GENERATION_QUICK=1``
+runs part 1 only.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -30,8 +45,14 @@ from grpo.services.generation.transformers_backend import TransformersBackend
 
 __all__ = ["main"]
 
+REPO = Path(__file__).resolve().parents[1]
+MAIN_CONFIG = REPO / "configs" / "arith-cpu.yaml"
 NEW_TOKENS = 48
 REPEATS = 3
+GROUP_SIZE = 8
+PER_CALL = (1, 2, 4, 8)
+JOBS_PER_ARM = 24
+STEPS = 12
 
 
 def _no_logprob_sampler(
@@ -75,37 +96,279 @@ def _sampler_cpu(sampler: Sampler, logits: torch.Tensor, sampling: SamplingConfi
     return best
 
 
+def _batch_sizes(tmp: Path) -> None:
+    """Part 1: tokens per CPU-second at batch 1, 8, 32 and the cost of μ."""
+    model_dir = init_tiny_model(tmp / "tiny")
+    backend = TransformersBackend(BackendConfig(model_path=str(model_dir)))
+    backend._eos = set()  # never stop early: equal lengths across batch sizes
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=NEW_TOKENS, seed=1)
+    backend.generate(["warm up"], 2, sampling)
+    print(f"random tiny model, {NEW_TOKENS} new tokens per row, best of {REPEATS}, 1 thread")
+    base = None
+    for batch in (1, 8, 32):
+        wall, cpu, tokens = _time(backend, batch, sampling)
+        rate = tokens / cpu
+        base = base or rate
+        print(
+            f"batch {batch:3d}: {rate:9.0f} tokens per cpu-s  ({cpu * 1e3:7.1f} ms cpu, "
+            f"{wall * 1e3:7.1f} ms wall)  speed-up vs batch 1: {rate / base:5.1f}x"
+        )
+    vocab = backend.model.config.vocab_size
+    for batch in (8, 32):
+        gen_cpu = _time(backend, batch, sampling)[1]
+        logits = torch.randn(batch, vocab)
+        with_lp = _sampler_cpu(transformers_backend.sample_next_tokens, logits, sampling)
+        without = _sampler_cpu(_no_logprob_sampler, logits, sampling)
+        extra = max(0.0, with_lp - without) * NEW_TOKENS  # cpu s per generate call
+        print(
+            f"batch {batch:3d}: behavior log-probs cost {extra / gen_cpu * 100:5.2f}% of "
+            f"generation time (sampling step {with_lp * 1e6:.1f} us with / "
+            f"{without * 1e6:.1f} us without = {with_lp / without:.2f}x; "
+            f"generate {gen_cpu * 1e3:.1f} ms cpu)"
+        )
+
+
+def _summary(values: Sequence[float]) -> str:
+    return f"median {statistics.median(values):8.1f}  range {min(values):8.1f}-{max(values):8.1f}"
+
+
+def _share(values: Sequence[float]) -> str:
+    return f"median {statistics.median(values):8.2f}  range {min(values):8.2f}-{max(values):8.2f}"
+
+
+def _ratio_summary(values: Sequence[float]) -> str:
+    return f"median {statistics.median(values):.2f}x  range {min(values):.2f}-{max(values):.2f}x"
+
+
+def _main_policy(tmp: Path) -> tuple[Path, list]:
+    """The main job's SFT policy (made here, as ``grpo run`` makes it) and its training tasks."""
+    from grpo.services.pipeline.config import load_run_config
+    from grpo.services.pipeline.policy import prepare_policy
+    from grpo.services.pipeline.tasks import load_run_tasks
+
+    config = load_run_config(MAIN_CONFIG)
+    tasks = load_run_tasks(config)
+    started = time.perf_counter()
+    policy = Path(prepare_policy(config, tmp / "sft-run", tasks, lambda _m: None))
+    print(f"main job policy: SFT per {MAIN_CONFIG.name} in {time.perf_counter() - started:.0f} s")
+    return policy, list(tasks.train)
+
+
+def _worker_rates(policy: Path, tasks: list, rounds: int) -> dict[int, list[float]]:
+    """Part 2: {prompts per call: [rollout tokens per worker CPU-second, one per round]}."""
+    from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
+    from grpo.services.pipeline.config import load_run_config
+    from grpo.services.redis_server import EmbeddedRedis, connect
+    from grpo.services.streams import StreamNames, Streams
+    from grpo.v1 import common_pb2
+
+    gen = load_run_config(MAIN_CONFIG).generation
+    sampling = SamplingConfig(
+        temperature=gen.temperature, top_p=gen.top_p, max_new_tokens=gen.max_new_tokens, seed=1
+    )
+    backend = TransformersBackend(BackendConfig(model_path=str(policy)))
+    rates: dict[int, list[float]] = {p: [] for p in PER_CALL}
+    with EmbeddedRedis() as server:
+        client = connect(server.url)
+        streams = Streams(client)
+        for rnd in range(rounds):
+            order = PER_CALL[rnd % len(PER_CALL) :] + PER_CALL[: rnd % len(PER_CALL)]
+            jobs = tasks[rnd * JOBS_PER_ARM : (rnd + 1) * JOBS_PER_ARM]  # same jobs per arm
+            for per_call in order:
+                names = StreamNames(f"bench-r{rnd}-p{per_call}")
+                for i, task in enumerate(jobs):
+                    job = common_pb2.PromptJob(group_id=f"j{i}", task=task, group_size=GROUP_SIZE)
+                    streams.produce(names.prompts, job)
+                config = RolloutWorkerConfig(
+                    namespace=names.namespace,
+                    sampling=sampling,
+                    prompts_per_call=per_call,
+                    max_rows_per_call=GROUP_SIZE * max(PER_CALL),
+                    fill_wait_ms=0,
+                    block_ms=1,
+                    max_rollout_lag=10**6,
+                )
+                worker = RolloutWorker(client, backend, config)
+                cpu = time.process_time()
+                while worker.groups_done < len(jobs):
+                    worker.run_once()
+                cpu = time.process_time() - cpu
+                tokens = sum(
+                    len(common_pb2.Rollout.FromString(f[b"pb"]).completion.token_ids)
+                    for _i, f in client.xrange(names.rollouts)  # type: ignore[union-attr]
+                )
+                rates[per_call].append(tokens / cpu)
+        client.close()
+    return rates
+
+
+class ServiceCpu:
+    """Samples, every ``period_s``, the CPU seconds (user + system, /proc) of every process of
+    one ``grpo run``: the services (command line naming ``run_dir``) and their descendants
+    (verifier pool workers), summed per ``grpo serve`` name. Linux only."""
+
+    def __init__(self, run_dir: Path, period_s: float = 0.25) -> None:
+        self._marker = str(run_dir.resolve())
+        self._period = period_s
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (service, cpu s seen last)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ServiceCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        service: dict[int, str] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            pid = int(entry.name)
+            parent[pid] = int(fields[1])
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / self._tick
+            words = [a.decode(errors="replace") for a in argv]
+            if "serve" in words and any(self._marker in w for w in words):
+                service[pid] = words[words.index("serve") + 1]
+        for pid, seconds in cpu.items():
+            at, hops = pid, 0
+            while at not in service and at in parent and hops < 8:
+                at, hops = parent[at], hops + 1
+            if at in service:
+                self._cpu[pid] = (service[at], seconds)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self._period)
+
+    def per_service(self) -> dict[str, float]:
+        """CPU seconds per service name (descendants included)."""
+        out: dict[str, float] = {}
+        for name, seconds in self._cpu.values():
+            out[name] = out.get(name, 0.0) + seconds
+        return out
+
+
+def _main_job(policy: Path, per_call: int, tmp: Path) -> dict[str, float]:
+    """Part 3: one short ``grpo run`` of the main job from ``policy`` with ``per_call``."""
+    from grpo.services.pipeline.config import load_run_config
+    from grpo.services.pipeline.run import run_local
+
+    shipped = load_run_config(MAIN_CONFIG)
+    worker_extra = dict(shipped.generation.extra.get("worker", {}))
+    worker_extra["prompts_per_call"] = per_call
+    config = load_run_config(
+        MAIN_CONFIG,
+        {
+            "model.path": str(policy),
+            "model.sft.enabled": False,
+            "data.heldout_size": 50,
+            "eval.every_steps": 0,
+            "budget.steps": STEPS,
+            "budget.wall_clock_s": 1800,
+            "learner.checkpoint_every": 1000,
+            "generation.extra": {**shipped.generation.extra, "worker": worker_extra},
+        },
+    )
+    run_dir = tmp / f"run-p{per_call}-{time.monotonic_ns()}"
+    with ServiceCpu(run_dir) as cpu:
+        summary = run_local(config, run_dir, log_fn=lambda _m: None)
+    services = cpu.per_service()
+    wall = float(summary["grpo_wall_clock_s"])
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    idle = [m["learner/idle_frac"] for m in metrics if m.get("learner/idle_frac") is not None]
+    worker_cpu = sum(v for k, v in services.items() if k.startswith("rollout-worker"))
+    return {
+        "tokens_per_s": float(summary["generated_tokens"]) / wall,
+        "steps_per_s": float(summary["steps"]) / wall,
+        "learner_idle": statistics.fmean(idle) if idle else float("nan"),
+        "worker_tokens_per_cpu_s": float(summary["generated_tokens"]) / max(worker_cpu, 1e-9),
+        "rollouts": float(summary["rollouts"]),
+        "wall_s": wall,
+        **{f"cpu_s/{k}": round(v, 1) for k, v in sorted(services.items())},
+    }
+
+
 def main() -> None:
+    """Print the measurements (rates and ratios measured in this run)."""
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        model_dir = init_tiny_model(Path(tmp) / "tiny")
-        backend = TransformersBackend(BackendConfig(model_path=str(model_dir)))
-        backend._eos = set()  # never stop early: equal lengths across batch sizes
-        sampling = SamplingConfig(temperature=1.0, max_new_tokens=NEW_TOKENS, seed=1)
-        backend.generate(["warm up"], 2, sampling)
-        print(f"tiny model, {NEW_TOKENS} new tokens per row, best of {REPEATS}, 1 thread")
-        base = None
-        for batch in (1, 8, 32):
-            wall, cpu, tokens = _time(backend, batch, sampling)
-            rate = tokens / cpu
-            base = base or rate
+    rounds = int(os.environ.get("GRPO_BENCH_ROUNDS", "3"))
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        _batch_sizes(tmp)
+        if os.environ.get("GRPO_BENCH_GENERATION_QUICK") == "1":
+            return
+        policy, tasks = _main_policy(tmp)
+        rates = _worker_rates(policy, tasks, rounds)
+        print(
+            f"\nrollout worker, main job policy, G = {GROUP_SIZE}, {JOBS_PER_ARM} jobs per arm, "
+            f"{rounds} interleaved rounds: rollout tokens per worker CPU-second"
+        )
+        for per_call in PER_CALL:
+            ratios = [r / b for r, b in zip(rates[per_call], rates[1], strict=True)]
             print(
-                f"batch {batch:3d}: {rate:9.0f} tokens per cpu-s  ({cpu * 1e3:7.1f} ms cpu, "
-                f"{wall * 1e3:7.1f} ms wall)  speed-up vs batch 1: {rate / base:5.1f}x"
+                f"  {per_call} prompts per call ({per_call * GROUP_SIZE:2d} rows): "
+                f"{_summary(rates[per_call])}   vs 1 per call: {_ratio_summary(ratios)}"
             )
-        vocab = backend.model.config.vocab_size
-        for batch in (8, 32):
-            gen_cpu = _time(backend, batch, sampling)[1]
-            logits = torch.randn(batch, vocab)
-            with_lp = _sampler_cpu(transformers_backend.sample_next_tokens, logits, sampling)
-            without = _sampler_cpu(_no_logprob_sampler, logits, sampling)
-            extra = max(0.0, with_lp - without) * NEW_TOKENS  # cpu s per generate call
+        from grpo.services.generation.worker import RolloutWorkerConfig
+        from grpo.services.pipeline.config import load_run_config
+
+        shipped = load_run_config(MAIN_CONFIG).generation.extra.get("worker", {})
+        per_call = int(
+            shipped.get(
+                "prompts_per_call", RolloutWorkerConfig.model_fields["prompts_per_call"].default
+            )
+        )
+        runs: dict[int, list[dict[str, float]]] = {per_call: [], 1: []}
+        for rnd in range(rounds):
+            for arm in (per_call, 1) if rnd % 2 == 0 else (1, per_call):
+                runs[arm].append(_main_job(policy, arm, tmp))
+        print(
+            f"\nmain job ({MAIN_CONFIG.name} from its SFT policy, {STEPS} learner steps, "
+            f"{rounds} interleaved rounds; wall-clock rates, CPU shared with other work)"
+        )
+        for arm in (per_call, 1):
+            label = "shipped" if arm == per_call else "today's path"
+            rows = runs[arm]
+            print(f"  prompts_per_call {arm} ({label}):")
+            for key, what in (
+                ("tokens_per_s", "generated tokens per wall s"),
+                ("steps_per_s", "learner steps per wall s"),
+                ("learner_idle", "learner idle share"),
+                ("worker_tokens_per_cpu_s", "generated tokens per worker CPU s"),
+            ):
+                values = [r[key] for r in rows]
+                shown = _share(values) if key == "learner_idle" else _summary(values)
+                print(f"    {what:34s} {shown}")
+            cpu_keys = sorted({k for r in rows for k in r if k.startswith("cpu_s/")})
             print(
-                f"batch {batch:3d}: behavior log-probs cost {extra / gen_cpu * 100:5.2f}% of "
-                f"generation time (sampling step {with_lp * 1e6:.1f} us with / "
-                f"{without * 1e6:.1f} us without = {with_lp / without:.2f}x; "
-                f"generate {gen_cpu * 1e3:.1f} ms cpu)"
+                "    CPU s per run: "
+                + ", ".join(
+                    f"{k[6:]} {statistics.median(r.get(k, 0.0) for r in rows):.1f}"
+                    for k in cpu_keys
+                )
             )
+        for key, what in (
+            ("tokens_per_s", "generated tokens/s"),
+            ("steps_per_s", "learner steps/s"),
+            ("worker_tokens_per_cpu_s", "tokens per worker CPU s"),
+        ):
+            ratios = [a[key] / b[key] for a, b in zip(runs[per_call], runs[1], strict=True)]
+            print(f"  shipped / today's path, {what:24s} same round: {_ratio_summary(ratios)}")
+        print(json.dumps({"worker_tokens_per_cpu_s": rates, "main_job": runs}))
 
 
 if __name__ == "__main__":
