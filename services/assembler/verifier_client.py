@@ -4,11 +4,12 @@ Routing comes from ``grpo.services.routing.RoutingTable`` (task type -> outcome 
 verifier addresses). Items are batched per address with ``ScoreBatch`` (at most ``max_batch``
 per call), each call under a deadline; retryable failures (UNAVAILABLE, DEADLINE_EXCEEDED,
 RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNKNOWN) are retried with exponential backoff, rotating
-over the route's addresses, up to ``max_attempts``. A call that still fails yields ``None`` for
-its items with the reason; a verifier failure is never a reward 0. A failure that means "no
-verifier could be reached in time" (UNAVAILABLE or DEADLINE_EXCEEDED on the last attempt) is
-flagged ``unavailable``: an outage, not a verdict, so the assembler keeps such rollouts pending
-instead of marking them missing (``grpo.services.assembler.service``).
+over the route's addresses, up to ``max_attempts`` (the one policy, ``grpo.services.rpc_retry``).
+A call that still fails yields ``None`` for its items with the reason; a verifier failure is
+never a reward 0. A failure that means "no verifier could be reached in time" (UNAVAILABLE or
+DEADLINE_EXCEEDED on the last attempt) is flagged ``unavailable``: an outage, not a verdict, so
+the assembler keeps such rollouts pending instead of marking them missing
+(``grpo.services.assembler.service``).
 
 Load spread per call: a ``dns:///name:port`` target (a headless Service: one DNS name, every
 ready pod's address) gets one channel with gRPC's ``round_robin`` policy, so calls rotate over
@@ -35,6 +36,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpo.errors import GrpoError
 from grpo.services.assembler.config import VerifierClientConfig
 from grpo.services.routing import RoutingTable
+from grpo.services.rpc_retry import call_with_retries, rpc_status
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
 __all__ = ["ROUND_ROBIN", "RolloutScores", "VerifierClient"]
@@ -189,34 +191,33 @@ class VerifierClient:
     def _call_batch(
         self, addresses: Sequence[str], items: list[verifier_pb2.ScoreRequest]
     ) -> tuple[list[common_pb2.Score] | None, str, bool]:
-        """One ScoreBatch with retries; returns (scores or None, failure detail, unavailable)."""
-        cfg = self._config
+        """One ScoreBatch with retries (``rpc_retry``), attempt n on the (start + n)-th address;
+        returns (scores or None, failure detail, unavailable)."""
         start = next(self._rotation)
-        detail = ""
-        unavailable = False
-        for attempt in range(cfg.max_attempts):
-            address = addresses[(start + attempt) % len(addresses)]
-            try:
-                reply = self._stub(address).ScoreBatch(
-                    verifier_pb2.ScoreBatchRequest(items=items), timeout=cfg.timeout_s
-                )
-                if len(reply.scores) != len(items):
-                    detail = (
-                        f"verifier {address} returned {len(reply.scores)} scores "
-                        f"for {len(items)} items"
-                    )
-                    unavailable = False
-                    break
+        request = verifier_pb2.ScoreBatchRequest(items=items)
+        tried: list[str] = []
+
+        def attempt(n: int, timeout_s: float) -> verifier_pb2.ScoreBatchResponse:
+            tried.append(addresses[(start + n) % len(addresses)])
+            reply: verifier_pb2.ScoreBatchResponse = self._stub(tried[-1]).ScoreBatch(
+                request, timeout=timeout_s
+            )
+            return reply
+
+        try:
+            reply = call_with_retries(
+                attempt, self._config, retryable=_RETRYABLE, sleep=self._sleep
+            )
+        except grpc.RpcError as exc:
+            code, text = rpc_status(exc)
+            detail, unavailable = f"verifier {tried[-1]}: {code.name}: {text}", code in _OUTAGE
+        else:
+            if len(reply.scores) == len(items):
                 return list(reply.scores), "", False
-            except grpc.RpcError as exc:
-                code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-                text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-                detail = f"verifier {address}: {code.name}: {text}"
-                unavailable = code in _OUTAGE
-                if code not in _RETRYABLE:
-                    break
-            if attempt + 1 < cfg.max_attempts:
-                self._sleep(min(cfg.backoff_max_s, cfg.backoff_initial_s * 2**attempt))
+            detail = (
+                f"verifier {tried[-1]} returned {len(reply.scores)} scores for {len(items)} items"
+            )
+            unavailable = False
         with self._lock:
             self.failed_calls += 1
         log.warning("verifier call failed after retries: %s", detail)

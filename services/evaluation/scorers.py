@@ -12,10 +12,10 @@ in :meth:`BatchScorer.score`:
 - RESOURCE_EXHAUSTED (too many items, or a message over the size limit): the batch is split in
   halves; an item refused on its own gets status ``too_large``;
 - UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, INTERNAL, UNKNOWN (remote only): retried with
-  exponential backoff, each attempt under its own deadline, exactly as the assembler calls
-  verifiers (``VerifierClientConfig``: ``timeout_s``, ``max_attempts``, ``backoff_initial_s``
-  doubling up to ``backoff_max_s``); still failing, the call raises ``UnavailableError`` and
-  the caller stops, keeping what was finished.
+  exponential backoff, each attempt under its own deadline, by the policy the assembler calls
+  verifiers with (``grpo.services.rpc_retry``; ``VerifierClientConfig``: ``timeout_s``,
+  ``max_attempts``, ``backoff_initial_s`` doubling up to ``backoff_max_s``); still failing, the
+  call raises ``UnavailableError`` and the caller stops, keeping what was finished.
 
 :func:`check_verifier` compares a verifier's ``Describe`` with what the caller needs (the task
 type, and outcome vs process) and refuses a mismatch with a message naming what it serves.
@@ -244,6 +244,22 @@ class LocalScorer(BatchScorer):
             close()
 
 
+def _retryable_codes() -> frozenset[Any]:
+    """Codes a remote call retries: every failure but the item's own (INVALID_ARGUMENT,
+    RESOURCE_EXHAUSTED: the batch is split instead) and a cancelled call."""
+    import grpc
+
+    return frozenset(
+        {
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.ABORTED,
+            grpc.StatusCode.INTERNAL,
+            grpc.StatusCode.UNKNOWN,
+        }
+    )
+
+
 class RemoteScorer(BatchScorer):
     """A ``grpo.v1.Verifier`` over gRPC, called with the assembler's retry semantics.
 
@@ -291,43 +307,39 @@ class RemoteScorer(BatchScorer):
         self._stub = verifier_pb2_grpc.VerifierStub(self._channel)
 
     def _call(self, method: str, request: Any) -> Any:
-        """One RPC with the retry policy; maps final failures to ``grpo.errors`` classes."""
+        """One RPC with the retry policy (``grpo.services.rpc_retry``); maps final failures to
+        ``grpo.errors`` classes."""
         import grpc
 
-        retryable = {
-            grpc.StatusCode.UNAVAILABLE,
-            grpc.StatusCode.DEADLINE_EXCEEDED,
-            grpc.StatusCode.ABORTED,
-            grpc.StatusCode.INTERNAL,
-            grpc.StatusCode.UNKNOWN,
-        }
+        from grpo.services.rpc_retry import call_with_retries, rpc_status
+
         cfg = self._config
         rpc = getattr(self._stub, method)
-        for attempt in range(cfg.max_attempts):
-            try:
-                return rpc(request, timeout=cfg.timeout_s)
-            except grpc.RpcError as exc:
-                code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-                text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-                if code == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise InvalidArgumentError(text) from None
-                if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    raise ResourceExhaustedError(text) from None
-                if code == grpc.StatusCode.CANCELLED:
-                    raise UnavailableError(
-                        f"call to the verifier at {self.where} was cancelled"
-                    ) from None
-                if code not in retryable:
-                    raise FailedPreconditionError(
-                        f"the verifier at {self.where} answered {method} with {code.name}: {text}"
-                    ) from None
-                if attempt + 1 == cfg.max_attempts:
-                    raise UnavailableError(
-                        f"the verifier at {self.where} failed {cfg.max_attempts} attempts of "
-                        f"{method} (deadline {cfg.timeout_s:g} s each): {code.name}: {text}"
-                    ) from None
-            self._sleep(min(cfg.backoff_max_s, cfg.backoff_initial_s * 2**attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return call_with_retries(
+                lambda _attempt, timeout_s: rpc(request, timeout=timeout_s),
+                cfg,
+                retryable=_retryable_codes(),
+                sleep=self._sleep,
+            )
+        except grpc.RpcError as exc:
+            code, text = rpc_status(exc)
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgumentError(text) from None
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise ResourceExhaustedError(text) from None
+            if code == grpc.StatusCode.CANCELLED:
+                raise UnavailableError(
+                    f"call to the verifier at {self.where} was cancelled"
+                ) from None
+            if code not in _retryable_codes():
+                raise FailedPreconditionError(
+                    f"the verifier at {self.where} answered {method} with {code.name}: {text}"
+                ) from None
+            raise UnavailableError(
+                f"the verifier at {self.where} failed {cfg.max_attempts} attempts of "
+                f"{method} (deadline {cfg.timeout_s:g} s each): {code.name}: {text}"
+            ) from None
 
     def describe(self) -> verifier_pb2.VerifierDescribeResponse:
         """The verifier's ``Describe`` answer (retried like a score call).
