@@ -42,8 +42,8 @@ test: proto-check  ## the whole suite (unit, service, end-to-end, chart); < 15 m
 soak:  ## bounded fault/soak runs kept out of `make test`
 	$(PY) -m pytest -q -m slow
 
-faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md): a few minutes on 2 cores
-	$(PY) -m pytest -q -m faults tests/faults
+faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md) and a killed/hung learner rank: a few minutes on 2 cores
+	$(PY) -m pytest -q -m faults tests/faults tests/learner_service/test_rank_failure.py
 
 bench:  ## speed and memory benchmarks, printed as ratios measured in the same run
 	$(PY) -m bench

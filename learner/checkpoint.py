@@ -4,7 +4,9 @@ A checkpoint is a folder ``<root>/step-<8 digits>`` holding
 
 - ``model/``: a ``save_pretrained`` folder (``model.safetensors`` + ``config.json``), loadable by
   generation and evaluation as is;
-- ``optimizer.pt``: optimizer and LR-scheduler state dicts (``torch.save``);
+- ``optimizer.pt``: optimizer and LR-scheduler state dicts (``torch.save``); a sharded (FSDP)
+  model's optimizer state is keyed by parameter name (``"by_name": True``), a plain one's by
+  parameter index (``Optimizer.state_dict``); either loads into a model with or without FSDP;
 - ``rng.pt``: Python, torch CPU and CUDA RNG states;
 - ``critic/`` (``estimator: gae`` only): ``model.safetensors`` (the value model's state dict)
   and ``optimizer.pt`` (its optimizer and LR-scheduler state dicts);
@@ -16,6 +18,11 @@ Atomicity: everything is written into ``<root>/.tmp-step-...`` and fsynced, then
 renamed to its final name (``os.rename`` is atomic on one filesystem) and the root is fsynced.
 A folder named ``step-*`` is therefore always complete; a crash leaves at most a ``.tmp-*``
 folder, which the next save removes. Only the last ``keep_last`` checkpoints are kept.
+
+A sharded (FSDP2) model is saved from the full state dicts gathered on rank 0 beforehand
+(``grpo.learner.distributed.gather_full_state``, a collective; pass them as ``full_state``) and
+restored by every rank at once (``load_checkpoint`` reads the full tensors on each rank and
+keeps its shard: ``grpo.learner.distributed.load_full_model_state``).
 
 A checkpoint never holds NaN: ``save_checkpoint`` refuses parameters that are not finite (the
 trainer skips any optimizer step whose loss or gradient is not finite, so this only fires on a
@@ -35,9 +42,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_model
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from grpo.learner.distributed import (
+    FullModelView,
+    FullState,
+    is_sharded,
+    load_full_model_state,
+    load_full_optimizer_state,
+)
 
 __all__ = ["CheckpointState", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
@@ -97,7 +111,7 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
-def _check_finite(name: str, module: torch.nn.Module) -> None:
+def _check_finite(name: str, module: Any) -> None:
     for pname, param in module.named_parameters():
         if not bool(torch.isfinite(param.detach()).all()):
             raise FailedPreconditionError(
@@ -121,6 +135,7 @@ def save_checkpoint(
     state: CheckpointState,
     keep_last: int = 3,
     critic: Any | None = None,
+    full_state: FullState | None = None,
 ) -> Path:
     """Write a checkpoint atomically under ``root`` and prune old ones.
 
@@ -133,18 +148,37 @@ def save_checkpoint(
         keep_last: how many most recent checkpoints to keep (>= 1).
         critic: the ``gae`` critic (``grpo.learner.critic.Critic``: ``model``, ``optimizer``,
             ``scheduler``), saved under ``critic/``; None without one.
+        full_state: for an FSDP-sharded ``model``, the ``grpo.learner.distributed.FullState``
+            (model and optimizer) every rank gathered just before (rank 0's copy); required
+            then, None for a plain model.
 
     Returns:
         The final checkpoint folder ``root/step-<step>``.
 
     Raises:
-        InvalidArgumentError: ``keep_last < 1`` or a checkpoint of this step already exists.
+        InvalidArgumentError: ``keep_last < 1``, a checkpoint of this step already exists, or a
+            sharded model without ``full_state`` (or ``full_state`` without its optimizer).
         FailedPreconditionError: a parameter of ``model`` or the critic is NaN or inf
             (nothing is written).
     """
     if keep_last < 1:
         raise InvalidArgumentError(f"keep_last must be >= 1, got {keep_last}")
-    _check_finite("policy", model)
+    saved: Any = model
+    optimizer_state = _optimizer_state(optimizer, scheduler) if full_state is None else None
+    if is_sharded(model) or full_state is not None:
+        if full_state is None or full_state.optimizer is None or not full_state.model:
+            raise InvalidArgumentError(
+                "a sharded (FSDP) model is checkpointed from the full model and optimizer state "
+                "gathered on rank 0 (grpo.learner.distributed.gather_full_state): pass it as "
+                "full_state"
+            )
+        saved = FullModelView(model, full_state.model)
+        optimizer_state = {
+            "optimizer": full_state.optimizer,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "by_name": True,
+        }
+    _check_finite("policy", saved)
     if critic is not None:
         _check_finite("critic", critic.model)
     root = Path(root)
@@ -156,8 +190,8 @@ def save_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
     tmp.mkdir()
-    model.save_pretrained(tmp / "model")  # type: ignore[operator]
-    torch.save(_optimizer_state(optimizer, scheduler), tmp / "optimizer.pt")
+    saved.save_pretrained(tmp / "model")
+    torch.save(optimizer_state, tmp / "optimizer.pt")
     if critic is not None:
         (tmp / "critic").mkdir()
         save_model(critic.model, str(tmp / "critic" / "model.safetensors"))
@@ -192,6 +226,22 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return done[-1] if done else None
 
 
+def _state_by_name(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+) -> dict[str, Any]:
+    """An index-keyed ``Optimizer.state_dict`` (a plain model's) keyed by parameter name.
+
+    Indices number the parameters of ``optimizer.param_groups`` in order (torch's convention);
+    the names are ``model``'s for the same parameter objects (FSDP2 keeps the names).
+    """
+    names = {id(p): n for n, p in model.named_parameters()}
+    order = [names[id(p)] for g in optimizer.param_groups for p in g["params"]]
+    groups = []
+    for group in state["param_groups"]:
+        groups.append({**group, "params": [order[i] for i in group["params"]]})
+    return {"state": {order[i]: s for i, s in state["state"].items()}, "param_groups": groups}
+
+
 def load_checkpoint(
     path: str | Path,
     *,
@@ -203,9 +253,13 @@ def load_checkpoint(
 ) -> CheckpointState:
     """Restore model, optimizer, scheduler and RNG states in place from a checkpoint folder.
 
+    For an FSDP-sharded ``model`` this is a collective: every rank calls it with its own copy of
+    the folder (``grpo.learner.distributed.load_full_model_state``).
+
     Args:
         path: a ``step-*`` folder written by ``save_checkpoint``.
-        model: module with the same architecture; weights are loaded onto its device.
+        model: module with the same architecture, sharded or not; weights are loaded onto its
+            device.
         optimizer: restored when given (its parameters must be ``model``'s, in the same order).
         scheduler: restored when given.
         restore_rng: also restore the Python, torch and CUDA RNG states.
@@ -226,10 +280,20 @@ def load_checkpoint(
         raise NotFoundError(f"{path} is not a complete checkpoint (no meta.json)")
     meta = json.loads(meta_file.read_text())
     device = next(model.parameters()).device
-    load_model(model, str(path / "model" / "model.safetensors"), device=str(device))
     opt = torch.load(path / "optimizer.pt", map_location=device, weights_only=False)
-    if optimizer is not None:
-        optimizer.load_state_dict(opt["optimizer"])
+    by_name = bool(opt.get("by_name"))  # written from a sharded model
+    if is_sharded(model):  # a collective: every rank loads the full tensors, keeps its shard
+        load_full_model_state(model, load_file(str(path / "model" / "model.safetensors")))
+        if optimizer is not None:
+            state = opt["optimizer"]
+            state = state if by_name else _state_by_name(model, optimizer, state)
+            load_full_optimizer_state(model, optimizer, state)
+    else:
+        load_model(model, str(path / "model" / "model.safetensors"), device=str(device))
+        if optimizer is not None and by_name:
+            load_full_optimizer_state(model, optimizer, opt["optimizer"])
+        elif optimizer is not None:
+            optimizer.load_state_dict(opt["optimizer"])
     if scheduler is not None and opt["scheduler"] is not None:
         scheduler.load_state_dict(opt["scheduler"])
     if critic is not None:

@@ -12,36 +12,59 @@ statistics never cross ranks. What crosses ranks:
   process, so one step on W processes leaves the same parameters as on one;
 - step statistics: token-weighted means, sums, min and max (``merge_stats``).
 
-Rank 0 alone reads groups from Redis, publishes weights and writes checkpoints; it hands every
-batch to the other ranks with ``broadcast_groups`` (serialized protobufs). All ranks hold
-identical parameters and optimizer states, so every rank restores the same checkpoint.
+Rank 0 alone reads groups from Redis, publishes weights and writes checkpoints; it drives the
+other ranks with ``broadcast_command`` (a ``RankCommand``: train this batch, heartbeat, join a
+full-state gather, stop; the batch as serialized protobufs). All ranks hold identical
+parameters and optimizer states, so every rank restores the same checkpoint.
+
+Failure: ``init_data_parallel(timeout_s=...)`` bounds every collective (and the rendezvous).
+gloo reports a peer whose process died (its sockets closed) at once and a peer that is
+unreachable or stuck (a lost node, a stopped process) after the timeout; either way the
+collective raises on the survivors, which exit non-zero so the whole world restarts from
+rank 0's last checkpoint. Rank 0 sends a heartbeat command (then a barrier) whenever it has
+had no batch for the others for a while, so a follower never waits longer than the timeout for
+a healthy rank 0 and rank 0 notices a dead or hung follower while it idles.
 
 FSDP (``wrap_fsdp``) shards parameters, gradients and optimizer state for a model that does not
-fit one device, with torch's ``fully_shard`` (FSDP2). FSDP reduce-scatters *averaged*
-gradients, so under FSDP the trainer multiplies each loss by the world size
-(``loss_scale``) and skips the manual all-reduce. Written against torch's documented API and
-not exercised by this repository's tests (CPU only here); checkpoints of a sharded model need
-a full state dict gathered on rank 0 before ``save_pretrained``.
+fit one device, with torch's ``fully_shard`` (FSDP2; it runs on CPU with gloo too, as the tests
+do). FSDP reduce-scatters *averaged* gradients, so under FSDP the trainer multiplies each loss
+by the world size (``loss_scale``) and skips the manual all-reduce. A sharded model is saved
+from a full state dict gathered on rank 0 (``gather_full_state``, a collective every rank
+joins; ``FullModelView`` gives it ``save_pretrained``) and restored with
+``load_full_model_state`` / ``load_full_optimizer_state`` (every rank reads the full tensors
+and keeps its shard). Optimizer states of a sharded model are keyed by parameter name
+(``torch.distributed.checkpoint.state_dict``); a checkpoint written with or without FSDP loads
+into either (``grpo.learner.checkpoint``).
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
 
+from grpo.errors import InvalidArgumentError
 from grpo.learner.collectives import all_reduce
 from grpo.v1 import common_pb2
 
 __all__ = [
     "DataParallel",
+    "FullModelView",
+    "FullState",
+    "RankCommand",
     "broadcast_folder",
+    "gather_full_state",
     "init_data_parallel",
+    "is_sharded",
+    "load_full_model_state",
+    "load_full_optimizer_state",
     "shard_groups",
     "spawn",
     "wrap_fsdp",
@@ -50,6 +73,36 @@ __all__ = [
 _SUMMED = ("loss/total", "loss/tokens", "loss/responses")
 _MIN = ("loss/ratio_min",)
 _MAX = ("loss/ratio_max",)
+
+
+CommandKind = Literal["train", "heartbeat", "gather_weights", "gather_checkpoint", "stop"]
+_KINDS = ("train", "heartbeat", "gather_weights", "gather_checkpoint", "stop")
+
+
+@dataclass(frozen=True)
+class RankCommand:
+    """What rank 0 tells the other ranks to do next (``DataParallel.broadcast_command``).
+
+    Attributes:
+        kind: ``train`` (step on your shard of ``groups``), ``heartbeat`` (rank 0 is alive and idle:
+            every rank joins a barrier), ``gather_weights`` / ``gather_checkpoint`` (join
+            ``gather_full_state`` of the model / model and optimizer: rank 0 publishes or
+            checkpoints a sharded model), ``stop`` (rank 0 stopped cleanly: leave the loop).
+        groups: the whole batch for ``train`` (every rank takes ``shard_groups`` of it);
+            empty otherwise.
+
+    Raises:
+        InvalidArgumentError: an unknown kind, or ``train`` without groups.
+    """
+
+    kind: CommandKind
+    groups: list[common_pb2.Group] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise InvalidArgumentError(f"unknown rank command {self.kind!r}; one of {_KINDS}")
+        if self.kind == "train" and not self.groups:
+            raise InvalidArgumentError("a train command needs at least one group")
 
 
 def shard_groups(
@@ -137,24 +190,28 @@ class DataParallel:
         out.update({k: float(maxs[i]) for i, k in enumerate(_MAX) if k in stats})
         return out
 
-    def broadcast_groups(
-        self, groups: Sequence[common_pb2.Group] | None
-    ) -> list[common_pb2.Group] | None:
-        """Rank 0 sends its batch to every rank; None (from rank 0) means "stop".
+    def broadcast_command(self, command: RankCommand | None = None) -> RankCommand:
+        """Rank 0 sends ``command`` to every rank; the others receive it (one collective).
 
         Args:
-            groups: the batch on rank 0; ignored on other ranks.
+            command: what every rank does next, on rank 0; ignored (None) on other ranks.
 
         Returns:
-            The batch (every rank), or None when rank 0 sent the stop signal.
+            The command rank 0 sent (on every rank).
+
+        Raises:
+            InvalidArgumentError: rank 0 passed no command.
+            RuntimeError: the collective failed: a rank died, or none answered within the
+                process group's timeout.
         """
         payload: list[Any] = [None]
         if self.is_main:
-            payload = [None if groups is None else [g.SerializeToString() for g in groups]]
+            if command is None:
+                raise InvalidArgumentError("rank 0 must pass the command to broadcast")
+            payload = [(command.kind, [g.SerializeToString() for g in command.groups])]
         dist.broadcast_object_list(payload, src=0)
-        if payload[0] is None:
-            return None
-        return [common_pb2.Group.FromString(b) for b in payload[0]]
+        kind, blobs = payload[0]
+        return RankCommand(kind, [common_pb2.Group.FromString(b) for b in blobs])
 
     def barrier(self) -> None:
         """Wait for every rank."""
@@ -231,26 +288,38 @@ def init_data_parallel(
     *,
     backend: Literal["auto", "gloo", "nccl"] = "auto",
     fsdp: bool = False,
+    timeout_s: float | None = None,
 ) -> DataParallel:
     """Join the process group and return this rank's ``DataParallel``.
 
     Args:
         rank: 0 <= rank < world_size.
         world_size: number of processes.
-        init_method: rendezvous URL, e.g. ``file:///tmp/x`` or ``tcp://127.0.0.1:29500``.
+        init_method: rendezvous URL, e.g. ``file:///tmp/x``, ``tcp://127.0.0.1:29500`` or
+            ``env://`` ($MASTER_ADDR, $MASTER_PORT).
         backend: ``auto`` = NCCL when CUDA is available, else gloo. With NCCL each rank uses
             ``cuda:<rank % device_count>``.
         fsdp: the model will be wrapped with ``wrap_fsdp``.
+        timeout_s: the longest wait of the rendezvous and of every collective (seconds); a
+            collective that waits longer raises (gloo) or aborts the process (NCCL, whose
+            default async error handling tears the process down). None = torch's default
+            (30 min gloo, 10 min NCCL).
 
     Raises:
-        ValueError: rank outside [0, world_size).
+        ValueError: rank outside [0, world_size) or a timeout that is not positive.
+        RuntimeError / torch.distributed.DistError: the rendezvous failed or timed out.
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must lie in [0, {world_size}), got {rank}")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
     chosen = backend if backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
     if chosen == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group(chosen, init_method=init_method, rank=rank, world_size=world_size)
+    timeout = None if timeout_s is None else datetime.timedelta(seconds=timeout_s)
+    dist.init_process_group(
+        chosen, init_method=init_method, rank=rank, world_size=world_size, timeout=timeout
+    )
     return DataParallel(fsdp=fsdp)
 
 
@@ -258,7 +327,7 @@ def wrap_fsdp(model: torch.nn.Module, *, layer_classes: tuple[type, ...] = ()) -
     """Shard ``model`` with FSDP2 (``torch.distributed.fsdp.fully_shard``).
 
     Each module of ``layer_classes`` (e.g. the decoder layer class) becomes its own shard unit,
-    then the root. Not exercised here (see the module docstring).
+    then the root. Runs on CPU with gloo as on GPUs with NCCL.
 
     Raises:
         RuntimeError: ``torch.distributed`` is not initialised.
@@ -284,6 +353,154 @@ def shard_model(model: torch.nn.Module, device: torch.device) -> Any:
     torch.nn.Module.to(model, device)  # shard from the target device
     layers = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
     return wrap_fsdp(model, layer_classes=tuple(layers))
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """True when ``model`` is sharded with FSDP2 (``fully_shard``: its parameters are DTensors)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+@dataclass
+class FullState:
+    """Full (unsharded) state dicts of a sharded model, on CPU; empty on ranks other than 0.
+
+    Attributes:
+        model: parameter and buffer name -> tensor (the shapes of the unsharded model).
+        optimizer: ``{"state": {name: {...}}, "param_groups": [{..., "params": [name, ...]}]}``
+            (``torch.distributed.checkpoint.state_dict``'s full optimizer state dict, keyed by
+            parameter name), or None when not gathered.
+    """
+
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any] | None = None
+
+
+def gather_full_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
+) -> FullState:
+    """Gather a sharded model's (and its optimizer's) full state dicts onto rank 0's CPU.
+
+    A collective: every rank of the world must call it at the same point (the followers do on
+    rank 0's ``gather_weights`` / ``gather_checkpoint`` command). Uses
+    ``torch.distributed.checkpoint.state_dict.get_model_state_dict`` /
+    ``get_optimizer_state_dict`` with ``full_state_dict=True, cpu_offload=True``.
+
+    Args:
+        model: the FSDP2-sharded model.
+        optimizer: its optimizer, or None for the model alone (publishing weights).
+
+    Returns:
+        The full states on rank 0 (a tied parameter under its first name only, as
+        ``save_pretrained`` writes it); empty ones (``model == {}``) on every other rank.
+
+    Raises:
+        InvalidArgumentError: ``model`` is not sharded.
+        RuntimeError: a collective failed (a rank died or timed out).
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    if not is_sharded(model):
+        raise InvalidArgumentError("gather_full_state needs an FSDP-sharded model")
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    tensors = get_model_state_dict(model, options=options)
+    aliases = _tied_aliases(model)  # saved once, as save_pretrained does for a plain model
+    state = FullState(
+        model={
+            k: v for k, v in tensors.items() if isinstance(v, torch.Tensor) and k not in aliases
+        }
+    )
+    if optimizer is not None:
+        state.optimizer = dict(get_optimizer_state_dict(model, optimizer, options=options))
+    return state
+
+
+def load_full_model_state(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    """Load a full (unsharded) model state dict into a sharded or plain model.
+
+    For a sharded model a collective: every rank calls it with the full tensors and keeps its
+    shard (``torch.distributed.checkpoint.state_dict.set_model_state_dict``,
+    ``full_state_dict=True``); for a plain model a local copy. A tied parameter (e.g.
+    ``lm_head.weight`` sharing the embedding) may be absent (``save_pretrained`` drops it).
+
+    Args:
+        model: the model (FSDP2-sharded or not).
+        state: parameter and buffer name -> full tensor.
+
+    Raises:
+        InvalidArgumentError: ``state`` lacks a parameter that is not a tied alias, or holds
+            names the model does not have.
+        RuntimeError: a shape mismatch, or a collective failed.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    result = set_model_state_dict(
+        model, dict(state), options=StateDictOptions(full_state_dict=True, strict=False)
+    )
+    missing = sorted(set(result.missing_keys) - _tied_aliases(model))
+    if missing or result.unexpected_keys:
+        raise InvalidArgumentError(
+            f"model state does not match the model: missing {missing[:5]}, "
+            f"unexpected {sorted(result.unexpected_keys)[:5]}"
+        )
+
+
+def load_full_optimizer_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: Mapping[str, Any]
+) -> None:
+    """Load a name-keyed full optimizer state dict (``FullState.optimizer``) into ``optimizer``.
+
+    Works for a sharded model (a collective: every rank calls it; each keeps its shard of the
+    moments) and for a plain one (``set_optimizer_state_dict``, ``full_state_dict=True``).
+
+    Raises:
+        KeyError / ValueError: the state names parameters ``model`` does not have.
+        RuntimeError: a collective failed.
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_optimizer_state_dict,
+    )
+
+    set_optimizer_state_dict(
+        model, optimizer, dict(state), options=StateDictOptions(full_state_dict=True)
+    )
+
+
+def _tied_aliases(model: torch.nn.Module) -> set[str]:
+    """Names of parameters that are the same tensor as an earlier-named one (tied weights)."""
+    first = {n for n, _ in model.named_parameters()}
+    return {n for n, _ in model.named_parameters(remove_duplicate=False)} - first
+
+
+class FullModelView:
+    """A sharded model's ``save_pretrained`` from its gathered full state dict (rank 0).
+
+    ``grpo.services.learner.publish.publish_weights`` and ``save_checkpoint`` call
+    ``model.save_pretrained(folder)``; on a sharded model that needs the full tensors, which
+    ``gather_full_state`` collected beforehand (a collective). This view writes them.
+
+    Args:
+        model: the sharded transformers model (its config and class drive the files).
+        state: the full model state dict from ``gather_full_state`` (rank 0).
+    """
+
+    def __init__(self, model: Any, state: Mapping[str, torch.Tensor]) -> None:
+        self.model = model
+        self.state = dict(state)
+
+    def save_pretrained(self, folder: str | Path) -> None:
+        """``model.save_pretrained(folder, state_dict=<the full state>)``."""
+        self.model.save_pretrained(folder, state_dict=self.state)
+
+    def named_parameters(self) -> Any:
+        """(name, full tensor) of every tensor of the full state (for finiteness checks)."""
+        return iter(self.state.items())
 
 
 def spawn(target: Callable[..., None], world_size: int, *args: Any) -> None:

@@ -239,6 +239,27 @@ class Trainer:
         for start in range(0, rows.numel(), size):
             yield rows[start : start + size]
 
+    def _fsdp_padding_passes(self, rows: torch.Tensor) -> int:
+        """How many extra forward (and backward) passes this rank runs after its micro-batches
+        of ``rows``: under FSDP every pass of the sharded model is a collective (all-gather,
+        reduce-scatter), so every rank runs as many as the rank with the most micro-batches
+        (its whole groups may hold more rows). 0 without FSDP. A collective itself: call it
+        before the passes."""
+        if not (self.parallel is not None and getattr(self.parallel, "fsdp", False)):
+            return 0
+        size = self.config.micro_batch_size
+        mine = (rows.numel() + size - 1) // size
+        most = torch.tensor([float(mine)], dtype=torch.float64, device=self.device)
+        return int(self.parallel.all_reduce(most, "max")[0]) - mine
+
+    def _padding_pass(self, batch: TrainingBatch, *, backward: bool) -> None:
+        """A pass of the sharded model on row 0 that changes nothing: no output is kept, and
+        its backward (of 0 × the log-probs) adds exact zeros to the gradients."""
+        with torch.set_grad_enabled(backward):
+            lp, _, _, _ = self._forward_logprobs(self.model, batch, batch.response_ids.new_zeros(1))
+            if backward:
+                (lp.sum() * 0.0).backward()
+
     @staticmethod
     def _columns(batch: TrainingBatch, rows: torch.Tensor) -> tuple[slice, int]:
         """Columns of ``rows``' longest prompt and response, and T_mb (longest response)."""
@@ -295,11 +316,14 @@ class Trainer:
         """[N, T] log-probs of every response token under ``model`` (0 beyond each response)."""
         out: torch.Tensor | None = None
         rows_all = torch.arange(batch.num_rows, device=self.device)
+        padding = self._fsdp_padding_passes(rows_all) if model is self.model else 0
         for rows in self._micro_slices(rows_all):
             lp, _, _, t_mb = self._forward_logprobs(model, batch, rows, truncate=truncate)
             if out is None:
                 out = lp.new_zeros(batch.response_ids.shape)
             out[rows, :t_mb] = lp
+        for _ in range(padding):
+            self._padding_pass(batch, backward=False)
         assert out is not None  # a batch has at least one row
         return out
 
@@ -474,6 +498,7 @@ class Trainer:
                 denom = loss_denominators(mask[mb], distributed=self._distributed)
                 self._zero_grad()
                 finite_loss = True
+                padding = self._fsdp_padding_passes(mb)
                 for rows in self._micro_slices(mb):
                     stats, ent, old_mb, t_mb, ok = self._micro_step(
                         batch, rows, mask, adv, old, ref, denom, critic_targets
@@ -483,6 +508,8 @@ class Trainer:
                     if epoch == 0:
                         old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
                         entropy_sum += ent
+                for _ in range(padding):
+                    self._padding_pass(batch, backward=True)
                 if self._has_signal(adv, mask, mb):
                     norm, critic_norm, applied = self._optimizer_step(finite_loss)
                     norms.append((norm, critic_norm))

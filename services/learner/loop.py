@@ -32,6 +32,13 @@ every Redis call rides out an outage with backoff (``Outage``, ``redis_outage_s`
 crash policy is the one of every consumer: a failed loop ends its thread, ``is_alive()`` turns
 False, ``serve`` drains the process and exits non-zero, and the supervisor restarts it.
 The assembler's counters come from its ``GetStats`` RPC (``assembler_address``).
+
+With other ranks (``parallel``), this loop drives them (``grpo.learner.distributed.RankCommand``):
+a train command per batch, a heartbeat after ``dist_heartbeat_s`` without one (an idle world
+notices a dead rank), and, for an FSDP-sharded model, a gather command before each publish
+and checkpoint. A failed collective (a rank died) fails the loop like any error; the loop
+then sends no stop command, and the process exits, so the other ranks' next collective
+fails too and every rank restarts from the last checkpoint, which step 4 resumes exactly.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from grpo.learner.checkpoint import (
     save_checkpoint,
 )
 from grpo.learner.diagnostics import undecided_diagnostics
+from grpo.learner.distributed import FullModelView, RankCommand, gather_full_state
 from grpo.learner.trainer import Trainer
 from grpo.services.learner.batch import check_group, group_rows, outcome_reward
 from grpo.services.learner.publish import (
@@ -198,6 +206,7 @@ class LearnerLoop:
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint = ""
         self._ckpt_step = 0
+        self._commanded_at = time.monotonic()  # last command sent to the other ranks
         self._resume()
 
     # ------------------------------------------------------------------ lifecycle
@@ -306,6 +315,7 @@ class LearnerLoop:
             self._admit(self._redis(lambda: self.groups.reclaim(count)))
             waited_from = time.perf_counter()
             while not self._stop.is_set():
+                self._heartbeat()
                 self._serve_requests()
                 if s.max_steps and self.trainer.step_count >= s.max_steps:
                     self._stop.wait(0.2)
@@ -345,9 +355,26 @@ class LearnerLoop:
             if self.error is None and self.trainer.step_count > self._ckpt_step:
                 self._checkpoint()
         finally:
-            if self.parallel is not None:
-                self.parallel.broadcast_groups(None)
+            if self.parallel is not None and self.error is None:
+                # After a failure the peers learn it from this process' exit instead (a stop
+                # sent to a hung peer would wait for dist_timeout_s).
+                self._command(RankCommand("stop"))
             self._serve_requests()
+
+    def _command(self, command: RankCommand) -> None:
+        """Send ``command`` to the other ranks (a collective; raises when a rank died)."""
+        assert self.parallel is not None
+        self.parallel.broadcast_command(command)
+        self._commanded_at = time.monotonic()
+
+    def _heartbeat(self) -> None:
+        """A heartbeat to the other ranks when none got a command for ``dist_heartbeat_s``:
+        the command, then a barrier (so a rank that stopped answering fails it within
+        ``dist_timeout_s`` even while the world idles)."""
+        idle_s = time.monotonic() - self._commanded_at
+        if self.parallel is not None and idle_s >= self.settings.dist_heartbeat_s:
+            self._command(RankCommand("heartbeat"))
+            self.parallel.barrier()
 
     def _admit(self, entries: Sequence[StreamEntry[common_pb2.Group]]) -> None:
         """Buffer new groups; acknowledge duplicates of groups already trained or buffered.
@@ -385,7 +412,7 @@ class LearnerLoop:
         if self.parallel is not None:
             from grpo.learner.distributed import shard_groups
 
-            self.parallel.broadcast_groups(groups)
+            self._command(RankCommand("train", groups))
             shard = shard_groups(groups, self.parallel.rank, self.parallel.world_size)
         staleness = _staleness(groups, self.policy_version)
         metrics = self.trainer.step([group_rows(g) for g in shard])
@@ -428,11 +455,15 @@ class LearnerLoop:
             self._checkpoint()
 
     def _publish(self, version: int) -> None:
+        model: Any = self.trainer.model
+        if self.parallel is not None and self.parallel.fsdp:  # every rank joins the gather
+            self._command(RankCommand("gather_weights"))
+            model = FullModelView(model, gather_full_state(model).model)
         self.outage.call(
             lambda: publish_weights(
                 self.client,
                 self.names.policy_key,
-                model=self.trainer.model,
+                model=model,
                 tokenizer=self.tokenizer,
                 run_dir=self.run_dir,
                 version=version,
@@ -449,6 +480,10 @@ class LearnerLoop:
         t = self.trainer
         if t.step_count == self._ckpt_step and self.last_checkpoint:
             return self.last_checkpoint
+        full = None
+        if self.parallel is not None and self.parallel.fsdp:  # every rank joins the gather
+            self._command(RankCommand("gather_checkpoint"))
+            full = gather_full_state(t.model, t.optimizer)
         state = CheckpointState(
             step=t.step_count,
             policy_version=self.policy_version,
@@ -469,6 +504,7 @@ class LearnerLoop:
             state=state,
             keep_last=self.settings.keep_checkpoints,
             critic=t.critic,
+            full_state=full,
         )
         # Durable now: acknowledge every entry the checkpoint covers. When Redis is down past
         # the loop's stop, the entries stay pending; a restart skips them (consumed ids).

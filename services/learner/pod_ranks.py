@@ -8,19 +8,26 @@ rank 0 (the same as ``grpo serve learner`` run by hand on W machines or W loopba
 - Rank 0 is the learner service as with one process: it reads the groups stream, trains its
   shard, checkpoints, publishes, serves ``grpo.v1.Learner`` and ``grpo.v1.Weights``, and hands
   each batch to the other ranks (``LearnerLoop`` with a ``DataParallel``).
-- Ranks r > 0 run ``FollowerRank``: train their shard of each broadcast batch until rank 0
-  sends the stop signal. They serve only health and metrics.
+- Ranks r > 0 run ``FollowerRank``: do what rank 0 commands (``follow``: train their shard
+  of each batch, join the full-state gather of an FSDP model, heartbeat) until rank 0 sends
+  stop. They serve only health and metrics.
 - Pods share no filesystem: rank 0 sends its initial model folder (when ``model_path`` is a
   local folder; a hub id is resolved by every rank) and the checkpoint it resumes from over the
   process group (``grpo.learner.distributed.broadcast_folder``); each follower keeps the copies
   under ``<run_dir>/rank-<r>/`` on its own volume. All ranks then hold identical parameters
   and optimizer states, as with in-process ranks.
 
-A rank that dies makes the next collective fail on the others (gloo reports the closed
-connection; NCCL waits for its timeout); every process then exits non-zero, Kubernetes restarts
-the pods, and the world forms again from rank 0's last checkpoint: the groups trained after it
-are still pending in Redis and are trained again, those before it are skipped (the
-exactly-once protocol of ``grpo.services.learner.loop``).
+A rank that dies makes the next collective fail on the others: gloo reports a closed
+connection at once (the process died), and any rank that hears nothing for ``dist_timeout_s``
+(a lost node, a hung process; NCCL too) fails its collective. Rank 0 sends a heartbeat after
+``dist_heartbeat_s`` without a batch, so an idle world notices as well, and no follower ever
+waits ``dist_timeout_s`` on a healthy rank 0. Every survivor then exits non-zero (its worker
+ends, ``serve`` reports it dead), Kubernetes restarts the pods, and the world forms again from
+rank 0's last checkpoint: the groups trained after it are still pending in Redis and are
+trained again, those before it are skipped (the exactly-once protocol of
+``grpo.services.learner.loop``; tests/learner_service/test_rank_failure.py kills a rank).
+A rank restarted while the old rank 0 still runs waits in the rendezvous, or fails it after
+``dist_timeout_s`` and restarts again, until the new rank 0 is up.
 """
 
 from __future__ import annotations
@@ -38,7 +45,14 @@ from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.registry import ServiceParts
 
-__all__ = ["FollowerRank", "build_follower", "env_rank", "share_checkpoint", "share_model"]
+__all__ = [
+    "FollowerRank",
+    "build_follower",
+    "env_rank",
+    "follow",
+    "share_checkpoint",
+    "share_model",
+]
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +113,41 @@ def share_checkpoint(parallel: Any, settings: LearnerServiceSettings) -> Path | 
     return broadcast_folder(parallel, source, _rank_dir(settings, parallel.rank) / "checkpoint")
 
 
-class FollowerRank:
-    """Rank r > 0: trains its shard of every batch rank 0 broadcasts (a ``BackgroundWorker``).
+def follow(parallel: Any, trainer: Any) -> None:
+    """Rank r > 0: do what rank 0 commands until it sends ``stop``.
 
-    The loop ends when rank 0 sends the stop signal or a collective fails; ``is_alive`` then
-    turns False and ``serve`` exits non-zero, so the pod restarts and rejoins the world.
+    ``train``: step on this rank's whole groups of the batch (``shard_groups``);
+    ``gather_weights`` / ``gather_checkpoint``: join ``gather_full_state`` of the (sharded)
+    model / model and optimizer; ``heartbeat``: a barrier with every rank (rank 0 learns that
+    this rank still answers).
+
+    Raises:
+        RuntimeError: a collective failed (a rank died, or none answered within the process
+            group's timeout).
+    """
+    from grpo.learner.distributed import gather_full_state, shard_groups
+    from grpo.services.learner.batch import group_rows
+
+    while True:
+        command = parallel.broadcast_command()
+        if command.kind == "stop":
+            return
+        if command.kind == "train":
+            shard = shard_groups(command.groups, parallel.rank, parallel.world_size)
+            trainer.step([group_rows(g) for g in shard])
+        elif command.kind == "gather_weights":
+            gather_full_state(trainer.model)
+        elif command.kind == "gather_checkpoint":
+            gather_full_state(trainer.model, trainer.optimizer)
+        elif command.kind == "heartbeat":
+            parallel.barrier()
+
+
+class FollowerRank:
+    """Rank r > 0 in its own process: ``follow`` in a thread (a ``BackgroundWorker``).
+
+    The loop ends when rank 0 sends stop or a collective fails; ``is_alive`` then turns False
+    and ``serve`` exits non-zero, so the pod restarts and rejoins the world.
     """
 
     def __init__(self, parallel: Any, trainer: Any) -> None:
@@ -118,21 +162,13 @@ class FollowerRank:
         self._thread.start()
 
     def _run(self) -> None:
-        from grpo.learner.distributed import shard_groups
-        from grpo.services.learner.batch import group_rows
-
         p = self.parallel
         try:
-            while True:
-                groups = p.broadcast_groups(None)
-                if groups is None:
-                    log.info("rank 0 stopped the world", extra={"rank": p.rank})
-                    return
-                shard = shard_groups(groups, p.rank, p.world_size)
-                self.trainer.step([group_rows(g) for g in shard])
+            follow(p, self.trainer)
+            log.info("rank 0 stopped the world", extra={"rank": p.rank})
         except BaseException as exc:  # a dead peer: exit so the pod restarts
             self.error = exc
-            log.exception("learner rank failed", extra={"rank": p.rank})
+            log.exception("learner rank failed; reporting dead", extra={"rank": p.rank})
 
     def stop(self, timeout_s: float) -> None:
         """Join the loop (it ends with rank 0's stop signal)."""
@@ -153,7 +189,13 @@ def build_follower(settings: LearnerServiceSettings, rank: int) -> ServiceParts:
     from grpo.learner.distributed import init_data_parallel
     from grpo.services.learner.service import build_trainer
 
-    parallel = init_data_parallel(rank, settings.world_size, "env://", fsdp=settings.fsdp)
+    parallel = init_data_parallel(
+        rank,
+        settings.world_size,
+        "env://",
+        fsdp=settings.fsdp,
+        timeout_s=settings.dist_timeout_s,
+    )
     model_path = share_model(parallel, settings)
     trainer, _ = build_trainer(settings.model_copy(update={"model_path": model_path}), parallel)
     checkpoint = share_checkpoint(parallel, settings)

@@ -94,11 +94,13 @@ def follower_main(rank: int, world_size: int, settings_json: str, init_method: s
 
     Runs until rank 0 broadcasts the stop signal (``LearnerLoop`` does so when it stops).
     """
-    from grpo.learner.distributed import init_data_parallel, shard_groups
-    from grpo.services.learner.batch import group_rows
+    from grpo.learner.distributed import init_data_parallel
+    from grpo.services.learner.pod_ranks import follow
 
     settings = LearnerServiceSettings.model_validate_json(settings_json)
-    parallel = init_data_parallel(rank, world_size, init_method, fsdp=settings.fsdp)
+    parallel = init_data_parallel(
+        rank, world_size, init_method, fsdp=settings.fsdp, timeout_s=settings.dist_timeout_s
+    )
     trainer, _ = build_trainer(settings, parallel)
     payload: list[Any] = [None]
     torch.distributed.broadcast_object_list(payload, src=0)
@@ -111,11 +113,7 @@ def follower_main(rank: int, world_size: int, settings_json: str, init_method: s
             critic=trainer.critic,
         )
         trainer.step_count = state.step
-    while True:
-        groups = parallel.broadcast_groups(None)
-        if groups is None:
-            break
-        trainer.step([group_rows(g) for g in shard_groups(groups, rank, world_size)])
+    follow(parallel, trainer)
     torch.distributed.destroy_process_group()
 
 
@@ -149,7 +147,9 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
                 join=False,
                 start_method="spawn",
             )
-        parallel = init_data_parallel(0, settings.world_size, init, fsdp=settings.fsdp)
+        parallel = init_data_parallel(
+            0, settings.world_size, init, fsdp=settings.fsdp, timeout_s=settings.dist_timeout_s
+        )
         if rank is not None:  # ranks in other pods: they get the model folder from here
             pod_ranks.share_model(parallel, settings)
     trainer, tokenizer = build_trainer(settings, parallel)
@@ -172,10 +172,11 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
     )
 
     def close() -> None:
-        if procs is not None:
-            procs.join(timeout=30)
+        # Leave the world first: ranks still waiting on a failed rank 0 then fail at once.
         if parallel is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+        if procs is not None:
+            procs.join(timeout=30)
 
     # Every published version, pulled by generation replicas without a shared volume.
     weights = weights_binding(WeightStore(Path(settings.run_dir)))

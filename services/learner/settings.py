@@ -79,8 +79,27 @@ class LearnerServiceSettings(BaseModel):
         default="",
         description="torch.distributed rendezvous URL; '' = a file under run_dir.",
     )
+    dist_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="world_size > 1: the longest wait of the rendezvous and of any collective "
+        "(seconds). A rank that hears nothing from a peer for this long (a lost node, a hung "
+        "process) fails and exits non-zero, and the world restarts from the last checkpoint; a "
+        "rank whose process died is noticed at once. Must exceed rank 0's longest pause between "
+        "collectives: a checkpoint write, a weight publish, a Redis outage ridden out "
+        "(redis_outage_s).",
+    )
+    dist_heartbeat_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="world_size > 1: rank 0 sends the other ranks a heartbeat after this long "
+        "without a batch for them (seconds), so an idle world notices a dead rank within it "
+        "and a healthy idle rank 0 never leaves them waiting for dist_timeout_s.",
+    )
     fsdp: bool = Field(
-        default=False, description="Shard the model with FSDP2 (GPUs; not exercised on CPU)."
+        default=False,
+        description="Shard the model with FSDP2 (fully_shard; NCCL on GPUs, gloo on CPU); "
+        "checkpoints and published weights are gathered in full on rank 0.",
     )
     trainer: TrainerConfig = Field(
         default_factory=lambda: TrainerConfig(),
@@ -95,4 +114,15 @@ class LearnerServiceSettings(BaseModel):
     def _check(self) -> LearnerServiceSettings:
         if self.fsdp and self.world_size < 2:
             raise ValueError("fsdp: true needs world_size >= 2")
+        if self.world_size > 1 and self.dist_heartbeat_s >= self.dist_timeout_s:
+            raise ValueError(
+                f"dist_heartbeat_s ({self.dist_heartbeat_s}) must be below dist_timeout_s "
+                f"({self.dist_timeout_s}): followers wait at most dist_timeout_s for rank 0"
+            )
+        if self.world_size > 1 and self.dist_timeout_s <= self.redis_outage_s:
+            raise ValueError(
+                f"dist_timeout_s ({self.dist_timeout_s}) must exceed redis_outage_s "
+                f"({self.redis_outage_s}): rank 0 sends no heartbeat while it rides out a "
+                "Redis outage"
+            )
         return self
