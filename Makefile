@@ -45,6 +45,9 @@ soak:  ## bounded fault/soak runs kept out of `make test`
 faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md) and a killed/hung learner rank: a few minutes on 2 cores
 	$(PY) -m pytest -q -m faults tests/faults tests/learner_service/test_rank_failure.py
 
+chart-wiring:  ## the Helm release rendered and run as local processes, trains 3 steps (docs/kubernetes.md): ~2 min on 2 cores
+	$(PY) -m pytest -q -m wiring tests/helm/test_chart_wiring.py
+
 bench:  ## speed and memory benchmarks, printed as ratios measured in the same run
 	$(PY) -m bench
 

@@ -158,11 +158,44 @@ class PullingRunDriver(RunDriver):
     pulled from the learner's weight server (``weights.mode: grpc``), and adds the run's
     accounting block to its summary."""
 
-    def __init__(self, *args: Any, puller: WeightPuller | None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        puller: WeightPuller | None,
+        initial_wait_s: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
         """Args: as ``RunDriver``; puller: pulls evaluated versions (None: read the published
-        folders directly, a shared volume)."""
+        folders directly, a shared volume); initial_wait_s: how long ``drive`` waits for the
+        learner to publish version 0 when no initial policy is given (every pod of a release
+        starts at once)."""
         super().__init__(*args, **kwargs)
         self.puller = puller
+        self.initial_wait_s = initial_wait_s
+
+    def drive(
+        self,
+        initial_model: Path | str | None = None,
+        steps: int | None = None,
+        *,
+        started: float | None = None,
+    ) -> dict[str, Any]:
+        """``RunDriver.drive``, first waiting up to ``initial_wait_s`` for version 0 when no
+        initial policy is given (then ``RunDriver.drive`` raises FailedPreconditionError)."""
+        from grpo.services.streams import REDIS_ERRORS
+
+        deadline = time.monotonic() + self.initial_wait_s
+        while initial_model is None and time.monotonic() < deadline:
+            try:
+                policy = self.published_policy()
+            except REDIS_ERRORS as exc:
+                log.info("waiting for Redis: %s", exc)
+                policy = None
+            if policy is not None and policy.path:
+                break
+            if self.stop_requested.wait(1.0):
+                break
+        return super().drive(initial_model, steps, started=started)
 
     def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
         """``RunDriver.evaluate`` of the local copy of ``model`` (pulled unless recorded).
@@ -279,6 +312,7 @@ def build(settings: DriverSettings) -> ServiceParts:
         log_fn=log.info,
         record=DriverRecord(client, names),
         puller=puller,
+        initial_wait_s=settings.weights.startup_wait_s,
     )
 
     def close() -> None:
