@@ -707,7 +707,10 @@ def markdown_table(report: dict[str, Any]) -> str:
 def plot(report: dict[str, Any], path: Path) -> Path:
     """``compare.png``: held-out accuracy against generated tokens and against training
     seconds, per arm the median over seeds (line) and the range (band)."""
-    from grpo.report import plt
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     for ax, (key, label) in zip(
