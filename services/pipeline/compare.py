@@ -706,28 +706,32 @@ def markdown_table(report: dict[str, Any]) -> str:
 
 def plot(report: dict[str, Any], path: Path) -> Path:
     """``compare.png``: held-out accuracy against generated tokens and against training
-    seconds, per arm the median over seeds (line) and the range (band)."""
+    seconds, per arm the median over seeds (line, linear between evaluations), the range
+    (band) and every run's evaluations (dots)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
-    for ax, (key, label) in zip(
-        axes,
-        (("accuracy_vs_tokens", "generated tokens"), ("accuracy_vs_train_s", "training seconds")),
-        strict=True,
-    ):
+    axes_keys = (
+        ("accuracy_vs_tokens", "generated_tokens", "generated tokens"),
+        ("accuracy_vs_train_s", "train_s", "training seconds"),
+    )
+    for ax, (key, x_key, label) in zip(axes, axes_keys, strict=True):
         for est, arm in report["arms"].items():
             band = arm[key]
             if not band["x"]:
                 continue
             n = len(arm["seeds"])
-            (line,) = ax.plot(band["x"], band["median"], label=f"{est} ({n} seeds)")
-            if len(arm["seeds"]) > 1:
-                ax.fill_between(
-                    band["x"], band["low"], band["high"], color=line.get_color(), alpha=0.2
-                )
+            (line,) = ax.plot(band["x"], band["median"], label=f"{est} ({n} seed{'s' * (n > 1)})")
+            color = line.get_color()
+            if n > 1:
+                ax.fill_between(band["x"], band["low"], band["high"], color=color, alpha=0.2)
+            for run in report["runs"]:  # the measured evaluations
+                if run["estimator"] == est:
+                    xs = [p[x_key] for p in run["curve"]]
+                    ax.plot(xs, [p["accuracy"] for p in run["curve"]], ".", color=color)
         ax.set(xlabel=label, ylabel="held-out greedy accuracy")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
