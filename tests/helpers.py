@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["wait_until"]
+__all__ = ["process_alive", "wait_until"]
 
 T = TypeVar("T")
 
@@ -61,3 +62,16 @@ def wait_until(
                 f"timed out after {timeout_s} s waiting for {what or repr(condition)}{detail}"
             )
         time.sleep(interval_s)
+
+
+def process_alive(pid: int) -> bool:
+    """True while process ``pid`` runs; False once it has exited (a zombie counts as exited:
+    it runs nothing, and its parent may be the one that has not reaped it yet).
+
+    Reads ``/proc/<pid>/stat`` (Linux), so it works for any process, not only a child.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import pytest
-from helpers import wait_until
+from helpers import process_alive, wait_until
 
 
 def test_wait_until_returns_the_first_truthy_value() -> None:
@@ -35,3 +38,14 @@ def test_wait_until_retries_only_the_named_exceptions() -> None:
 
     with pytest.raises(AssertionError, match="ConnectionError"):
         wait_until(down, timeout_s=0.05, interval_s=0.01, retry_on=(ConnectionError,))
+
+
+def test_process_alive_until_it_exits_zombie_included() -> None:
+    assert process_alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    assert process_alive(child.pid)
+    assert child.stdin is not None
+    child.stdin.close()  # it exits; unreaped it is a zombie, which is not alive
+    wait_until(lambda: not process_alive(child.pid), what="the child to exit")
+    assert child.wait(10) == 0
