@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -47,6 +48,7 @@ def _assert_same(a: Path, b: Path, names: list[str]) -> float:
     return worst
 
 
+@pytest.mark.slow  # 55-76 s on the shared 2-core machine (two spawned ranks, six trainers)
 def test_fsdp_checkpoints_gather_the_full_state_and_resume(
     tiny_model_dir: Path, make_groups, tmp_path: Path
 ) -> None:
