@@ -52,7 +52,7 @@ REPEATS = 3
 GROUP_SIZE = 8
 PER_CALL = (1, 2, 4, 8)
 JOBS_PER_ARM = 24
-STEPS = 12
+STEPS = 24
 
 
 def _no_logprob_sampler(
