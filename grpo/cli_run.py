@@ -114,7 +114,7 @@ def run(
             "acc",
             "tok/s",
             "kept",
-            "rej ✓/✗/few",
+            "rej ✓/✗/few/und",
             "open",
             "short",
             "s",
@@ -129,7 +129,7 @@ def run(
             f"{p.tokens_per_s:.0f}",
             str(s.groups_accepted),
             f"{s.groups_rejected_all_correct}/{s.groups_rejected_all_wrong}/"
-            f"{s.groups_rejected_too_few_valid}",
+            f"{s.groups_rejected_too_few_valid}/{s.groups_rejected_too_many_undecided}",
             str(s.groups_pending),
             str(s.groups_closed_short),
             f"{p.elapsed_s:.0f}",
@@ -168,11 +168,8 @@ def run(
         f"{summary['generated_tokens']} generated tokens, {summary['wall_clock_s']:.0f} s "
         f"(stop: {summary['stop_reason']}); summary in {out / 'summary.json'}"
     )
-    if summary.get("restarts") or summary.get("groups_closed_short"):
-        console.print(
-            f"restarts {summary.get('restarts')}, groups closed short "
-            f"{summary.get('groups_closed_short', 0)}, outage seconds {summary.get('outage_s')}"
-        )
+    for line in _accounting_lines(summary):
+        console.print(line)
     try:
         from grpo.report import render_report
 
@@ -184,6 +181,38 @@ def run(
         console.print(f"[red]killed leftover processes {summary['leftover_processes']}[/red]")
     if summary["stop_reason"] == "interrupted":
         raise typer.Exit(code=130)
+
+
+def _accounting_lines(summary: dict[str, Any]) -> list[str]:
+    """The console's accounting after a run, from its summary.json: groups opened = accepted
+    + rejected (by reason) + pending with the identity gap, timed out, closed short and the
+    rewards missing (of which undecided); then, when there were any, restarts and the
+    outage seconds per dependency per service (non-zero ones)."""
+    lines = []
+    groups = summary.get("accounting", {}).get("groups")
+    if groups:
+        reasons = ", ".join(
+            f"{n} {reason.replace('_', ' ')}"
+            for reason, n in groups.get("rejected_by_reason", {}).items()
+        )
+        lines.append(
+            f"groups opened {groups['opened']} = accepted {groups['accepted']} + rejected "
+            f"{groups['rejected']} ({reasons}) + pending {groups['pending']} (gap "
+            f"{groups['identity_gap']}); timed out {groups['timed_out']}, closed short "
+            f"{groups['closed_short']}; rewards missing {summary.get('rewards_missing', 0)} "
+            f"(undecided {summary.get('rewards_undecided', 0)})"
+        )
+    outages = {
+        f"{dep} {service}": seconds
+        for dep, by_service in (summary.get("outage_s") or {}).items()
+        if isinstance(by_service, dict)
+        for service, seconds in by_service.items()
+        if seconds
+    }
+    if summary.get("restarts") or outages:
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in outages.items()) or "none"
+        lines.append(f"restarts {summary.get('restarts') or {}}; outage seconds: {shown}")
+    return lines
 
 
 def _interrupt_once(signum: int, frame: object) -> None:

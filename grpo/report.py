@@ -8,8 +8,11 @@
   an evaluation at step s is placed at the generated
   tokens and learner wall-clock of step s (step 0, the SFT start, at 0);
 - ``group_outcomes.png``: shares of all-correct, all-wrong and mixed groups in each trained
-  batch, and (when the run has an assembler) the cumulative shares of every closed group that
-  was accepted or rejected by dynamic sampling (``assembler/groups_*`` counters);
+  batch; (when the run has an assembler) the cumulative shares of every closed group that was
+  accepted or rejected, by reason: all correct, all wrong, too few valid rewards, too many
+  undecided members (``assembler/groups_*`` counters, ``metric_names.ASSEMBLER_GROUP_OUTCOMES``);
+  and the members recorded without a valid reward so far, with those whose verifier answered
+  UNDECIDED among them (``assembler/rewards_missing``, ``assembler/rewards_undecided``);
 - ``clip_kl_entropy.png``: low/high clip fractions, KL to the reference (or the π_old/μ
   mismatch when no reference is used) and token entropy per step;
 - ``length_by_advantage.png``: mean response length of rollouts with positive vs negative
@@ -61,12 +64,8 @@ _LEN_POS = (mn.LEN_MEAN_POS_ADV,)
 _LEN_NEG = (mn.LEN_MEAN_NEG_ADV,)
 _WAIT_MEAN = (mn.STRAGGLER_WAIT_MEAN_S,)
 _WAIT_MAX = (mn.STRAGGLER_WAIT_MAX_S,)
-_ASSEMBLER_COUNTERS = (
-    "groups_accepted",
-    "groups_rejected_all_correct",
-    "groups_rejected_all_wrong",
-    "groups_rejected_too_few_valid",
-)
+_REWARDS_MISSING = (mn.ASSEMBLER_REWARDS_MISSING,)
+_REWARDS_UNDECIDED = (mn.ASSEMBLER_REWARDS_UNDECIDED,)
 
 METRICS_READ: tuple[str, ...] = (
     mn.STEP,
@@ -74,7 +73,7 @@ METRICS_READ: tuple[str, ...] = (
     mn.GENERATED_TOKENS,
     *_REWARD, *_ALL_CORRECT, *_ALL_WRONG, *_MIXED, *_CLIP_LOW, *_CLIP_HIGH, *_KL, *_MISMATCH,
     *_ENTROPY, *_LEN_POS, *_LEN_NEG, *_WAIT_MEAN, *_WAIT_MAX,
-    *(mn.assembler_metric(c) for c in _ASSEMBLER_COUNTERS),
+    *mn.ASSEMBLER_GROUP_OUTCOMES, *_REWARDS_MISSING, *_REWARDS_UNDECIDED,
 )  # fmt: skip
 """Every ``metrics.jsonl`` name the report reads (a test checks that each is written)."""
 
@@ -156,22 +155,25 @@ def _eval_points(run_dir: Path, rows: Sequence[dict[str, Any]]) -> dict[str, lis
     return points
 
 
-_ASSEMBLER_LINES = {
-    "accepted": ("accepted",),
-    "rejected all correct": ("rejected_all_correct",),
-    "rejected all wrong": ("rejected_all_wrong",),
-    "rejected too few valid": ("rejected_too_few_valid",),
+_OUTCOME_LABELS = {
+    mn.ASSEMBLER_GROUPS_ACCEPTED: "accepted",
+    **{name: f"rejected {reason}" for reason, name in mn.ASSEMBLER_GROUPS_REJECTED.items()},
 }
+"""Closed-group outcome counter -> its line's label (every outcome, undecided included)."""
+_ASSEMBLER_LINES = {label: (label,) for label in _OUTCOME_LABELS.values()}
 
 
 def _assembler_shares(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Cumulative outcome shares of every group the assembler closed, per learner step."""
+    """Cumulative outcome shares of every group the assembler closed, per learner step.
+
+    Returns:
+        One dict per step with a closed group: ``step`` and, per outcome label (accepted,
+        rejected all correct / all wrong / too few valid / too many undecided), its share of
+        the closed groups so far (the shares sum to 1; a counter absent from the row is 0).
+    """
     out = []
     for row in rows:
-        closed = {
-            c.removeprefix("groups_"): float(row.get(mn.assembler_metric(c), 0.0))
-            for c in _ASSEMBLER_COUNTERS
-        }
+        closed = {label: float(row.get(name, 0.0)) for name, label in _OUTCOME_LABELS.items()}
         total = sum(closed.values())
         if total > 0:
             out.append({"step": row["step"], **{k: v / total for k, v in closed.items()}})
@@ -229,7 +231,7 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
     fig.suptitle("Reward and held-out accuracy")
     written.append(_save(fig, out / REPORT_FILES[0]))
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4))
     _plot(
         axes[0],
         rows,
@@ -242,6 +244,17 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None) -> lis
         xlabel="learner step",
         ylabel="share of closed groups",
         title="All sampled groups (assembler)",
+    )
+    _plot(
+        axes[2],
+        rows,
+        "step",
+        {"missing (no valid reward)": _REWARDS_MISSING, "of which undecided": _REWARDS_UNDECIDED},
+    )
+    axes[2].set(
+        xlabel="learner step",
+        ylabel="members so far",
+        title="Rewards without a verdict (assembler)",
     )
     written.append(_save(fig, out / REPORT_FILES[1]))
 

@@ -13,7 +13,12 @@ per token. Meanings are documented where the value is computed (the module named
 from __future__ import annotations
 
 __all__ = [
+    "ASSEMBLER_GROUPS_ACCEPTED",
+    "ASSEMBLER_GROUPS_REJECTED",
+    "ASSEMBLER_GROUP_OUTCOMES",
     "ASSEMBLER_PREFIX",
+    "ASSEMBLER_REWARDS_MISSING",
+    "ASSEMBLER_REWARDS_UNDECIDED",
     "BEHAVIOR_ABS_LOGPROB_DIFF_MEAN",
     "ENTROPY_MEAN",
     "GENERATED_TOKENS",
@@ -22,6 +27,7 @@ __all__ = [
     "GROUPS_MIXED_FRAC",
     "GROUPS_REWARD_MEAN",
     "KL_REF_MEAN",
+    "LEARNER_REDIS_OUTAGE_S",
     "LEN_MEAN_NEG_ADV",
     "LEN_MEAN_POS_ADV",
     "LOOP_RECORD",
@@ -89,6 +95,9 @@ GENERATED_TOKENS = "generated_tokens"
 """Tokens sampled so far (the assembler's count, rejected groups included, when known)."""
 LOOP_RECORD = (STEP, POLICY_VERSION, WALL_CLOCK_S, GENERATED_TOKENS)
 """Names the learner loop writes on every metrics line besides the trainer's."""
+LEARNER_REDIS_OUTAGE_S = "learner/redis_outage_s"
+"""Seconds this learner process could not reach Redis so far (``Outage.total_s``; the run
+driver reads it from GetStatus for a summary without service logs)."""
 ASSEMBLER_PREFIX = "assembler/"
 """Prefix of the assembler's run counters the loop copies into each line (when it has them)."""
 
@@ -96,3 +105,23 @@ ASSEMBLER_PREFIX = "assembler/"
 def assembler_metric(counter: str) -> str:
     """The metric name of assembler counter ``counter`` (an ``AssemblerStats`` field)."""
     return f"{ASSEMBLER_PREFIX}{counter}"
+
+
+# -- grpo.services.assembler.stats (AssemblerStats counters, copied by the learner loop) ------
+ASSEMBLER_GROUPS_ACCEPTED = assembler_metric("groups_accepted")
+"""Groups the assembler closed and wrote for training (cumulative count)."""
+ASSEMBLER_GROUPS_REJECTED = {
+    "all correct": assembler_metric("groups_rejected_all_correct"),
+    "all wrong": assembler_metric("groups_rejected_all_wrong"),
+    "too few valid": assembler_metric("groups_rejected_too_few_valid"),
+    "too many undecided": assembler_metric("groups_rejected_too_many_undecided"),
+}
+"""Rejection reason -> the counter of groups closed and dropped for it (cumulative counts;
+every ``groups_rejected_*`` field of ``AssemblerStats``, tested)."""
+ASSEMBLER_GROUP_OUTCOMES = (ASSEMBLER_GROUPS_ACCEPTED, *ASSEMBLER_GROUPS_REJECTED.values())
+"""One counter per outcome of a closed group: each closed group is in exactly one of them
+(a timed-out group too), so opened = their sum + pending."""
+ASSEMBLER_REWARDS_MISSING = assembler_metric("rewards_missing")
+"""Members recorded without a valid reward (cumulative count)."""
+ASSEMBLER_REWARDS_UNDECIDED = assembler_metric("rewards_undecided")
+"""Members whose outcome verifier answered UNDECIDED (a subset of the missing ones)."""

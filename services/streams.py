@@ -558,7 +558,10 @@ class Outage:
     try up to ``backoff_max_s``. ``ok()`` closes the outage (its length joins ``total_s``).
     redis-py reconnects by itself on the next command, so "reconnect" is simply the retry.
 
-    Thread-safe. Times are ``clock()`` seconds (monotonic by default).
+    Thread-safe. Times are ``clock()`` seconds (monotonic by default). The log lines that
+    open and close an outage carry ``outage_of`` (``what``), ``outage`` ("open"/"closed") and,
+    when closed, ``outage_s`` as fields, so a run can sum outages from its services' logs
+    (``grpo.services.pipeline.outages``).
     """
 
     def __init__(
@@ -574,7 +577,8 @@ class Outage:
             budget_s: longest tolerated outage in seconds (> 0); past it ``failed`` raises.
             backoff_initial_s: first pause (seconds, > 0).
             backoff_max_s: longest pause (seconds, >= backoff_initial_s).
-            what: name of the dependency in log lines.
+            what: name of the dependency in log lines, optionally followed by
+                " (<client>)" ("redis (learner)").
             clock: time source in seconds.
 
         Raises:
@@ -626,7 +630,12 @@ class Outage:
             if self._since is None:
                 self._since, self._tries = now, 0
                 self.outages += 1
-                log.warning("%s unreachable, retrying with backoff: %s", self._what, exc)
+                log.warning(
+                    "%s unreachable, retrying with backoff: %s",
+                    self._what,
+                    exc,
+                    extra={"outage_of": self._what, "outage": "open"},
+                )
             elapsed = now - self._since
             self._tries += 1
             if elapsed > self.budget_s:
@@ -648,7 +657,12 @@ class Outage:
             length = self._clock() - self._since
             self._total += length
             self._since = None
-        log.warning("%s reachable again after %.1f s", self._what, length)
+        log.warning(
+            "%s reachable again after %.1f s",
+            self._what,
+            length,
+            extra={"outage_of": self._what, "outage": "closed", "outage_s": round(length, 3)},
+        )
         return length
 
     def call(self, fn: Callable[[], Any], *, stop: threading.Event | None = None) -> Any:

@@ -409,12 +409,12 @@ class AssemblerServicer(assembler_pb2_grpc.AssemblerServicer):
         self, request: assembler_pb2.GetStatsRequest, context: Any
     ) -> assembler_pb2.GetStatsResponse:
         """Counters since the run's state was created (they survive assembler restarts)."""
-        store = self._assembler.store
+        counters, pending = self._assembler.store.snapshot()  # one consistent read
         worker = self._worker
         return assembler_pb2.GetStatsResponse(
             stats=stats_from_counters(
-                store.counters(),
-                store.pending(),
+                counters,
+                pending,
                 rollouts_held=worker.held if worker is not None else 0,
                 verifier_outage_open_s=worker.verifier_outage.open_s if worker else 0.0,
                 redis_outage_s=worker.outage.total_s if worker is not None else 0.0,

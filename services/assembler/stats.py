@@ -10,10 +10,11 @@ Identity (checked by :func:`stats_identity_gap`, tested end to end)::
                   + groups_rejected_too_few_valid + groups_rejected_too_many_undecided
                   + groups_pending
 
-i.e. generated = accepted + rejected + pending, where "rejected" includes groups closed by
-their deadline with too few valid rewards. ``groups_timed_out`` counts deadline closures; each
-of them is also counted once in accepted or one of the rejected counters (a timed-out group
-with enough valid rewards is still trained on), so it is not a separate term.
+i.e. opened = accepted + rejected + pending, where "rejected" is the sum of ``REJECTIONS``
+(groups closed by their deadline with too few valid rewards included). ``groups_timed_out``
+counts deadline closures; each of them is also counted once in accepted or one of the
+rejected counters (a timed-out group with enough valid rewards is still trained on), so it is
+not a separate term.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from collections.abc import Mapping
 
 from grpo.v1 import assembler_pb2
 
-__all__ = ["COUNTERS", "run_accounting", "stats_from_counters", "stats_identity_gap"]
+__all__ = [
+    "COUNTERS",
+    "REJECTIONS",
+    "run_accounting",
+    "stats_from_counters",
+    "stats_identity_gap",
+]
 
 #: Counter names stored in Redis; each is a field of ``AssemblerStats`` except
 #: ``verifier_outage_ms`` (reported as ``verifier_outage_s``). ``groups_pending``,
@@ -79,16 +86,22 @@ def stats_from_counters(
     return stats
 
 
+#: The rejection counters: every reason a closed group is dropped (each closed group is in
+#: ``groups_accepted`` or exactly one of these). Every ``groups_rejected_*`` field of
+#: ``AssemblerStats`` (tested), so "rejected" means the same sum everywhere.
+REJECTIONS: tuple[str, ...] = (
+    "groups_rejected_all_correct",
+    "groups_rejected_all_wrong",
+    "groups_rejected_too_few_valid",
+    "groups_rejected_too_many_undecided",
+)
+
+
 def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
-    """groups_opened − (accepted + rejected + pending); 0 when the counters add up."""
-    return stats.groups_opened - (
-        stats.groups_accepted
-        + stats.groups_rejected_all_correct
-        + stats.groups_rejected_all_wrong
-        + stats.groups_rejected_too_few_valid
-        + stats.groups_rejected_too_many_undecided
-        + stats.groups_pending
-    )
+    """groups_opened − (accepted + rejected + pending); 0 when the counters add up
+    ("rejected" = the sum of ``REJECTIONS``; timed-out groups are not a term)."""
+    rejected = sum(int(getattr(stats, name)) for name in REJECTIONS)
+    return stats.groups_opened - (stats.groups_accepted + rejected + stats.groups_pending)
 
 
 def run_accounting(
@@ -102,29 +115,29 @@ def run_accounting(
             workers write with a dedup key).
 
     Returns:
-        ``groups`` (opened, accepted, rejected, of which timed out, pending, closed short,
-        and the identity gap ``opened - (accepted + rejected + pending)``; timed-out groups
-        are already counted as accepted or rejected) and ``rollouts`` (produced, scored =
-        recorded in a group, in closed groups, late = arrived after their group closed,
-        held = waiting for a verifier, and ``unaccounted`` = produced - scored - late - held,
-        0 when nothing was lost).
+        ``groups`` (opened, accepted, rejected = the sum of ``rejected_by_reason``: all
+        correct, all wrong, too few valid, too many undecided; pending, the identity gap
+        ``opened - (accepted + rejected + pending)``, and reported beside it timed out (each
+        timed-out group is already counted as accepted or rejected, so it is no term) and
+        closed short); ``rewards`` (missing members, of which undecided) and ``rollouts``
+        (produced, scored = recorded in a group, in closed groups, late = arrived after
+        their group closed, held = waiting for a verifier, and ``unaccounted`` = produced -
+        scored - late - held, 0 when nothing was lost).
     """
-    rejected = (
-        stats.groups_rejected_all_correct
-        + stats.groups_rejected_all_wrong
-        + stats.groups_rejected_too_few_valid
-    )
+    by_reason = {name.removeprefix("groups_rejected_"): getattr(stats, name) for name in REJECTIONS}
     return {
         "groups": {
             "opened": stats.groups_opened,
             "accepted": stats.groups_accepted,
-            "rejected": rejected,
-            "timed_out": stats.groups_timed_out,
+            "rejected": sum(by_reason.values()),
+            "rejected_by_reason": by_reason,
             "pending": stats.groups_pending,
-            "closed_short": stats.groups_closed_short,
-            "identity": "opened = accepted + rejected + pending (timed out included in both)",
+            "identity": "opened = accepted + rejected + pending",
             "identity_gap": stats_identity_gap(stats),
+            "timed_out": stats.groups_timed_out,
+            "closed_short": stats.groups_closed_short,
         },
+        "rewards": {"missing": stats.rewards_missing, "undecided": stats.rewards_undecided},
         "rollouts": {
             "produced": rollouts_produced,
             "scored": stats.rollouts_received,

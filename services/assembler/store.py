@@ -307,6 +307,20 @@ class GroupStore:
         values = {_text(k): int(v) for k, v in raw.items()}
         return {name: values.get(name, 0) for name in COUNTERS}
 
+    def snapshot(self) -> tuple[dict[str, int], int]:
+        """``(counters(), pending())`` read in one MULTI/EXEC, so no group opens or closes
+        between the two reads: the identity holds exactly on a live assembler too.
+
+        Raises:
+            UnavailableError: Redis unreachable.
+        """
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hgetall(self.stats_key)
+        pipe.zcard(self.open_key)
+        raw, pending = self._execute(pipe)
+        values = {_text(k): int(v) for k, v in raw.items()}
+        return {name: values.get(name, 0) for name in COUNTERS}, int(pending)
+
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         try:
             return script(keys=keys, args=args)

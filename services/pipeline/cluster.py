@@ -8,7 +8,8 @@ loopback ports through ``ProcessSupervisor`` and waits until each answers health
 ``check()`` is the one place a dead service is handled: the supervisor restarts it (same
 config, same port, with backoff; ``RunConfig.supervision``) and gives up past the policy; an
 embedded Redis that died is restarted on its port from its append-only file
-(``<run_dir>/redis``, fsync every second). ``stop()`` drains the services in dependency order,
+(``<run_dir>/redis``, fsync every second). ``outages()`` sums each service's outage seconds
+per dependency from its log. ``stop()`` drains the services in dependency order,
 stops Redis last, and reports any process left behind.
 """
 
@@ -24,6 +25,7 @@ import grpc
 
 from grpo.errors import FailedPreconditionError
 from grpo.services.pipeline.config import RunConfig
+from grpo.services.pipeline.outages import service_outages
 from grpo.services.pipeline.processes import ProcessSupervisor
 from grpo.services.pipeline.service_configs import (
     assembler_settings,
@@ -40,6 +42,16 @@ from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_
 __all__ = ["LocalCluster", "namespace_for"]
 
 log = logging.getLogger(__name__)
+
+
+DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "assembler": ("redis", "verifiers"),
+    "learner": ("redis",),
+    "rollout-worker": ("redis",),
+    "driver": ("redis",),
+}
+"""Service kind -> the dependencies whose outages it rides out (``Outage``); the verifiers
+have none."""
 
 
 def namespace_for(config: RunConfig, run_dir: Path) -> str:
@@ -145,10 +157,12 @@ class LocalCluster:
 
     def start_driver(self, initial_policy: Path | str, steps: int | None = None) -> None:
         """Launch the run driver (``grpo serve driver``) against the started services and wait
-        until it is healthy; it exits 0 once ``summary.json`` is written (``driver_finished``).
+        until it is healthy (or already finished: a short run can end before the first health
+        check answers); it exits 0 once ``summary.json`` is written (``driver_finished``).
 
         Raises:
-            FailedPreconditionError: ``start`` has not run, or the driver failed to start.
+            FailedPreconditionError: ``start`` has not run, or the driver exited non-zero
+                while starting.
         """
         if self.model is None:
             raise FailedPreconditionError("LocalCluster.start_driver before start()")
@@ -168,7 +182,11 @@ class LocalCluster:
             steps=steps,
         )
         self.supervisor.start("driver", self._service_yaml("driver", settings, "driver"))
-        self.supervisor.wait_healthy(["driver"], cfg.budget.startup_timeout_s)
+        try:
+            self.supervisor.wait_healthy(["driver"], cfg.budget.startup_timeout_s)
+        except FailedPreconditionError:
+            if not self.driver_finished():  # a short run may be done before a health check
+                raise
 
     def driver_finished(self) -> bool:
         """True once the driver process has exited with code 0 (its summary is written)."""
@@ -211,6 +229,20 @@ class LocalCluster:
             server.restart()
             self.restarts["redis"] = self.restarts.get("redis", 0) + 1
         self.supervisor.supervise(self.config.supervision, say=self._log)
+
+    def outages(self, end: float) -> dict[str, dict[str, float]]:
+        """Outage seconds per dependency per service (summary.json's ``outage_s``), summed
+        from every service's log, its restarts included
+        (``grpo.services.pipeline.outages.service_outages``).
+
+        Args:
+            end: ``time.time()`` where an outage still open stops (seconds since the epoch).
+        """
+        uses = {
+            name: DEPENDENCIES.get(proc.service, ())
+            for name, proc in self.supervisor.services.items()
+        }
+        return service_outages(self.supervisor.log_dir, uses, end=end)
 
     @property
     def restarts(self) -> dict[str, int]:

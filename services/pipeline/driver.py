@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from grpo.learner.metric_names import GROUPS_REWARD_MEAN
+from grpo.learner.metric_names import GROUPS_REWARD_MEAN, LEARNER_REDIS_OUTAGE_S
 from grpo.services.learner.publish import read_policy
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.curriculum import PassRateCurriculum
@@ -506,8 +506,29 @@ class RunDriver:
             policy=policy,
             started=started,
             leftover_processes=[],
-            extra={"outage_s": {"redis": round(self.redis_outage.total_s, 2)}},
+            extra={
+                "outage_s": self.reported_outages(),
+                "outage_source": "GetStatus/GetStats (per process)",
+            },
         )
+
+    def reported_outages(self) -> dict[str, dict[str, float]]:
+        """Outage seconds per dependency per service as the services report them: this
+        driver's own Redis outages, the learner's ``LEARNER_REDIS_OUTAGE_S`` (GetStatus, its
+        last step's metrics) and the assembler's ``redis_outage_s`` and ``verifier_outage_s``
+        (GetStats), from the last ``poll``. Shape ``{dependency: {service: seconds}}``, as
+        ``grpo.services.pipeline.outages.service_outages`` (which ``grpo run`` uses instead:
+        it reads the services' logs). The Redis figures are per process: a restarted service
+        starts again at 0; ``verifier_outage_s`` is kept across assembler restarts."""
+        p = self.progress
+        return {
+            "redis": {
+                "assembler": round(p.stats.redis_outage_s, 2),
+                "driver": round(self.redis_outage.total_s, 2),
+                "learner": round(p.last_metrics.get(LEARNER_REDIS_OUTAGE_S, 0.0), 2),
+            },
+            "verifiers": {"assembler": round(p.stats.verifier_outage_s, 2)},
+        }
 
     # ---------------------------------------------------------------- summary
     def recorded_evals(self) -> list[dict[str, Any]]:
@@ -569,8 +590,10 @@ class RunDriver:
             "groups_rejected_all_correct": stats.groups_rejected_all_correct,
             "groups_rejected_all_wrong": stats.groups_rejected_all_wrong,
             "groups_rejected_too_few_valid": stats.groups_rejected_too_few_valid,
+            "groups_rejected_too_many_undecided": stats.groups_rejected_too_many_undecided,
             "groups_timed_out": stats.groups_timed_out,
             "rewards_missing": stats.rewards_missing,
+            "rewards_undecided": stats.rewards_undecided,
             "grpo_wall_clock_s": round(self.progress.elapsed_s, 1),
             "wall_clock_s": round(time.time() - started, 1),
             "leftover_processes": leftover_processes,

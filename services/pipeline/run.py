@@ -28,7 +28,7 @@ learner's ``metrics.jsonl``, ``groups.jsonl``, ``checkpoints/`` and ``weights/``
 assembler's ``assembler_groups.jsonl``, ``eval.jsonl`` and ``summary.json``. The summary is
 written also when the run fails (``stop_reason: error`` and ``failure``), with the accounting
 of ``grpo.services.assembler.stats.run_accounting``, restarts per service and outage seconds
-per dependency.
+per dependency per service (summed from the services' logs, ``LocalCluster.outages``).
 
 ``run_local(..., resume=True)`` (``grpo run --resume RUN_DIR``) continues a stopped or killed
 run: no new model, no SFT; the services start from the run's policy folder, the embedded Redis
@@ -56,6 +56,7 @@ from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver import POLL_S, DriverRecord, Progress, RunDriver
 from grpo.services.pipeline.policy import prepare_policy
 from grpo.services.pipeline.tasks import load_run_tasks
+from grpo.v1 import common_pb2
 
 __all__ = ["default_run_dir", "resume_policy", "run_local", "write_run_config"]
 
@@ -143,6 +144,7 @@ def run_local(
     driving = interrupted = False
     failure: BaseException | None = None
     extra: dict[str, Any] = {}
+    last_policy: common_pb2.PolicyWeights | None = None
     shown: set[str] = set()
     try:
         cluster.start_redis()
@@ -184,12 +186,13 @@ def run_local(
         if monitor is not None:
             _show(monitor, shown, say)
             extra = _accounting(cluster, monitor)
+            with contextlib.suppress(Exception):  # for a summary the driver did not write
+                last_policy = monitor.published_policy()
     left = cluster.stop()
     assert monitor is not None
     path = run_dir / "summary.json"
     if failure is None and path.is_file():
         summary = json.loads(path.read_text())
-        extra["outage_s"]["redis"] = summary.get("outage_s", {}).get("redis", 0.0)
     else:  # the driver wrote none (a failure, or it was killed): what the record holds
         sft = monitor.record.evaluation("sft") if monitor.record is not None else None
         summary = monitor.summary(
@@ -197,7 +200,7 @@ def run_local(
             sft_accuracy=float(sft["accuracy"]) if sft else float("nan"),
             final_accuracy=float("nan"),
             final_step=monitor.progress.step,
-            policy=None,
+            policy=last_policy,
             started=started,
             leftover_processes=left,
         )
@@ -240,7 +243,11 @@ def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> No
 
 
 def _accounting(cluster: LocalCluster, driver: RunDriver) -> dict[str, Any]:
-    """Accounting, restarts and outages for the summary, read before the cluster stops."""
+    """Accounting, restarts and outages for the summary, read before the cluster stops:
+    the assembler's counters of the last poll (``run_accounting``; rollouts produced = entries
+    on the rollouts stream, -1 when Redis does not answer), restarts and deaths per service,
+    and ``outage_s`` = seconds per dependency per service from the services' logs
+    (``LocalCluster.outages``: every process of a service, restarts included)."""
     stats = driver.progress.stats
     produced = -1
     with contextlib.suppress(Exception):
@@ -252,8 +259,6 @@ def _accounting(cluster: LocalCluster, driver: RunDriver) -> dict[str, Any]:
         "accounting": run_accounting(stats, produced),
         "restarts": dict(cluster.restarts),
         "deaths": [{"service": d.name, "reason": d.reason} for d in cluster.supervisor.deaths],
-        "outage_s": {
-            "redis": round(driver.redis_outage.total_s, 2),
-            "verifiers": round(stats.verifier_outage_s, 2),
-        },
+        "outage_s": cluster.outages(end=time.time()),
+        "outage_source": "service logs",
     }

@@ -18,6 +18,7 @@ from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.trainer import Trainer, TrainerConfig
 from grpo.model import load_tokenizer
 from grpo.report import METRICS_READ
+from grpo.services.assembler.stats import REJECTIONS
 from grpo.services.learner.batch import group_rows
 from grpo.v1 import assembler_pb2
 
@@ -46,3 +47,18 @@ def test_every_metric_the_report_reads_is_written(tiny_model_dir: Path, make_gro
     assert mn.KL_REF_MEAN in METRICS_READ and mn.KL_REF_MEAN in written
     # The names the KL panel used to read are written by nobody: the check above can fail.
     assert not {"kl/mean", "loss/kl"} & written
+
+
+def test_every_rejection_reason_is_read_and_summed() -> None:
+    """A closed group is accepted or rejected for one reason; a reason the assembler counts
+    but the report (``ASSEMBLER_GROUP_OUTCOMES``) or the accounting (``REJECTIONS``: the
+    identity, summary.json) leaves out would make "rejected" mean different sums."""
+    fields = {f.name for f in assembler_pb2.AssemblerStats.DESCRIPTOR.fields}
+    reasons = {name for name in fields if name.startswith("groups_rejected_")}
+    assert len(reasons) >= 4 and "groups_rejected_too_many_undecided" in reasons
+    assert set(REJECTIONS) == reasons
+    read = {mn.assembler_metric(name) for name in reasons}
+    assert set(mn.ASSEMBLER_GROUPS_REJECTED.values()) == read
+    assert set(mn.ASSEMBLER_GROUP_OUTCOMES) == read | {mn.assembler_metric("groups_accepted")}
+    assert {mn.ASSEMBLER_REWARDS_MISSING, mn.ASSEMBLER_REWARDS_UNDECIDED} <= set(METRICS_READ)
+    assert set(mn.ASSEMBLER_GROUP_OUTCOMES) <= set(METRICS_READ)

@@ -44,6 +44,9 @@ def _write_metrics(run_dir: Path, steps: int = 6) -> None:
             "assembler/groups_accepted": 8.0 * s,
             "assembler/groups_rejected_all_correct": 2.0 * s,
             "assembler/groups_rejected_all_wrong": 6.0 * s,
+            "assembler/groups_rejected_too_many_undecided": 1.0 * s,
+            "assembler/rewards_missing": 3.0 * s,
+            "assembler/rewards_undecided": 1.0 * s,
         }
         if s % 2 == 0:
             row["eval/accuracy"] = 0.4 + 0.02 * s
@@ -65,12 +68,13 @@ def test_report_renders_every_png(tmp_path: Path) -> None:
         "y": [0.4, 0.6],
     }
     shares = _assembler_shares(load_metrics(tmp_path / "metrics.jsonl"))
-    assert shares[0] == {
+    assert shares[0] == {  # 8 accepted, 2 + 6 + 0 + 1 rejected: every closed group
         "step": 1,
-        "accepted": 0.5,
-        "rejected_all_correct": 0.125,
-        "rejected_all_wrong": 0.375,
-        "rejected_too_few_valid": 0.0,
+        "accepted": 8 / 17,
+        "rejected all correct": 2 / 17,
+        "rejected all wrong": 6 / 17,
+        "rejected too few valid": 0.0,
+        "rejected too many undecided": 1 / 17,
     }
     written = render_report(tmp_path)
     assert [p.name for p in written] == list(REPORT_FILES)
