@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["process_alive", "wait_until"]
+__all__ = ["process_alive", "wait_for_port_file", "wait_until"]
 
 T = TypeVar("T")
 
@@ -75,3 +77,24 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for_port_file(
+    path: Path, process: subprocess.Popen[Any], *, timeout_s: float = 60.0
+) -> dict[str, Any] | None:
+    """What ``grpo serve ... --port-file PATH`` writes once it is SERVING: ``{"port",
+    "metrics_port", "pid"}`` (``registry.serve`` writes it atomically, so it is whole once
+    it exists); None when ``process`` exits before writing it.
+
+    Raises:
+        AssertionError: neither happened within ``timeout_s`` seconds.
+    """
+    wait_until(
+        lambda: path.exists() or process.poll() is not None,
+        timeout_s=timeout_s,
+        what=f"the port file {path}",
+    )
+    if not path.exists():
+        return None
+    info: dict[str, Any] = json.loads(path.read_text())
+    return info

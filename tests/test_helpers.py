@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import process_alive, wait_until
+from helpers import process_alive, wait_for_port_file, wait_until
 
 
 def test_wait_until_returns_the_first_truthy_value() -> None:
@@ -49,3 +51,29 @@ def test_process_alive_until_it_exits_zombie_included() -> None:
     child.stdin.close()  # it exits; unreaped it is a zombie, which is not alive
     wait_until(lambda: not process_alive(child.pid), what="the child to exit")
     assert child.wait(10) == 0
+
+
+def test_wait_for_port_file_reads_it_or_sees_the_process_exit(tmp_path: Path) -> None:
+    path = tmp_path / "port.json"
+    writer = (
+        "import json, pathlib, sys; pathlib.Path(sys.argv[1]).write_text("
+        "json.dumps({'port': 5, 'metrics_port': 6, 'pid': 0})); sys.stdin.read()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdin=subprocess.PIPE)
+    try:
+        assert wait_for_port_file(path, proc) == {"port": 5, "metrics_port": 6, "pid": 0}
+    finally:
+        proc.kill()
+        proc.wait()
+    quitter = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert wait_for_port_file(tmp_path / "never.json", quitter) is None
+    assert quitter.returncode == 3
+    sleeper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                               stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        with pytest.raises(AssertionError, match=r"never\.json"):
+            wait_for_port_file(tmp_path / "never.json", sleeper, timeout_s=0.2)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert json.loads(path.read_text())["port"] == 5

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_until
+from helpers import wait_for_port_file, wait_until
 
 from grpo.cli_score import EXIT_INTERRUPTED, score_file
 from grpo.errors import UnavailableError
@@ -92,10 +92,8 @@ def paced_server(tmp_path: Path) -> Iterator[Any]:
             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         procs.append(proc)
-        wait_until(port_file.exists, timeout_s=60, what="the verifier's port file")
-        info = wait_until(
-            lambda: json.loads(port_file.read_text() or "null"), retry_on=(ValueError,)
-        )
+        info = wait_for_port_file(port_file, proc, timeout_s=60)
+        assert info is not None, f"the paced verifier exited with {proc.returncode}"
         return proc, f"127.0.0.1:{info['port']}"
 
     yield start

@@ -25,6 +25,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from helpers import wait_for_port_file
 
 from grpo.services.registry import SERVICES
 
@@ -91,6 +92,14 @@ def services(
         "GRPO_BACKEND__MODEL_PATH": str(tiny_model),
         "GRPO_CHECKPOINT_DIR": str(root / "ckpt"),
         "GRPO_RUN_DIR": str(root / "run"),
+        # the run driver: its run (tasks, streams) and the addresses it would call (nothing
+        # listens there: it serves health while it waits for the learner's version 0)
+        "GRPO_RUN": json.dumps(
+            {"namespace": namespace, "redis_url": redis_url, "data": {"train_size": 8}}
+        ),
+        "GRPO_LEARNER_ADDRESS": "127.0.0.1:9",
+        "GRPO_ASSEMBLER_ADDRESS": "127.0.0.1:9",
+        "GRPO_OUT_DIR": str(root / "driver"),
     }
     started: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     for name in selected:
@@ -106,10 +115,13 @@ def services(
     deadline = time.monotonic() + 240
     try:
         for name, (proc, port_file, log) in started.items():
-            while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if port_file.exists():
-                info = json.loads(port_file.read_text())
+            try:
+                info = wait_for_port_file(
+                    port_file, proc, timeout_s=max(1.0, deadline - time.monotonic())
+                )
+            except AssertionError:
+                info = None  # hung: its tests fail with its log (_get)
+            if info is not None:
                 running[name] = Running(proc, info["port"], info["metrics_port"], log)
         yield running
     finally:

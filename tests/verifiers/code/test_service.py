@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers import wait_for_port_file
 
 from grpo.errors import FailedPreconditionError
 from grpo.services.server import ServerSettings, create_server
@@ -76,12 +77,10 @@ def test_unsandboxed_only_when_explicitly_allowed() -> None:
 def test_grpo_serve_verifier_code_process(tmp_path) -> None:
     """The real ``grpo serve verifier-code`` process scores over gRPC (sandbox spawns from a
     serving gRPC process) and exits 0 on SIGTERM."""
-    import json
     import os
     import signal
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
     need_sandbox()
@@ -104,11 +103,9 @@ def test_grpo_serve_verifier_code_process(tmp_path) -> None:
         env=env,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not port_file.exists() or not port_file.read_text().strip():
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        port = json.loads(port_file.read_text())["port"]
+        info = wait_for_port_file(port_file, proc, timeout_s=60)
+        assert info is not None, f"grpo serve verifier-code exited with {proc.returncode}"
+        port = info["port"]
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = verifier_pb2_grpc.VerifierStub(channel)
             for _ in range(3):
