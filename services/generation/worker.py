@@ -152,8 +152,8 @@ class RolloutWorkerConfig(BaseModel):
         ge=1,
         description="Prompt jobs sampled together in one generate call (P x G rows); on the "
         "2-core development machine 8 gave ~3x the rollout tokens per CPU-second of 1 at G = 8 "
-        "(python -m bench generation). Keep generation.prompts_ahead >= 2x this so a call "
-        "finds its jobs queued.",
+        "(python -m bench generation). Keep generation.prompts_ahead >= this so a call can "
+        "fill (2x also queues the next call's jobs, for staler groups).",
     )
     max_rows_per_call: int = Field(
         default=64,
