@@ -12,24 +12,19 @@ a table. docs/evaluation.md has the formats, the metric definitions and examples
 from __future__ import annotations
 
 import json
-import signal
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from grpo.errors import ContractError, GrpoError, InvalidArgumentError, UnavailableError
+from grpo.cli_resumable import EXIT_FAILED, EXIT_INTERRUPTED, resumable_run
+from grpo.errors import InvalidArgumentError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "eval", "report_table"]
 
-EXIT_FAILED = 101
-"""Exit code when the evaluation could not finish (its finished rows are kept)."""
-EXIT_INTERRUPTED = 130
-"""Exit code after Ctrl-C / SIGTERM (finished rows are kept; rerun with --resume)."""
 
 DEFAULT_VERIFIERS = {"math": "verifier-math", "arith": "verifier-math", "code": "verifier-code"}
 """Task type -> the verifier service that scores it when --verifier is not given."""
@@ -62,39 +57,23 @@ def report_table(title: str, report: Any) -> Table:
     return table
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _scorer(task_type: str, options: dict[str, Any]) -> Any:
-    from grpo.services.assembler.config import VerifierClientConfig
-    from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
+    from grpo.services.evaluation.scorers import open_scorer
 
-    if options["verifier_endpoint"]:
-        client = VerifierClientConfig(
-            timeout_s=options["deadline"],
-            max_attempts=5,
-            backoff_initial_s=0.5,
-            backoff_max_s=8.0,
-            tls_ca_file=options["tls_ca"],
-            tls_cert_file=options["tls_cert"],
-            tls_key_file=options["tls_key"],
-        )
-        return RemoteScorer(options["verifier_endpoint"], client)
     service = options["verifier"] or DEFAULT_VERIFIERS.get(task_type)
-    if service is None:
+    if not options["verifier_endpoint"] and service is None:
         raise InvalidArgumentError(
             f"no default verifier for task type {task_type!r}: pass --verifier module:SERVICE "
             "or --verifier-endpoint HOST:PORT"
         )
-    settings: dict[str, Any] = {"scoring": {"request_timeout_s": options["deadline"]}}
-    if service == "verifier-math":
-        settings["verifier"] = {"pool": {"workers": options["workers"]}}
-    return LocalScorer.from_service(service, settings)
+    return open_scorer(
+        endpoint=options["verifier_endpoint"], service=service, deadline_s=options["deadline"],
+        workers=options["workers"], tls_ca=options["tls_ca"], tls_cert=options["tls_cert"],
+        tls_key=options["tls_key"],
+    )  # fmt: skip
 
 
-def _run(options: dict[str, Any], output_dir: Path, progress: Any, bar: Any) -> Any:
+def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, int], None]) -> Any:
     from grpo.services.evaluation.evaluate import EvalSettings, evaluate, sample_key
     from grpo.services.evaluation.inputs import FieldMap
     from grpo.services.evaluation.results import ResultsFile
@@ -102,9 +81,6 @@ def _run(options: dict[str, Any], output_dir: Path, progress: Any, bar: Any) -> 
     from grpo.services.evaluation.scorers import check_verifier
     from grpo.services.evaluation.tasks import load_problems
     from grpo.services.generation.backend import SamplingConfig
-
-    def on_progress(done: int, total: int) -> None:
-        progress.update(bar, completed=done, total=total)
 
     if options["run_config"] is not None:
         from grpo.services.pipeline.config import load_run_config
@@ -248,7 +224,12 @@ def eval(
     tls_ca: Annotated[Path | None, typer.Option(help="PEM CA of --verifier-endpoint.")] = None,
     tls_cert: Annotated[Path | None, typer.Option(help="PEM client certificate (mTLS).")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="In-process verifier worker processes.")] = 2,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, help="In-process verifier: worker processes (math), samples at once (code)."
+        ),
+    ] = 2,
     deadline: Annotated[
         float, typer.Option(min=0.001, help="Deadline of one ScoreBatch attempt (seconds).")
     ] = 300.0,
@@ -287,28 +268,9 @@ def eval(
     if split not in ("heldout", "dev"):
         raise InvalidArgumentError(f"--split must be heldout or dev, got {split!r}")
     console = Console(stderr=True)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    progress = Progress(
-        *Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn(),
-        TimeRemainingColumn(), console=console,
-    )  # fmt: skip
-    bar = progress.add_task("eval", total=None)
-    try:
-        with progress:
-            report = _run(options, output_dir, progress, bar)
-    except KeyboardInterrupt:
-        console.print(
-            f"[yellow]interrupted: finished samples are in {output_dir / 'samples.jsonl'}; "
-            "rerun with --resume"
-        )
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except (GrpoError, OSError, ValueError) as exc:
-        console.print(f"[red]error: {type(exc).__name__}: {exc}")
-        if isinstance(exc, UnavailableError | ContractError):
-            console.print(f"finished samples are in {output_dir}; rerun with --resume")
-        raise typer.Exit(EXIT_FAILED) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    kept = f"finished samples are in {output_dir / 'samples.jsonl'}"
+    with resumable_run(console, "eval", kept=kept) as on_progress:
+        report = _run(options, output_dir, on_progress)
     Console().print(report_table(f"grpo eval: {output_dir}", report))
     console.print(
         f"samples: {output_dir / 'samples.jsonl'}  summary: {output_dir / 'summary.json'}"

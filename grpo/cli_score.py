@@ -9,21 +9,19 @@ docs/evaluation.md has the formats, exit codes and examples.
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from grpo.errors import ContractError, GrpoError, InvalidArgumentError, UnavailableError
+from grpo.cli_resumable import EXIT_FAILED, EXIT_INTERRUPTED, resumable_run
+from grpo.errors import InvalidArgumentError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, ScoreItem, read_lines
 from grpo.services.evaluation.results import ResultsFile
 from grpo.services.evaluation.scoring import (
@@ -38,10 +36,6 @@ from grpo.v1 import verifier_pb2
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "KINDS", "ScoreRun", "app", "score_file"]
 
-EXIT_FAILED = 101
-"""Exit code when the run could not finish (verifier lost, mismatched, bad options)."""
-EXIT_INTERRUPTED = 130
-"""Exit code after Ctrl-C / SIGTERM (every finished result is kept; rerun with --resume)."""
 MAX_COUNT_EXIT = 100
 """A finished run exits with the number of lines that got no score, capped here."""
 
@@ -121,31 +115,16 @@ class ScoreRun:
 
 
 def _scorer(kind: str, options: dict[str, Any]) -> Any:
-    from grpo.services.assembler.config import VerifierClientConfig
-    from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
+    from grpo.services.evaluation.scorers import open_scorer
 
-    endpoint = options["endpoint"]
-    if endpoint:
-        client = VerifierClientConfig(
-            timeout_s=options["deadline_s"],
-            max_attempts=options["max_attempts"],
-            backoff_initial_s=0.5,
-            backoff_max_s=8.0,
-            max_batch=options["batch_size"],
-            tls_ca_file=options["tls_ca"],
-            tls_cert_file=options["tls_cert"],
-            tls_key_file=options["tls_key"],
-        )
-        return RemoteScorer(endpoint, client)
     service = options["service"] or KINDS[kind].service
-    if service is None:
+    if not options["endpoint"] and service is None:
         raise InvalidArgumentError("grpo score custom needs --endpoint or --service")
-    settings: dict[str, Any] = {"scoring": {"request_timeout_s": options["deadline_s"]}}
-    if service in ("verifier-math", "verifier-steps"):
-        settings["verifier"] = {"pool": {"workers": options["workers"]}}
-    elif service == "verifier-code":
-        settings["scoring"]["concurrency"] = options["workers"]
-    return LocalScorer.from_service(service, settings)
+    return open_scorer(
+        endpoint=options["endpoint"], service=service, deadline_s=options["deadline_s"],
+        workers=options["workers"], max_attempts=options["max_attempts"],
+        tls_ca=options["tls_ca"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
+    )  # fmt: skip
 
 
 def score_file(
@@ -310,12 +289,6 @@ def summary_table(title: str, run: ScoreRun) -> Table:
     return table
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM takes the Ctrl-C path (finished results are already on disk)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _command(kind: str) -> Callable[..., None]:
     def command(
         input: Annotated[
@@ -369,40 +342,18 @@ def _command(kind: str) -> Callable[..., None]:
         tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
     ) -> None:
         console = Console(stderr=True)
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-        progress = Progress(
-            *Progress.get_default_columns()[:1],
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-        )
-        bar = progress.add_task(f"score {kind}", total=None)
-        try:
-            with progress:
-                run = score_file(
-                    kind, input, output, task_type=task_type,
-                    fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
-                    workers=workers, batch_size=batch_size, max_request_bytes=max_request_bytes,
-                    deadline_s=deadline, max_attempts=max_attempts, tls_ca=tls_ca,
-                    tls_cert=tls_cert, tls_key=tls_key, resume=resume, overwrite=overwrite,
-                    on_progress=lambda done, total: progress.update(
-                        bar, completed=done, total=total
-                    ),
-                )  # fmt: skip
-        except KeyboardInterrupt:
-            console.print(
-                f"[yellow]interrupted: every finished result is in {output}; rerun with "
-                "--resume to score the rest"
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except (GrpoError, OSError, ValueError) as exc:
-            console.print(f"[red]error: {type(exc).__name__}: {exc}")
-            if isinstance(exc, UnavailableError | ContractError):
-                console.print(f"every finished result is in {output}; rerun with --resume")
-            raise typer.Exit(EXIT_FAILED) from None
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        kept = f"every finished result is in {output}"
+        with resumable_run(
+            console, f"score {kind}", kept=kept, interrupt_hint=" to score the rest"
+        ) as on_progress:
+            run = score_file(
+                kind, input, output, task_type=task_type,
+                fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
+                workers=workers, batch_size=batch_size, max_request_bytes=max_request_bytes,
+                deadline_s=deadline, max_attempts=max_attempts, tls_ca=tls_ca,
+                tls_cert=tls_cert, tls_key=tls_key, resume=resume, overwrite=overwrite,
+                on_progress=on_progress,
+            )  # fmt: skip
         console.print(summary_table(f"grpo score {kind}: {output}", run))
         if run.unscored:
             console.print(

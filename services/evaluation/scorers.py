@@ -27,6 +27,7 @@ import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from grpo.errors import (
@@ -49,6 +50,7 @@ __all__ = [
     "check_verifier",
     "describe_text",
     "kind_name",
+    "open_scorer",
     "request_size",
 ]
 
@@ -359,3 +361,58 @@ class RemoteScorer(BatchScorer):
     def close(self) -> None:
         """Close the channel; calls in flight end with CANCELLED."""
         self._channel.close()
+
+
+def open_scorer(
+    *,
+    endpoint: str | None,
+    service: str | None,
+    deadline_s: float,
+    workers: int,
+    max_attempts: int = 5,
+    tls_ca: Path | None = None,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+) -> BatchScorer:
+    """The scorer of ``grpo score`` and ``grpo eval``: remote at ``endpoint``, else in process.
+
+    Args:
+        endpoint: ``host:port`` of a running verifier; called by :class:`RemoteScorer` with
+            ``deadline_s`` per attempt, ``max_attempts`` attempts and a backoff of 0.5 s
+            doubling up to 8 s (``VerifierClientConfig``), over TLS when ``tls_ca`` is set.
+        service: the verifier service to build in this process when there is no endpoint
+            (a registered name or ``module:SERVICE``; :meth:`LocalScorer.from_service`).
+        deadline_s: the remote per-attempt deadline, or the in-process request deadline
+            (``scoring.request_timeout_s``), in seconds.
+        workers: in process, the math/steps verifiers' worker processes, or the code
+            verifier's concurrent samples (``scoring.concurrency``).
+        max_attempts: remote attempts per call (the first included).
+        tls_ca, tls_cert, tls_key: PEM files (CA; client certificate and key for mutual TLS).
+
+    Raises:
+        InvalidArgumentError: neither ``endpoint`` nor ``service``, a malformed endpoint, an
+            unknown service or bad TLS options (a certificate without its key or the CA).
+        OSError: a TLS file cannot be read.
+    """
+    if endpoint:
+        try:
+            config = VerifierClientConfig(
+                timeout_s=deadline_s,
+                max_attempts=max_attempts,
+                backoff_initial_s=0.5,
+                backoff_max_s=8.0,
+                tls_ca_file=tls_ca,
+                tls_cert_file=tls_cert,
+                tls_key_file=tls_key,
+            )
+        except ValueError as exc:
+            raise InvalidArgumentError(f"verifier client options: {exc}") from None
+        return RemoteScorer(endpoint, config)
+    if not service:
+        raise InvalidArgumentError("no verifier: give an endpoint or a service")
+    settings: dict[str, Any] = {"scoring": {"request_timeout_s": deadline_s}}
+    if service in ("verifier-math", "verifier-steps"):
+        settings["verifier"] = {"pool": {"workers": workers}}
+    elif service == "verifier-code":
+        settings["scoring"]["concurrency"] = workers
+    return LocalScorer.from_service(service, settings)
