@@ -93,45 +93,46 @@ def _overhead_per_rollout_s(n_groups: int = 60, group_size: int = 8) -> float:
 
 
 def _pipeline_run(steps: int = 8) -> dict[str, float]:
+    from grpo.services.pipeline.cluster import namespace_for
     from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.run import Pipeline
+    from grpo.services.pipeline.run import run_local
+    from grpo.services.redis_server import EmbeddedRedis, connect
+    from grpo.services.streams import StreamNames
     from grpo.v1 import common_pb2
 
-    cfg = load_run_config(
-        REPO / "configs" / "e2e-tiny.yaml",
-        {
-            "model.sft.enabled": False,
-            "assembler.dynamic_sampling.mode": "off",
-            "data.heldout_size": 0,
-            "budget.steps": steps,
-            "learner.checkpoint_every": 100,
-        },
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        p = Pipeline(cfg, Path(tmp) / "run", log_fn=lambda _m: None)
-        p.prepare_model()
-        p.start_services()
-        started = time.monotonic()
-        stats0 = p.assembler_stats()
-        p.train(steps)
-        wall = time.monotonic() - started
-        stats = p.assembler_stats()
-        raw = p.client.xrange(p.names.rollouts)
-        gen_per_rollout = [
-            r.timings.generation_s / max(1, r.group_size)
-            for r in (common_pb2.Rollout.FromString(f[b"pb"]) for _i, f in raw)
-        ]
-        groups = [
-            common_pb2.Group.FromString(f[b"pb"]) for _i, f in p.client.xrange(p.names.groups)
-        ]
-        p.stop_services()
+    # The bench's own Redis (the run uses it instead of an embedded one and leaves it up), so
+    # the streams can be read after ``grpo run``'s composition has stopped every service.
+    with EmbeddedRedis() as server, tempfile.TemporaryDirectory() as tmp:
+        cfg = load_run_config(
+            REPO / "configs" / "e2e-tiny.yaml",
+            {
+                "model.sft.enabled": False,
+                "assembler.dynamic_sampling.mode": "off",
+                "data.heldout_size": 0,
+                "budget.steps": steps,
+                "learner.checkpoint_every": 100,
+                "redis_url": server.url,
+            },
+        )
+        run_dir = (Path(tmp) / "run").resolve()
+        summary = run_local(cfg, run_dir, steps=steps, log_fn=lambda _m: None)
+        client = connect(server.url)
+        names = StreamNames(namespace_for(cfg, run_dir))
+        raw = client.xrange(names.rollouts)
+        rollouts = [common_pb2.Rollout.FromString(f[b"pb"]) for _i, f in raw]
+        groups = [common_pb2.Group.FromString(f[b"pb"]) for _i, f in client.xrange(names.groups)]
+        client.close()
         metrics = [
-            json.loads(line) for line in (p.run_dir / "metrics.jsonl").read_text().splitlines()
+            json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
         ]
+    gen_per_rollout = [r.timings.generation_s / max(1, r.group_size) for r in rollouts]
+    # Rollouts/s over the GRPO phase: first to last rollout written (start-up excluded).
+    created = sorted(r.timings.produced_unix_s for r in rollouts if r.timings.produced_unix_s > 0)
+    wall = (created[-1] - created[0]) if len(created) > 1 else float(summary["wall_clock_s"])
     idle = [m["learner/idle_frac"] for m in metrics if m.get("learner/idle_frac") is not None]
     group_wall = [max(1e-9, g.closed_unix_s - g.opened_unix_s) for g in groups]
     return {
-        "rollouts_per_s": (stats.rollouts_received - stats0.rollouts_received) / wall,
+        "rollouts_per_s": len(rollouts) / max(wall, 1e-9),
         "learner_idle_share": statistics.fmean(idle) if idle else float("nan"),
         "generation_s_per_rollout": statistics.fmean(gen_per_rollout),
         "straggler_wait_s_mean": statistics.fmean(g.straggler_wait_s for g in groups),
