@@ -35,6 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from grpo.errors import GrpoError
 from grpo.services.assembler.config import VerifierClientConfig
+from grpo.services.channels import client_channel
 from grpo.services.routing import RoutingTable
 from grpo.services.rpc_retry import call_with_retries, rpc_status
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
@@ -75,21 +76,6 @@ class RolloutScores:
     process: common_pb2.Score | None
     failure: str = ""
     unavailable: bool = False
-
-
-def _channel_credentials(config: VerifierClientConfig) -> grpc.ChannelCredentials | None:
-    """TLS credentials from ``config`` (None = plaintext); mutual TLS when a client cert is set.
-
-    Raises:
-        OSError: a configured certificate file cannot be read.
-    """
-    if config.tls_ca_file is None:
-        return None
-    return grpc.ssl_channel_credentials(
-        root_certificates=config.tls_ca_file.read_bytes(),
-        private_key=config.tls_key_file.read_bytes() if config.tls_key_file else None,
-        certificate_chain=config.tls_cert_file.read_bytes() if config.tls_cert_file else None,
-    )
 
 
 class VerifierClient:
@@ -142,11 +128,13 @@ class VerifierClient:
             ]
             if is_dns:
                 options.append(("grpc.service_config", ROUND_ROBIN))
-            credentials = _channel_credentials(self._config)
-            channel = (
-                grpc.insecure_channel(address, options=options)
-                if credentials is None
-                else grpc.secure_channel(address, credentials, options=options)
+            cfg = self._config
+            channel = client_channel(
+                address,
+                ca_file=cfg.tls_ca_file,
+                cert_file=cfg.tls_cert_file,
+                key_file=cfg.tls_key_file,
+                options=options,
             )
             self._channels[address] = channel
             self._born[address] = now

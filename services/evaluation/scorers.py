@@ -283,8 +283,7 @@ class RemoteScorer(BatchScorer):
         *,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import grpc
-
+        from grpo.services.channels import client_channel
         from grpo.services.routing import validate_address
         from grpo.v1 import verifier_pb2_grpc
 
@@ -295,17 +294,13 @@ class RemoteScorer(BatchScorer):
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.max_receive_message_length", config.max_message_bytes),
         ]
-        if config.tls_ca_file is None:
-            self._channel = grpc.insecure_channel(address, options=options)
-        else:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=config.tls_ca_file.read_bytes(),
-                private_key=config.tls_key_file.read_bytes() if config.tls_key_file else None,
-                certificate_chain=(
-                    config.tls_cert_file.read_bytes() if config.tls_cert_file else None
-                ),
-            )
-            self._channel = grpc.secure_channel(address, credentials, options=options)
+        self._channel = client_channel(
+            address,
+            ca_file=config.tls_ca_file,
+            cert_file=config.tls_cert_file,
+            key_file=config.tls_key_file,
+            options=options,
+        )
         self._stub = verifier_pb2_grpc.VerifierStub(self._channel)
 
     def _call(self, method: str, request: Any) -> Any:

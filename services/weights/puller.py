@@ -38,6 +38,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import ContractError, GrpoError, NotFoundError, UnavailableError
+from grpo.services.channels import client_channel
 from grpo.services.weights.store import (
     DEFAULT_CHUNK_BYTES,
     MAX_CHUNK_BYTES,
@@ -140,16 +141,6 @@ class PulledWeights:
     seconds: float
 
 
-def _credentials(config: WeightTransferConfig) -> grpc.ChannelCredentials | None:
-    if config.tls_ca_file is None:
-        return None
-    return grpc.ssl_channel_credentials(
-        root_certificates=config.tls_ca_file.read_bytes(),
-        private_key=config.tls_key_file.read_bytes() if config.tls_key_file else None,
-        certificate_chain=config.tls_cert_file.read_bytes() if config.tls_cert_file else None,
-    )
-
-
 class _BadChunk(Exception):
     """A chunk whose offset or CRC-32 is wrong (retried from the bytes already written)."""
 
@@ -170,11 +161,12 @@ class WeightPuller:
         options: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", limit)]
         if config.tls_server_name:
             options.append(("grpc.ssl_target_name_override", config.tls_server_name))
-        creds = _credentials(config)
-        self._channel = (
-            grpc.insecure_channel(config.address, options=options)
-            if creds is None
-            else grpc.secure_channel(config.address, creds, options=options)
+        self._channel = client_channel(
+            config.address,
+            ca_file=config.tls_ca_file,
+            cert_file=config.tls_cert_file,
+            key_file=config.tls_key_file,
+            options=options,
         )
         self._stub = weights_pb2_grpc.WeightsStub(self._channel)
         self._sleep = time.sleep
