@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 from assembler_helpers import rollout, score
+from helpers import wait_until
 
 from grpo.services.assembler.assembler import Assembler
 from grpo.services.assembler.config import (
@@ -75,13 +76,6 @@ def _mixed(gid: str) -> list[common_pb2.Rollout]:
     return [rollout(gid, i, 4, text=t) for i, t in enumerate(["x:15", "x:1", "x:15", "x:2"])]
 
 
-def _wait(cond: Any, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
-
-
 def test_unavailable_verifier_holds_rollouts_pending_then_scores_them(
     redis_client: redis.Redis, redis_namespace: str
 ) -> None:
@@ -97,7 +91,7 @@ def test_unavailable_verifier_holds_rollouts_pending_then_scores_them(
     worker.run_once()  # within the backoff: no retry, and no new rollout read
     assert worker.held == 4 and streams.lag(names.rollouts, GROUP) == 5
     scorer.down = False
-    _wait(lambda: worker.run_once() == 4)
+    wait_until(lambda: worker.run_once() == 4, interval_s=0.02)
     counters = asm.store.counters()
     assert counters["groups_accepted"] == 1 and counters["rewards_missing"] == 0
     assert counters["verifier_outage_ms"] > 0
@@ -115,7 +109,7 @@ def test_outage_past_its_budget_marks_rewards_missing(
         streams.produce(names.rollouts, r)
     scorer.down = True
     started = time.monotonic()
-    _wait(lambda: worker.run_once() == 4)
+    wait_until(lambda: worker.run_once() == 4, interval_s=0.02)
     assert time.monotonic() - started >= 0.3  # held for the whole budget first
     counters = asm.store.counters()
     assert counters["rewards_missing"] == 4 and counters["groups_rejected_too_few_valid"] == 1
@@ -136,7 +130,7 @@ def test_deadlines_fire_while_a_verifier_call_hangs(
     try:
         assert scorer.entered.wait(5)
         # The call is still in flight; the sweeper closes the expired group meanwhile.
-        _wait(lambda: asm.store.counters()["groups_timed_out"] == 1, timeout_s=5)
+        wait_until(lambda: asm.store.counters()["groups_timed_out"] == 1, timeout_s=5)
         assert not scorer.gate.is_set()
         counters = asm.store.counters()
         assert counters["groups_closed_short"] == 1

@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
+from helpers import wait_until
 
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.learner.service import build
@@ -49,13 +49,18 @@ def _steps(run_dir: Path) -> list[dict]:
 
 
 def _wait(predicate, proc: subprocess.Popen, log: Path, timeout_s: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
+    """``wait_until(predicate)`` with the learner's log tail in the failure; fails at once
+    (ChildProcessError) when ``proc`` exits."""
+
+    def ready() -> bool:
         if proc.poll() is not None:
-            raise AssertionError(f"learner exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out; log tail:\n{log.read_text()[-3000:]}")
-        time.sleep(0.1)
+            raise ChildProcessError(f"learner exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+        return bool(predicate())
+
+    try:
+        wait_until(ready, timeout_s=timeout_s, interval_s=0.1)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; log tail:\n{log.read_text()[-3000:]}") from None
 
 
 def test_sigkill_then_restart_loses_and_repeats_nothing(
@@ -101,11 +106,12 @@ def test_sigkill_then_restart_loses_and_repeats_nothing(
     assert loop.status().step == 2  # restored before any new step
     loop.start()
     try:
-        deadline = time.monotonic() + 240
-        while not loop.status().last_checkpoint.endswith("step-00000005"):
+
+        def at_step_5() -> bool:
             assert loop.error is None, loop.error
-            assert time.monotonic() < deadline, "restarted learner did not reach step 5"
-            time.sleep(0.1)
+            return loop.status().last_checkpoint.endswith("step-00000005")
+
+        wait_until(at_step_5, timeout_s=240, interval_s=0.1, what="the restart's step 5")
     finally:
         loop.stop(60)
 

@@ -4,11 +4,11 @@ checkpoint then acknowledge, GetStatus/SaveCheckpoint, JSONL run logs."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import grpc
 import pytest
+from helpers import wait_until
 
 from grpo.learner import metric_names
 from grpo.learner.checkpoint import latest_checkpoint
@@ -37,14 +37,6 @@ def _settings(model_dir: Path, run_dir: Path, redis_url: str, namespace: str, **
     return LearnerServiceSettings.model_validate(base)
 
 
-def _wait(predicate, timeout_s: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
-
-
 def test_loop_trains_publishes_checkpoints_and_acks(
     tiny_model_dir: Path, make_groups, tmp_path: Path, redis_url: str, redis_client, redis_namespace
 ) -> None:
@@ -65,7 +57,11 @@ def test_loop_trains_publishes_checkpoints_and_acks(
     server.start()
     loop.start()
     try:
-        _wait(lambda: loop.status().step == 3 and loop.status().last_checkpoint.endswith("3"))
+        wait_until(
+            lambda: loop.status().step == 3 and loop.status().last_checkpoint.endswith("3"),
+            timeout_s=240,
+            what="step 3 and its checkpoint",
+        )
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             stub = learner_pb2_grpc.LearnerStub(channel)
             status = stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
