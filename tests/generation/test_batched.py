@@ -5,11 +5,11 @@ and seed, per-row finish reasons and policy versions."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import wait_until
 
 from grpo.errors import InvalidArgumentError
 from grpo.learner.logprobs import token_logprobs
@@ -185,9 +185,8 @@ def test_a_call_never_mixes_policy_versions(
     out: list = []
     call = threading.Thread(target=lambda: out.append(backend.generate_many(requests)))
     call.start()
-    deadline = time.monotonic() + 30
-    while not backend._lock.locked() and call.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.001)
+    wait_until(lambda: backend._lock.locked() or not call.is_alive(), timeout_s=30,
+               interval_s=0.001, what="the call to take the backend")  # fmt: skip
     backend.load_weights(4, str(tuned_model_dir))  # waits for the call in flight
     call.join()
     assert backend.policy_version == 4

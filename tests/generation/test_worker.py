@@ -5,10 +5,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import redis
+from helpers import wait_until
 from prometheus_client import REGISTRY
 
 from grpo.services.generation.backend import SamplingConfig
@@ -32,6 +32,17 @@ def rollouts(client: redis.Redis, names: StreamNames) -> list[common_pb2.Rollout
         common_pb2.Rollout.FromString(fields[b"pb"])
         for _id, fields in client.xrange(names.rollouts)  # type: ignore[union-attr]
     ]
+
+
+def wait_idle(client: redis.Redis, names: StreamNames, count: int, idle_ms: int = 10) -> None:
+    """Wait until ``count`` prompt jobs have been pending, undelivered since, for ``idle_ms``
+    (what a reclaim with ``reclaim_idle_ms=idle_ms`` takes back)."""
+
+    def idle() -> int:
+        group = "rollout-workers"
+        return len(client.xpending_range(names.prompts, group, "-", "+", 100, idle=idle_ms))
+
+    wait_until(lambda: idle() == count, interval_s=0.005, what=f"{count} idle prompt job(s)")
 
 
 def make_worker(client, backend, namespace: str, **overrides) -> RolloutWorker:
@@ -81,7 +92,7 @@ def test_killed_mid_group_then_restarted_gives_exactly_g_indices(
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert sorted(r.index for r in rollouts(redis_client, names)) == [0, 1]
     assert streams.pending(names.prompts, "rollout-workers") == 1  # not acked by the dead one
-    time.sleep(0.05)
+    wait_idle(redis_client, names, 1)
     worker = make_worker(redis_client, backend, redis_namespace, reclaim_idle_ms=10)
     assert worker.run_once() == g - 2  # reclaimed: only the missing indices are sampled
     worker.run_once()
@@ -162,9 +173,7 @@ def test_background_loop_starts_serves_and_stops(
     worker.start()
     try:
         streams.produce(names.prompts, job("bg", 3))
-        deadline = time.monotonic() + 60
-        while worker.groups_done < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: worker.groups_done >= 1, timeout_s=60, what="a first group")
     finally:
         worker.stop(timeout_s=30)
     assert worker._thread is not None and not worker._thread.is_alive()

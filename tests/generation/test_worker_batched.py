@@ -19,7 +19,7 @@ from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig, 
 from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 
-from .test_worker import SAMPLING, job, rollouts
+from .test_worker import SAMPLING, job, rollouts, wait_idle
 
 PROMPTS = ["12+34=", "7+8=", "123+456=", "5+5=", "99+1="]
 
@@ -139,7 +139,7 @@ def test_reclaimed_partial_group_shares_a_call_with_fresh_jobs(
         rollout = common_pb2.Rollout(group_id="part", index=index, group_size=6)
         streams.produce(names.rollouts, rollout, dedup_key=rollout_dedup_key("part", index))
     streams.produce(names.prompts, job("fresh", 6))
-    time.sleep(0.05)
+    wait_idle(redis_client, names, 1)
     log = CallLog(backend)
     worker = make_worker(redis_client, backend, redis_namespace, reclaim_idle_ms=10)
     assert worker.run_once() == 4 + 6
@@ -171,7 +171,7 @@ def test_killed_mid_call_then_restarted_gives_exactly_g_per_group(
         ("k1", 1),
     ]
     assert streams.pending(names.prompts, "rollout-workers") == 2  # k1, k2 not acked
-    time.sleep(0.05)
+    wait_idle(redis_client, names, 2)
     log = CallLog(backend)
     worker = make_worker(redis_client, backend, redis_namespace, reclaim_idle_ms=10)
     assert worker.run_once() == 2 + 4
