@@ -32,6 +32,7 @@ __all__ = [
     "publish_weights",
     "published_version",
     "read_policy",
+    "snapshot_policy",
     "weights_dir",
 ]
 
@@ -39,6 +40,47 @@ __all__ = [
 def weights_dir(run_dir: Path, version: int) -> Path:
     """Folder of policy ``version``: ``<run_dir>/weights/v<version>``."""
     return run_dir / "weights" / f"v{version}"
+
+
+def snapshot_policy(folder: Path, dest: Path) -> Path:
+    """A private copy of a published policy folder that pruning cannot take away.
+
+    Files are hard-linked (no bytes copied; copied when ``dest`` is on another filesystem), so
+    the snapshot costs nothing while ``folder`` exists and keeps its files once the learner's
+    pruning (``publish_weights(keep=...)``) removes ``folder``. The caller removes ``dest``
+    when done with it.
+
+    Args:
+        folder: a ``weights_dir`` folder (a ``save_pretrained`` folder).
+        dest: where the snapshot goes (replaced when it exists).
+
+    Returns:
+        ``dest``.
+
+    Raises:
+        NotFoundError: ``folder`` has no ``config.json`` or a file vanished while it was
+            linked (the version was pruned first; nothing is left at ``dest``).
+    """
+    from grpo.errors import NotFoundError
+
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(folder / "config.json")
+        shutil.copytree(folder, dest, copy_function=_link_or_copy)
+    except (FileNotFoundError, shutil.Error) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise NotFoundError(f"policy folder {folder} is gone or incomplete: {exc}") from exc
+    return dest
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        shutil.copy2(src, dst)  # another filesystem (EXDEV) or no hard links there
 
 
 def _policy_key(names_or_key: Any) -> str:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +37,7 @@ from typing import Any, Protocol
 import grpc
 
 from grpo.learner.metric_names import GROUPS_REWARD_MEAN, LEARNER_REDIS_OUTAGE_S
-from grpo.services.learner.publish import read_policy
+from grpo.services.learner.publish import read_policy, snapshot_policy
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.curriculum import PassRateCurriculum
 from grpo.services.pipeline.feeder import PromptFeeder
@@ -219,14 +221,20 @@ class RunDriver:
         outcome = None
         if self.tasks.task_type == "code":
             outcome = self.endpoints.verifier_address(self.config.verifiers.outcome)
-        result = heldout_accuracy(
-            Path(model),
-            self.tasks.heldout,
-            config=self.config,
-            task_type=self.tasks.task_type,
-            outcome_address=outcome,
-            out_dir=self.out_dir / "eval" / label.replace(" ", "-"),  # samples.jsonl, summary
-        )
+        out_dir = self.out_dir / "eval" / label.replace(" ", "-")  # samples.jsonl, summary
+        model, pinned = self._pin(Path(model), out_dir / "policy")
+        try:
+            result = heldout_accuracy(
+                pinned,
+                self.tasks.heldout,
+                config=self.config,
+                task_type=self.tasks.task_type,
+                outcome_address=outcome,
+                out_dir=out_dir,
+            )
+        finally:
+            if pinned != model:
+                shutil.rmtree(pinned, ignore_errors=True)
         row = {
             "label": label,
             "step": self.progress.step,
@@ -249,6 +257,33 @@ class RunDriver:
             f"held-out accuracy ({label}): {result.accuracy:.3f} ({result.correct}/{result.total})"
         )
         return float(result.accuracy)
+
+    def _pin(self, model: Path, dest: Path, attempts: int = 3) -> tuple[Path, Path]:
+        """``(evaluated folder, folder to load)``: a published version (``weights/v<N>``) is
+        snapshot to ``dest`` first, since the learner keeps training and prunes old versions
+        while an evaluation runs; a version pruned before it could be pinned is replaced by
+        the newest published one (recorded as the evaluated folder). Other folders (the
+        initial policy, a pulled copy) are loaded in place.
+
+        Raises:
+            NotFoundError: every attempt found its version pruned or incomplete.
+        """
+        from grpo.errors import NotFoundError
+
+        for attempt in range(attempts):
+            if model.parent.name != "weights" or not re.fullmatch(r"v\d+", model.name):
+                return model, model
+            try:
+                return model, snapshot_policy(model, dest)
+            except NotFoundError:
+                newest = self.published_policy()
+                if attempt + 1 == attempts or newest is None or Path(newest.path) == model:
+                    raise
+                log.warning(
+                    "policy %s was pruned before its evaluation; using %s", model, newest.path
+                )
+                model = Path(newest.path)
+        raise AssertionError("unreachable")
 
     # ---------------------------------------------------------------- feeding and polling
     def make_feeder(self) -> PromptFeeder:

@@ -145,6 +145,7 @@ def run_local(
     failure: BaseException | None = None
     extra: dict[str, Any] = {}
     last_policy: common_pb2.PolicyWeights | None = None
+    sft_record: dict[str, Any] | None = None
     shown: set[str] = set()
     try:
         cluster.start_redis()
@@ -188,13 +189,16 @@ def run_local(
             extra = _accounting(cluster, monitor)
             with contextlib.suppress(Exception):  # for a summary the driver did not write
                 last_policy = monitor.published_policy()
+                # Read before cluster.stop(): the embedded Redis stops with the cluster.
+                if monitor.record is not None:
+                    sft_record = monitor.record.evaluation("sft")
     left = cluster.stop()
     assert monitor is not None
     path = run_dir / "summary.json"
     if failure is None and path.is_file():
         summary = json.loads(path.read_text())
     else:  # the driver wrote none (a failure, or it was killed): what the record holds
-        sft = monitor.record.evaluation("sft") if monitor.record is not None else None
+        sft = sft_record
         summary = monitor.summary(
             stop_reason="interrupted" if failure is None else "error",
             sft_accuracy=float(sft["accuracy"]) if sft else float("nan"),

@@ -1,0 +1,41 @@
+"""A published policy folder pinned for an evaluation survives the learner's pruning."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grpo.errors import NotFoundError
+from grpo.services.learner.publish import snapshot_policy, weights_dir
+
+
+def _published(run_dir: Path, version: int) -> Path:
+    folder = weights_dir(run_dir, version)
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(f'{{"v": {version}}}')
+    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+    return folder
+
+
+def test_snapshot_keeps_the_files_after_the_version_is_pruned(tmp_path: Path) -> None:
+    folder = _published(tmp_path, 6)
+    snap = snapshot_policy(folder, tmp_path / "eval" / "final" / "policy")
+    assert (snap / "model.safetensors").stat().st_ino == (
+        folder / "model.safetensors"
+    ).stat().st_ino
+    shutil.rmtree(folder)  # what publish_weights(keep=...) does to an old version
+    assert (snap / "config.json").read_text() == '{"v": 6}'
+    assert (snap / "model.safetensors").read_bytes() == bytes(range(256)) * 4
+
+
+def test_snapshot_of_a_pruned_or_incomplete_version_is_not_found(tmp_path: Path) -> None:
+    dest = tmp_path / "snap"
+    with pytest.raises(NotFoundError, match="v3"):
+        snapshot_policy(weights_dir(tmp_path, 3), dest)
+    partial = _published(tmp_path, 4)
+    (partial / "config.json").unlink()  # pruning under way: config.json already gone
+    with pytest.raises(NotFoundError, match="v4"):
+        snapshot_policy(partial, dest)
+    assert not dest.exists()
