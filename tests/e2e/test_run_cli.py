@@ -8,9 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from helpers import process_alive, wait_until
 
 from grpo.services.pipeline.config import load_run_config
 from grpo.services.pipeline.driver import NO_SIGNAL_GROUPS, RunDriver
@@ -29,14 +30,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # embedded Redis
     env["OMP_NUM_THREADS"] = "1"
@@ -51,25 +44,30 @@ def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
-        deadline = time.monotonic() + 240
-        redis_pids: list[int] = []
-        while time.monotonic() < deadline and not redis_pids:
+
+        def redis_once_training() -> list[int]:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             metrics = run_dir / "metrics.jsonl"
-            if metrics.is_file() and metrics.read_text().strip():  # GRPO is under way
-                redis_pids = [pid for pid in orphans(proc.pid) if "valkey" in _cmdline(pid)]
-            time.sleep(0.5)
-        assert redis_pids, "no learner step and embedded Redis within 240 s"
+            if not (metrics.is_file() and metrics.read_text().strip()):
+                return []  # GRPO is not under way yet
+            return [pid for pid in orphans(proc.pid) if "valkey" in _cmdline(pid)]
+
+        wait_until(redis_once_training, timeout_s=240, interval_s=0.5,
+                   what="a learner step and the embedded Redis")  # fmt: skip
         service_pids = orphans(proc.pid)
         proc.send_signal(signal.SIGTERM)
-        time.sleep(1.0)
+        wait_until(  # the shutdown is under way: a service has stopped (or grpo run is done)
+            lambda: proc.poll() is not None or not all(map(process_alive, service_pids)),
+            timeout_s=120,
+            what="grpo run to start stopping its services",
+        )
         proc.send_signal(signal.SIGTERM)  # a second one must not cut the shutdown short
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        left = [pid for pid in service_pids if _alive(pid)]
+        left = [pid for pid in service_pids if process_alive(pid)]
         for pid in left:  # never leak them into the rest of the session
             os.kill(pid, signal.SIGKILL)
     assert left == [], f"processes left after SIGTERM: {left}"
