@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import redis
 import yaml
+from helpers import wait_until
 
 from grpo.services.pipeline.config import RunConfig, load_run_config
 from grpo.services.pipeline.run import run_local
@@ -171,13 +172,8 @@ def _checkpoint_step(run_dir: Path) -> int:
 
 
 def _wait(cond: Callable[[], Any], what: str, timeout_s: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    """``wait_until`` with the fault matrix's patience (a step on 2 busy cores)."""
+    return wait_until(cond, timeout_s=timeout_s, what=what)
 
 
 def _stop_and_check(
