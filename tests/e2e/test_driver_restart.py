@@ -1,13 +1,16 @@
 """The run driver as a service of its own (``grpo serve driver``), SIGKILLed mid-run.
 
 A local cluster runs configs/e2e-tiny.yaml with the driver launched like any other service.
-Once the driver has recorded its step-2 evaluation it is SIGKILLed; the cluster's supervision
-restarts it and the new driver finishes the run. Then:
+Once the driver has recorded its first evaluation during training (the one due at step 2;
+the learner may be past step 2 by then, so it is found by ``due``, not by its label) it is
+SIGKILLed, with most of the 24 steps still to go (the learner cannot go on without the
+driver's feed); the cluster's supervision restarts it and the new driver finishes the run.
+Then:
 
 - the prompts stream holds exactly a prefix of the feed's deterministic order, in order and
   each job once: the restarted driver neither re-fed nor skipped a prompt;
-- eval.jsonl holds each evaluation once (the restarted driver reused the recorded ones), and
-  the summary lists them all;
+- eval.jsonl holds each evaluation once (the restarted driver reused the recorded ones), one
+  per multiple of ``eval.every_steps`` in order, and the summary lists them all;
 - the summary is the restarted driver's (stop reason "steps"), and the learner reached the
   step budget.
 """
@@ -46,7 +49,7 @@ def cluster(tmp_path: Path, redis_url: str, redis_namespace: str) -> Iterator[Lo
         "data.heldout_size": 4,
         "eval.every_steps": 2,
         "eval.max_new_tokens": 8,
-        "budget.steps": 6,
+        "budget.steps": 24,
     }
     c = LocalCluster(load_run_config(REPO / "configs" / "e2e-tiny.yaml", overrides), tmp_path / "r")
     yield c
@@ -63,7 +66,11 @@ def test_a_restarted_driver_resumes_without_refeeding_or_reevaluating(
     c.start(model, tasks.task_type)
     c.start_driver(model)
     record = DriverRecord(c.client, c.names)
-    wait_until(lambda: record.evaluation("step 2"), timeout_s=180, what="the step-2 evaluation")
+    wait_until(
+        lambda: [r for r in record.evaluations() if r.get("due") == 2],
+        timeout_s=180,
+        what="the evaluation due at step 2",
+    )
     assert c.supervisor.services["driver"].alive(), "the driver finished before the kill"
     c.supervisor.kill("driver")  # SIGKILL mid-run
 
@@ -97,11 +104,11 @@ def test_a_restarted_driver_resumes_without_refeeding_or_reevaluating(
     assert feeder.resumed_at == len(jobs) > 2 * cfg.learner.batch_groups
     assert jobs == [feeder._job_id(i) for i in range(len(jobs))]  # a prefix, in order, once
 
-    labels = [
-        json.loads(line)["label"] for line in (c.run_dir / "eval.jsonl").read_text().splitlines()
-    ]
+    rows = [json.loads(line) for line in (c.run_dir / "eval.jsonl").read_text().splitlines()]
+    labels = [r["label"] for r in rows]
     assert len(labels) == len(set(labels)) and labels[0] == "sft" and labels[-1] == "final"
-    assert "step 2" in labels
+    dues = [r["due"] for r in rows if "due" in r]
+    assert dues == list(range(2, 2 * len(dues) + 1, 2)) and len(dues) >= 2, dues
     summary = json.loads((c.run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "steps"
     assert [r["label"] for r in summary["evals"]] == labels
