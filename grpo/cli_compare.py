@@ -75,7 +75,7 @@ def compare(
 
     from grpo.cli_run import _interrupt_once, _parse_overrides, _quiet_transformers
     from grpo.errors import GrpoError
-    from grpo.services.pipeline.compare import parse_estimators, run_comparison
+    from grpo.services.pipeline.compare import check_request, parse_estimators, run_comparison
     from grpo.services.pipeline.config import load_run_config
     from grpo.services.pipeline.processes import become_subreaper
 
@@ -84,6 +84,14 @@ def compare(
     try:
         arms = parse_estimators(estimators)
         cfg = load_run_config(config, _parse_overrides(overrides or []))
+        check_request(
+            cfg,
+            estimators=arms,
+            seeds=seeds,
+            budget_tokens=budget_tokens,
+            wall_clock_s=wall_clock_s,
+            kl_prompts=kl_prompts,
+        )
     except GrpoError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None

@@ -67,6 +67,7 @@ __all__ = [
     "BudgetCheck",
     "arm_config",
     "budget_check",
+    "check_request",
     "curve_band",
     "interpolate",
     "parse_estimators",
@@ -381,6 +382,36 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def check_request(
+    config: RunConfig,
+    *,
+    estimators: Sequence[str],
+    seeds: int,
+    budget_tokens: int,
+    wall_clock_s: float | None = None,
+    kl_prompts: int = 64,
+) -> None:
+    """Check a comparison's arguments and every arm's config, before SFT or any run.
+
+    Raises:
+        InvalidArgumentError: no estimators, seeds < 1, budget_tokens < 1, kl_prompts < 0, or
+            a value an arm makes invalid (the message names it).
+    """
+    if not estimators:
+        raise InvalidArgumentError("a comparison needs at least one estimator")
+    if seeds < 1:
+        raise InvalidArgumentError(f"--seeds must be >= 1, got {seeds}")
+    if budget_tokens < 1:
+        raise InvalidArgumentError(f"--budget-tokens must be >= 1, got {budget_tokens}")
+    if kl_prompts < 0:
+        raise InvalidArgumentError(f"--kl-prompts must be >= 0, got {kl_prompts}")
+    for est in estimators:
+        arm_config(
+            config, start_model="start", estimator=est, seed=config.seed,
+            budget_tokens=budget_tokens, wall_clock_s=wall_clock_s,
+        )  # fmt: skip
+
+
 def run_comparison(
     config: RunConfig,
     out_dir: Path,
@@ -416,14 +447,14 @@ def run_comparison(
     from grpo.services.pipeline.tasks import load_run_tasks
 
     say = log_fn or (lambda line: None)
-    if not estimators:
-        raise InvalidArgumentError("a comparison needs at least one estimator")
-    if seeds < 1:
-        raise InvalidArgumentError(f"--seeds must be >= 1, got {seeds}")
-    if budget_tokens < 1:
-        raise InvalidArgumentError(f"--budget-tokens must be >= 1, got {budget_tokens}")
-    if kl_prompts < 0:
-        raise InvalidArgumentError(f"--kl-prompts must be >= 0, got {kl_prompts}")
+    check_request(
+        config,
+        estimators=estimators,
+        seeds=seeds,
+        budget_tokens=budget_tokens,
+        wall_clock_s=wall_clock_s,
+        kl_prompts=kl_prompts,
+    )
     out_dir = out_dir.resolve()
     started = time.time()
     tasks = load_run_tasks(config)
@@ -439,7 +470,6 @@ def run_comparison(
         start_file.write_text(
             json.dumps({"model": str(start_model), "cpu_s": round(_cpu_seconds() - cpu0, 1)}) + "\n"
         )
-    # every run checked against an arm config first: a bad value fails before any run
     plan = [
         (est, config.seed + i, arm_config(
             config, start_model=start_model, estimator=est, seed=config.seed + i,

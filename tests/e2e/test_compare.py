@@ -191,3 +191,19 @@ def test_the_driver_feeds_only_the_jobs_the_token_budget_still_covers(
         out_dir=tmp_path / "run2",
     )
     assert unbounded.jobs_within_token_budget(feeder, limit=7) == 7  # type: ignore[arg-type]
+
+
+def test_compare_refuses_bad_input_before_any_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from grpo.cli import app
+
+    config = str(REPO / "configs" / "e2e-tiny.yaml")
+    out = tmp_path / "cmp"
+    runner = CliRunner()
+    bad_arm = runner.invoke(app, ["compare", config, "--budget-tokens", "100", "--estimators",
+                                  "grpo,ppo", "--out", str(out)])  # fmt: skip
+    assert bad_arm.exit_code == 2 and "unknown estimator(s) ppo" in bad_arm.output
+    no_budget = runner.invoke(app, ["compare", config, "--budget-tokens", "0", "--out", str(out)])
+    assert no_budget.exit_code == 2 and "--budget-tokens must be >= 1" in no_budget.output
+    assert not out.exists()  # no SFT, no run
