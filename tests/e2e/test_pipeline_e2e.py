@@ -108,6 +108,13 @@ def test_kill_and_resume_loses_and_repeats_no_group(cluster: LocalCluster) -> No
     t1 = time.monotonic()
     # Only 3·B prompts were fed: the learner is at step 3 and cannot move on.
     assert p.learner_status().step == 3
+    # The status counts a step before its run-log lines are written: kill once they are.
+    wait_until(
+        lambda: 3 in {r["step"] for r in _lineage(p.run_dir)},
+        timeout_s=60,
+        what="step 3's lines in groups.jsonl",
+        retry_on=(json.JSONDecodeError,),  # a line being written
+    )
     p.supervisor.kill("learner")  # SIGKILL: step 3 is lost with the process
     checkpoint = latest_checkpoint(p.run_dir / "checkpoints")
     assert checkpoint is not None
