@@ -411,9 +411,7 @@ def gather_full_state(
     tensors = get_model_state_dict(model, options=options)
     aliases = _tied_aliases(model)  # saved once, as save_pretrained does for a plain model
     state = FullState(
-        model={
-            k: v for k, v in tensors.items() if isinstance(v, torch.Tensor) and k not in aliases
-        }
+        model={k: v for k, v in tensors.items() if isinstance(v, torch.Tensor) and k not in aliases}
     )
     if optimizer is not None:
         state.optimizer = dict(get_optimizer_state_dict(model, optimizer, options=options))
