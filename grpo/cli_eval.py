@@ -73,6 +73,14 @@ def _scorer(task_type: str, options: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
+_RUN_DEFINES: dict[str, Any] = {
+    "generation": None, "dataset": None, "field": [], "task_type": None, "limit": 0, "k": None,
+    "samples": None, "temperature": None, "top_p": 1.0, "max_new_tokens": 256, "seed": 0,
+    "verifier": None, "verifier_endpoint": None, "correct_threshold": 1.0, "by": [],
+}  # fmt: skip
+"""Options whose value ``--run-config`` takes from the run (option -> its default here)."""
+
+
 def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, int], None]) -> Any:
     from grpo.services.evaluation.evaluate import EvalSettings, evaluate, sample_key
     from grpo.services.evaluation.inputs import FieldMap
@@ -87,8 +95,6 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
         from grpo.services.pipeline.heldout import heldout_accuracy
         from grpo.services.pipeline.tasks import load_run_tasks
 
-        if options["model"] is None:
-            raise InvalidArgumentError("--run-config evaluates a policy folder: pass --model")
         config = load_run_config(options["run_config"])
         run_tasks = load_run_tasks(config)
         tasks = run_tasks.dev if options["split"] == "dev" else run_tasks.heldout
@@ -267,6 +273,16 @@ def eval(
     )  # fmt: skip
     if split not in ("heldout", "dev"):
         raise InvalidArgumentError(f"--split must be heldout or dev, got {split!r}")
+    if run_config is not None:
+        if model is None:
+            raise InvalidArgumentError("--run-config evaluates a policy folder: pass --model")
+        ignored = [name for name, default in _RUN_DEFINES.items() if options[name] != default]
+        if ignored:
+            flags = ", ".join(("-k" if n == "k" else "--" + n.replace("_", "-")) for n in ignored)
+            raise InvalidArgumentError(
+                f"--run-config evaluates the run's own set the run's way (greedy, one sample, "
+                f"its verifier): drop {flags}, or evaluate with --dataset instead"
+            )
     console = Console(stderr=True)
     kept = f"finished samples are in {output_dir / 'samples.jsonl'}"
     with resumable_run(console, "eval", kept=kept) as on_progress:

@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo.cli import app
+from grpo.errors import InvalidArgumentError
 from grpo.services.pipeline.config import load_run_config
 from grpo.services.pipeline.heldout import heldout_accuracy
 from grpo.services.pipeline.tasks import load_run_tasks
@@ -119,3 +120,15 @@ def test_grpo_eval_of_a_policy_gives_the_runs_heldout_accuracy(
         {k: r[k] for k in keep} for r in run_rows
     ]
     assert {r["verifier"] for r in run_rows} == {"math"}  # scored by the run's outcome verifier
+
+    # The run's evaluation is greedy with one sample: sampling options are refused, not ignored.
+    refused = CliRunner().invoke(
+        app,
+        ["eval", "--run-config", str(config_path), "--model", str(tuned_model),
+         "-o", str(tmp_path / "refused"), "--samples", "8", "-k", "8", "--limit", "2"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert refused.exit_code != 0
+    assert isinstance(refused.exception, InvalidArgumentError)  # a usage error, before any work
+    assert "drop --limit, -k, --samples" in str(refused.exception)
+    assert not (tmp_path / "refused" / "samples.jsonl").exists()
