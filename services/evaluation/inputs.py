@@ -210,8 +210,8 @@ def _text_list(fields: FieldMap, obj: Mapping[str, Any], name: str) -> list[str]
 
 def _io_pairs(fields: FieldMap, value: Any) -> list[common_pb2.IoPair]:
     key = fields.key("io_pairs")
-    if not isinstance(value, list):
-        raise InvalidArgumentError(f"field {key!r} must be a list")
+    if not isinstance(value, list) or not value:
+        raise InvalidArgumentError(f"field {key!r} must be a non-empty list (a task needs a test)")
     pairs = []
     for i, pair in enumerate(value):
         if isinstance(pair, dict):
@@ -241,6 +241,10 @@ def _code_tests(fields: FieldMap, obj: Mapping[str, Any], required: bool) -> com
         tests.entry_point = _text(fields, obj, "entry_point", required=True)
     elif fields.get(obj, "test_list") is not None:
         tests.test_list.extend(_text_list(fields, obj, "test_list"))
+        if not tests.test_list:
+            raise InvalidArgumentError(
+                f"field {fields.key('test_list')!r} is empty (a task needs a test)"
+            )
         tests.test_imports.extend(_text_list(fields, obj, "test_imports"))
         tests.entry_point = _text(fields, obj, "entry_point", required=False)
     elif fields.get(obj, "io_pairs") is not None:

@@ -129,6 +129,9 @@ def test_reader_sets_the_output_comparison_of_io_pairs(
         ({"response": "x", "tests": "def check(c):\n    assert c(1)\n", "entry_point": "f",
           "float_tolerance": 0.1},
          "field 'float_tolerance' applies to 'io_pairs' tasks only"),
+        # A task without a single test is the input's fault (invalid_input), not INTERNAL.
+        ({"response": "x", "io_pairs": []}, "field 'io_pairs' must be a non-empty list"),
+        ({"response": "x", "test_list": []}, "field 'test_list' is empty"),
     ],
 )  # fmt: skip
 def test_reader_refuses_a_bad_output_comparison(line: dict[str, object], reason: str) -> None:
