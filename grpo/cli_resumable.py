@@ -15,9 +15,12 @@ Both write each finished result to disk as it arrives, so stopping them early lo
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
 
 import typer
@@ -26,12 +29,35 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from grpo.errors import ContractError, GrpoError, UnavailableError
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "resumable_run"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "exit_now_if_threads_linger", "resumable_run"]
 
 EXIT_FAILED = 101
 """Exit code when the command could not finish (its finished rows are kept)."""
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C / SIGTERM (finished rows are kept; rerun with --resume)."""
+
+
+def exit_now_if_threads_linger(code: int) -> None:
+    """End the process at once with ``code`` when non-daemon threads are still running.
+
+    Called after an interrupt, once every finished result is flushed and closed: a call of
+    an in-process verifier still running on a worker thread (a sandboxed infinite loop up to
+    its request deadline) would otherwise be joined at interpreter exit, so Ctrl-C would wait
+    for it. Nothing is lost by not waiting: its result could no longer be written. Returns
+    (letting the caller exit normally) when only the main thread and daemons are left.
+
+    Args:
+        code: the exit status (``EXIT_INTERRUPTED``).
+    """
+    main = threading.main_thread()
+    if threading.current_thread() is not main:
+        return
+    if not any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

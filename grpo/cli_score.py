@@ -20,7 +20,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from grpo.cli_resumable import EXIT_FAILED, EXIT_INTERRUPTED, resumable_run
+from grpo.cli_resumable import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    exit_now_if_threads_linger,
+    resumable_run,
+)
 from grpo.errors import InvalidArgumentError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, ScoreItem, read_lines
 from grpo.services.evaluation.results import ResultsFile
@@ -110,8 +115,9 @@ class ScoreRun:
 
     @property
     def unscored(self) -> int:
-        """Rows without a score: ``invalid_input`` or ``too_large`` (the exit code)."""
-        return self.summary.refused
+        """Rows without a reward (the exit code): ``invalid_input``, ``too_large``, and rows the
+        verifier could not decide (a status that is no verdict: ``grpo.services.score_status``)."""
+        return self.summary.refused + self.summary.missing
 
 
 def _scorer(kind: str, options: dict[str, Any]) -> Any:
@@ -217,6 +223,7 @@ def score_file(
             tls_cert=tls_cert, tls_key=tls_key,
         )  # fmt: skip
         written = 0
+        started = False  # past the verifier check: the output stays, even empty
         with _scorer(kind, options) as scorer:
             info = scorer.describe()
             start = time.perf_counter()  # items/s: scoring only, not the verifier's start
@@ -225,6 +232,7 @@ def score_file(
                 info, task_type=task_type, kind=spec_kind.verifier_kind, where=scorer.where,
                 hint=hint,
             )  # fmt: skip
+            started = True
             written += results.append(invalid_row(e) for e in todo if not isinstance(e, ScoreItem))
             items = [e for e in todo if isinstance(e, ScoreItem)]
             total = len(todo)
@@ -251,7 +259,7 @@ def score_file(
         )
     finally:
         results.close()
-        if created and output_path.stat().st_size == 0:
+        if created and not started and output_path.stat().st_size == 0:
             output_path.unlink()  # refused before any row (a mismatched verifier): no stray file
 
 
@@ -343,22 +351,29 @@ def _command(kind: str) -> Callable[..., None]:
     ) -> None:
         console = Console(stderr=True)
         kept = f"every finished result is in {output}"
-        with resumable_run(
-            console, f"score {kind}", kept=kept, interrupt_hint=" to score the rest"
-        ) as on_progress:
-            run = score_file(
-                kind, input, output, task_type=task_type,
-                fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
-                workers=workers, batch_size=batch_size, max_request_bytes=max_request_bytes,
-                deadline_s=deadline, max_attempts=max_attempts, tls_ca=tls_ca,
-                tls_cert=tls_cert, tls_key=tls_key, resume=resume, overwrite=overwrite,
-                on_progress=on_progress,
-            )  # fmt: skip
+        try:
+            with resumable_run(
+                console, f"score {kind}", kept=kept, interrupt_hint=" to score the rest"
+            ) as on_progress:
+                run = score_file(
+                    kind, input, output, task_type=task_type,
+                    fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
+                    workers=workers, batch_size=batch_size,
+                    max_request_bytes=max_request_bytes, deadline_s=deadline,
+                    max_attempts=max_attempts, tls_ca=tls_ca, tls_cert=tls_cert,
+                    tls_key=tls_key, resume=resume, overwrite=overwrite,
+                    on_progress=on_progress,
+                )  # fmt: skip
+        except typer.Exit as exc:
+            if exc.exit_code == EXIT_INTERRUPTED:
+                exit_now_if_threads_linger(EXIT_INTERRUPTED)
+            raise
         console.print(summary_table(f"grpo score {kind}: {output}", run))
         if run.unscored:
             console.print(
-                f"[yellow]{run.unscored} line(s) got no score (status invalid_input or "
-                f"too_large, with the reason in 'detail'); exit code {min(run.unscored, 100)}"
+                f"[yellow]{run.unscored} line(s) got no reward (invalid_input, too_large or "
+                f"a status that is no verdict, with the reason in 'detail'); "
+                f"exit code {min(run.unscored, 100)}"
             )
         raise typer.Exit(min(run.unscored, MAX_COUNT_EXIT))
 

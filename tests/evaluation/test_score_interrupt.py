@@ -1,0 +1,48 @@
+"""Ctrl-C / SIGTERM on ``grpo score code`` (in-process verifier, batches of infinite loops)
+exits at once with 130, keeps the output file and says to rerun with --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo.cli_score import EXIT_INTERRUPTED
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_with_looping_code_exits_at_once_and_keeps_output(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    src, out = tmp_path / "loops.jsonl", tmp_path / "out.jsonl"
+    rows = [{"id": f"l{i}", "response": "while True: pass", "io_pairs": [["", "1"]]}
+            for i in range(6)]  # fmt: skip
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = [sys.executable, "-m", "grpo.cli", "score", "code", "-i", str(src), "-o", str(out),
+           "--workers", "2", "--deadline", "300"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert out.exists(), "the output file exists once scoring starts"
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert took < 10, f"exited {took:.1f} s after the signal"
+    assert "rerun with --resume" in err and str(out) in err
+    assert out.exists()
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["id"].startswith("l") for r in kept)
