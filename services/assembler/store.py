@@ -45,9 +45,16 @@ if not phase then
 end
 local size = tonumber(redis.call('HGET', KEYS[1], 'group_size'))
 if phase ~= 'open' then
-  -- A replay of a member (a crash before its ACK) is not late; anything else is.
-  local kept = ',' .. (redis.call('HGET', KEYS[1], 'members') or '') .. ','
-  if phase ~= 'closed' or not string.find(kept, ',' .. ARGV[1] .. ',', 1, true) then
+  -- A replay of a member (a crash before its ACK) is not late; anything else is. A closing
+  -- group (a crash between the two halves of its close) still holds its members hash.
+  local member
+  if phase == 'closing' then
+    member = redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1
+  else
+    local kept = ',' .. (redis.call('HGET', KEYS[1], 'members') or '') .. ','
+    member = string.find(kept, ',' .. ARGV[1] .. ',', 1, true) ~= nil
+  end
+  if not member then
     redis.call('HINCRBY', KEYS[4], 'rollouts_late', 1)
   end
   return {0, redis.call('HLEN', KEYS[2]), phase, size}
