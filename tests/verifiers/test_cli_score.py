@@ -130,7 +130,7 @@ def test_exit_code_counts_lines_without_a_score(tmp_path: Path) -> None:
         app, ["math", "-i", str(_write_input(tmp_path)), "-o", str(out), "--workers", "1"]
     )
     assert result.exit_code == 7, result.output
-    assert "7 line(s) got no score" in result.output
+    assert "7 line(s) got no reward" in result.output
     # the summary label is the shared verdict rule (grpo.services.score_status)
     assert "reward mean over verdicts (no_answer, ok, parse_error" in result.output
 
