@@ -188,7 +188,8 @@ class BackendConfig(BaseModel):
     torch_threads: int = Field(
         default=1,
         ge=1,
-        description="torch intra-op threads of this process (1: two processes with 2 threads each on 2 cores run 4-8x slower).",
+        description="torch intra-op threads of this process (1: two processes with 2 threads "
+        "each on 2 cores run 4-8x slower).",
     )
     max_batch_rows: int = Field(
         default=64,
