@@ -20,7 +20,9 @@ Applied in order by :func:`normalize_answer` (each with an example):
   sets ``\\varnothing``, ``\\{\\}`` -> ``\\emptyset``.
 - Numbers: ``1{,}234``, ``1,\\!234`` and ``1\\,234`` -> ``1,234``, then a thousands-separated
   integer (``1,000``, ``115,000``; groups of exactly three digits after a leading group not starting
-  with 0) loses its commas — ``0,1`` stays a list; ``\\$2,450`` -> ``2450`` (a dollar sign
+  with 0) loses its commas — ``0,1`` stays a list; SI-style ``1 000 000`` loses its spaces
+  (three-digit groups only: ``12 345/678`` is not one number); a leading ``\\approx``, ``≈``,
+  ``about``, ``approximately`` before a number is dropped; ``\\$2,450`` -> ``2450`` (a dollar sign
   before a number is dropped); scale words ``3 \\text{ thousand}`` -> ``3\\times10^{3}``
   (hundred, thousand, million, billion, trillion); a trailing period is dropped.
 - Number words: a whole answer ``six`` -> ``6`` (zero to twenty, and the tens to eighty).
@@ -105,6 +107,9 @@ _SPACING = re.compile(r"\\\\|\\[!,;: ]|~|\\quad|\\qquad")  # "\\\\" (a row break
 _THIN_THOUSANDS = re.compile(r"(?<=[\d,])\\[!,](?=\d{3}(?!\d))|(?<=,)\\!")
 _BRACED_COMMA = re.compile(r"\{,\}")
 _THOUSANDS = re.compile(r"(?<![\d.,])(-?[1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(?!\.\d*,)")
+# SI-style groups ("1 000 000"): only three-digit groups, and not a mixed number ("12 345/678")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.,/ ])(-?[1-9]\d{0,2}(?: \d{3})+)(?![\d/.,]| \d)")
+_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|≈|~|about|approximately|roughly)\s*(?=-?\.?\d)")
 _DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\.?\d)")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -230,6 +235,8 @@ def normalize_answer(answer: str) -> str:
     text = _BRACED_COMMA.sub(",", text)
     text = _DOLLAR_NUMBER.sub("", text)
     text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
+    text = _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), text)
+    text = _APPROX.sub("", text)
     text = text.replace(r"\%", "%")
     text = _WORDS_AFTER.sub(_words_after, text)
     text = " ".join(text.split())

@@ -126,6 +126,12 @@ ROWS: list[Row] = [
     R("thousands", "115000", _b("115,000"), 1),  # issue 4
     R("thousands", "1234", _b(r"1,\!234"), 1),  # issue
     R("thousands", "1234", _b("1{,}234"), 1),  # issue
+    R("thousands", "1000000", _b("1 000 000"), 1),  # SI-style groups (a new user's case)
+    R("thousands", "1000000", "The answer is 1 000 000.", 1),
+    R("thousands", "1000", _b("1 000 000"), 0),
+    R("thousands", "12", _b("12 345"), 0),
+    R("thousands", "12", _b(r"\approx 12"), 1),  # a hedged value of the right number
+    R("thousands", "12", _b(r"\approx 13"), 0),
     R("thousands", "1234", _b(r"1\,234"), 1),
     R("thousands", "2450", "The laptop costs $2,450.", 1),  # issue
     R("thousands", "2450", "The laptop costs $2,450 in total.", 1),
