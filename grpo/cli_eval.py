@@ -11,6 +11,7 @@ a table. docs/evaluation.md has the formats, the metric definitions and examples
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -73,12 +74,11 @@ def _scorer(task_type: str, options: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
-_RUN_DEFINES: dict[str, Any] = {
-    "generation": None, "dataset": None, "field": [], "task_type": None, "limit": 0, "k": None,
-    "samples": None, "temperature": None, "top_p": 1.0, "max_new_tokens": 256, "seed": 0,
-    "verifier": None, "verifier_endpoint": None, "correct_threshold": 1.0, "by": [],
-}  # fmt: skip
-"""Options whose value ``--run-config`` takes from the run (option -> its default here)."""
+_RUN_DEFINES = (
+    "generation", "dataset", "field", "task_type", "limit", "k", "samples", "temperature",
+    "top_p", "max_new_tokens", "seed", "verifier", "verifier_endpoint", "correct_threshold", "by",
+)  # fmt: skip
+"""Options whose value ``--run-config`` takes from the run (refused when not at their default)."""
 
 
 def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, int], None]) -> Any:
@@ -276,7 +276,10 @@ def eval(
     if run_config is not None:
         if model is None:
             raise InvalidArgumentError("--run-config evaluates a policy folder: pass --model")
-        ignored = [name for name, default in _RUN_DEFINES.items() if options[name] != default]
+        defaults = inspect.signature(eval).parameters
+        ignored = [  # list options arrive as [] for their default None
+            n for n in _RUN_DEFINES if options[n] not in (defaults[n].default, [])
+        ]
         if ignored:
             flags = ", ".join(("-k" if n == "k" else "--" + n.replace("_", "-")) for n in ignored)
             raise InvalidArgumentError(

@@ -77,9 +77,9 @@ def snapshot_policy(folder: Path, dest: Path) -> Path:
 def _link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, dst)
-    except OSError as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
+    except FileNotFoundError:
+        raise
+    except OSError:
         shutil.copy2(src, dst)  # another filesystem (EXDEV) or no hard links there
 
 

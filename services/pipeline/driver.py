@@ -270,20 +270,20 @@ class RunDriver:
         """
         from grpo.errors import NotFoundError
 
-        for attempt in range(attempts):
-            if model.parent.name != "weights" or not re.fullmatch(r"v\d+", model.name):
-                return model, model
+        if model.parent.name != "weights" or not re.fullmatch(r"v\d+", model.name):
+            return model, model
+        for attempt in range(1, attempts + 1):
             try:
                 return model, snapshot_policy(model, dest)
             except NotFoundError:
                 newest = self.published_policy()
-                if attempt + 1 == attempts or newest is None or Path(newest.path) == model:
+                if attempt == attempts or newest is None or Path(newest.path) == model:
                     raise
                 log.warning(
                     "policy %s was pruned before its evaluation; using %s", model, newest.path
                 )
                 model = Path(newest.path)
-        raise AssertionError("unreachable")
+        return model, model  # attempts < 1: load in place
 
     # ---------------------------------------------------------------- feeding and polling
     def make_feeder(self) -> PromptFeeder:
