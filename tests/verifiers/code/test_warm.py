@@ -4,6 +4,7 @@ service leaks no fd, and the spawn path gives the same verdicts."""
 
 from __future__ import annotations
 
+import gc
 import os
 import textwrap
 from collections.abc import Iterator
@@ -185,11 +186,16 @@ def test_service_leaks_no_fd_and_no_memory(one_slot: CodeVerifier) -> None:
     ]
     for program in programs:
         one_slot.verify(code_task(CHECK), program)
+    # earlier tests' garbage (Popen objects, sockets) may close its fds during the loop, so
+    # collect it first and allow the count to fall; a leak of one fd per call of any of the
+    # four programs would add 15 or more
+    gc.collect()
     fds = len(os.listdir("/proc/self/fd"))
     rss = psutil.Process().memory_info().rss
     for i in range(60):
         one_slot.verify(code_task(CHECK), programs[i % len(programs)])
-    assert len(os.listdir("/proc/self/fd")) == fds
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
     assert psutil.Process().memory_info().rss - rss < 4 * 1024 * 1024
 
 
