@@ -31,12 +31,12 @@ surrogate (``"\\ud800"``: valid JSON, not valid Unicode, and refused by protobuf
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from grpo.errors import InvalidArgumentError
+from grpo.services.jsonl import decode_line
 from grpo.v1 import common_pb2
 
 __all__ = [
@@ -329,20 +329,12 @@ def parse_line(spec: InputSpec, fields: FieldMap, line_no: int, raw: bytes) -> S
 
     Raises:
         InvalidArgumentError: not UTF-8, not a JSON object, a field missing or mistyped, or a
-            lone surrogate; the message names the field.
+            lone surrogate; the message names the field. Lines are decoded by
+            ``grpo.services.jsonl.decode_line`` (a byte-order mark on line 1 is dropped).
     """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgumentError(f"not valid UTF-8 (byte {exc.start})") from None
-    if not text.strip():
+    obj = decode_line(raw, line_no)
+    if obj is None:
         return None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    if not isinstance(obj, dict):
-        raise InvalidArgumentError(f"expected a JSON object, got {type(obj).__name__}")
     item_id = _text(fields, obj, "id", required=False) or f"line-{line_no}"
     response = _text(fields, obj, "response", required=spec.require_response)
     task = common_pb2.Task(
@@ -363,8 +355,8 @@ def parse_line(spec: InputSpec, fields: FieldMap, line_no: int, raw: bytes) -> S
 def _unreadable_id(raw: bytes, fields: FieldMap, line_no: int) -> str:
     """The id of a bad line when it can still be read (so --resume recognises it)."""
     try:
-        obj = json.loads(raw.decode("utf-8"))
-        value = fields.get(obj, "id") if isinstance(obj, dict) else None
+        obj = decode_line(raw, line_no)
+        value = fields.get(obj, "id") if obj is not None else None
         if isinstance(value, str | int) and not isinstance(value, bool):
             return _check_unicode(str(value), "id") or f"line-{line_no}"
     except (ValueError, InvalidArgumentError):

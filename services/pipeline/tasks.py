@@ -4,11 +4,10 @@ tasks by field names (``data.jsonl``, ``load_jsonl_tasks``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError
 from grpo.services.datasets import (
     arith_tasks,
     load_gsm8k,
@@ -16,6 +15,7 @@ from grpo.services.datasets import (
     load_math500,
     worked_examples,
 )
+from grpo.services.jsonl import read_objects
 from grpo.services.pipeline.config import JsonlSourceConfig, RunConfig
 from grpo.v1 import common_pb2
 
@@ -58,45 +58,37 @@ def _split(
 def load_jsonl_tasks(path: Path, source: JsonlSourceConfig) -> list[common_pb2.Task]:
     """Tasks from a JSONL file, one per non-empty line, mapped by ``source``'s field names.
 
-    Each row's prompt is ``source.prompt_template`` with ``{prompt}`` replaced by the prompt
-    field; the gold answer is the gold field as text; the type is ``source.task_type`` or the
-    row's ``task_type_field``; the id is the ``id_field`` or ``<file stem>-<line number>``.
+    Lines are read by ``grpo.services.jsonl.read_objects`` (blank lines skipped, a leading
+    byte-order mark dropped, 1-based line numbers). Each row's prompt is
+    ``source.prompt_template`` with ``{prompt}`` replaced by the prompt field; the gold answer
+    is the gold field as text; the type is ``source.task_type`` or the row's
+    ``task_type_field``; the id is the ``id_field`` or ``<file stem>-<line number>``.
 
     Raises:
         NotFoundError: the file does not exist.
-        InvalidArgumentError: a line is not a JSON object, lacks a mapped field (the message
-            names the file, line and field), repeats an id, or the file holds no row.
+        InvalidArgumentError: a line is not UTF-8, not JSON or not a JSON object, lacks a
+            mapped field, or repeats an id (each message starts with ``<file>:<line>:`` and
+            names the field), or the file holds no row.
     """
-    if not path.is_file():
-        raise NotFoundError(f"data.jsonl file {path} does not exist")
     tasks: list[common_pb2.Task] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidArgumentError(f"{path}:{number}: not valid JSON: {exc}") from exc
-            if not isinstance(row, dict):
-                raise InvalidArgumentError(f"{path}:{number}: a line must hold a JSON object")
-            fields = [source.prompt_field, source.gold_field]
-            fields += [f for f in (source.task_type_field, source.id_field) if f]
-            for name in fields:
-                if name not in row:
-                    raise InvalidArgumentError(f"{path}:{number}: no field {name!r} (data.jsonl)")
-            task_id = str(row[source.id_field]) if source.id_field else f"{path.stem}-{number}"
-            if task_id in seen:
-                raise InvalidArgumentError(f"{path}:{number}: task id {task_id!r} repeats")
-            seen.add(task_id)
-            kind = str(row[source.task_type_field]) if source.task_type_field else source.task_type
-            prompt = source.prompt_template.replace("{prompt}", str(row[source.prompt_field]))
-            tasks.append(
-                common_pb2.Task(
-                    id=task_id, type=kind, prompt=prompt, gold_answer=str(row[source.gold_field])
-                )
+    for number, row in read_objects(path, what="data.jsonl"):
+        fields = [source.prompt_field, source.gold_field]
+        fields += [f for f in (source.task_type_field, source.id_field) if f]
+        for name in fields:
+            if name not in row:
+                raise InvalidArgumentError(f"{path}:{number}: no field {name!r} (data.jsonl)")
+        task_id = str(row[source.id_field]) if source.id_field else f"{path.stem}-{number}"
+        if task_id in seen:
+            raise InvalidArgumentError(f"{path}:{number}: task id {task_id!r} repeats")
+        seen.add(task_id)
+        kind = str(row[source.task_type_field]) if source.task_type_field else source.task_type
+        prompt = source.prompt_template.replace("{prompt}", str(row[source.prompt_field]))
+        tasks.append(
+            common_pb2.Task(
+                id=task_id, type=kind, prompt=prompt, gold_answer=str(row[source.gold_field])
             )
+        )
     if not tasks:
         raise InvalidArgumentError(f"data.jsonl file {path} holds no row")
     return tasks
