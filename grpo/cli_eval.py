@@ -5,8 +5,11 @@ A thin command over ``grpo.services.evaluation.evaluate``: problems come from
 ``evaluation.tasks`` (shipped sources or a JSONL file with a field map), or with
 ``--run-config`` from a ``grpo run`` config's held-out set, evaluated exactly as the run
 evaluates it (``grpo.services.pipeline.heldout``). Writes ``samples.jsonl`` (one row per
-sample, appended as scored; ``--resume``) and ``summary.json`` into ``--output-dir`` and prints
-a table. docs/evaluation.md has the formats, the metric definitions and examples.
+sample, appended as scored; ``--resume``), ``run.json`` (what the folder was made from:
+``--resume`` refuses another dataset, model, sampling settings or verifier) and
+``summary.json`` into ``--output-dir`` and prints a table. Exits with the number of samples
+without a reward, as ``grpo score`` does with lines (``cli_resumable.exit_for_unscored``).
+docs/evaluation.md has the formats, the metric definitions and examples.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from grpo.cli_resumable import EXIT_FAILED, EXIT_INTERRUPTED, resumable_run
+from grpo.cli_resumable import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    exit_for_unscored,
+    resumable_run,
+    table_console,
+)
 from grpo.errors import InvalidArgumentError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "eval", "report_table"]
@@ -36,10 +44,20 @@ def _fmt(value: float | None) -> str:
 
 
 def report_table(title: str, report: Any) -> Table:
-    """A rich table of an ``EvalReport``: one row overall, one per value of each --by field."""
+    """A rich table of an ``EvalReport``: one row overall, one per value of each --by field;
+    the caption says which samples (no verdict) the rates leave out."""
     ks = list(report.settings.ks)
     maj_k = max(ks)
     table = Table(title=title)
+    m = report.overall
+    if m.missing_samples:
+        left_out = ", ".join(
+            f"{s} {c}" for s, c in sorted(m.statuses.items()) if not _is_verdict_status(s)
+        )
+        table.caption = (
+            f"missing: {m.missing_samples} of {m.samples} samples have no verdict ({left_out}); "
+            "they are left out of pass@k, maj@k and the reward mean"
+        )
     for name in ["slice", "problems", "samples", *[f"pass@{k}" for k in ks], f"maj@{maj_k}",
                  "reward mean", "missing", "statuses"]:  # fmt: skip
         table.add_column(name, justify="left" if name in ("slice", "statuses") else "right")
@@ -56,6 +74,12 @@ def report_table(title: str, report: Any) -> Table:
         for value, metrics in values.items():
             add(f"{name}={value or '(none)'}", metrics)
     return table
+
+
+def _is_verdict_status(name: str) -> bool:
+    from grpo.services.evaluation.scoring import is_verdict_status
+
+    return is_verdict_status(name)
 
 
 def _scorer(task_type: str, options: dict[str, Any]) -> Any:
@@ -84,9 +108,11 @@ _RUN_DEFINES = (
 def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, int], None]) -> Any:
     from grpo.services.evaluation.evaluate import EvalSettings, evaluate, sample_key
     from grpo.services.evaluation.inputs import FieldMap
+    from grpo.services.evaluation.provenance import file_sha256
     from grpo.services.evaluation.results import ResultsFile
     from grpo.services.evaluation.sampling import BackendSampler, ServiceSampler
     from grpo.services.evaluation.scorers import check_verifier
+    from grpo.services.evaluation.scoring import is_final
     from grpo.services.evaluation.tasks import load_problems
     from grpo.services.generation.backend import SamplingConfig
 
@@ -105,10 +131,21 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
         )  # fmt: skip
     if options["dataset"] is None:
         raise InvalidArgumentError("pass --dataset (a source or a JSONL file) or --run-config")
+    fields = FieldMap.parse(options["field"])
     problems = load_problems(
         options["dataset"], limit=options["limit"], seed=options["seed"],
-        task_type=options["task_type"], fields=FieldMap.parse(options["field"]),
+        task_type=options["task_type"], fields=fields,
     )  # fmt: skip
+    dataset_file = Path(options["dataset"]) if Path(options["dataset"]).is_file() else None
+    source: dict[str, Any] = {
+        "dataset": "file" if dataset_file else options["dataset"],
+        "limit": options["limit"],
+        "task_type": problems.task_type,
+        "fields": dict(sorted(fields.keys.items())),
+    }
+    if dataset_file is not None:
+        source["sha256"] = file_sha256(dataset_file)
+    about = {"dataset": str(dataset_file.resolve()) if dataset_file else options["dataset"]}
     samples = options["samples"] or max(options["k"] or [1])
     temperature = options["temperature"]
     if temperature is None:
@@ -131,12 +168,10 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
     output_dir.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(
         output_dir / "samples.jsonl", key=sample_key, resume=options["resume"],
-        overwrite=options["overwrite"],
-        inputs=[Path(options["dataset"])] if Path(options["dataset"]).is_file() else [],
+        overwrite=options["overwrite"], inputs=[dataset_file] if dataset_file else [],
+        keep=is_final, record_path=output_dir / "run.json",
     )  # fmt: skip
     try:
-        if problems.invalid:
-            results.append(_invalid_rows(problems.invalid, results.done))
         sampler = (
             ServiceSampler(options["generation"])
             if options["generation"]
@@ -147,31 +182,13 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
                 scorer.describe(), task_type=problems.task_type, kind=None, where=scorer.where
             )
             report = evaluate(
-                problems.tasks, sampler, scorer, results, settings, on_progress=on_progress
-            )
+                problems.tasks, sampler, scorer, results, settings, invalid=problems.invalid,
+                source=source, about=about, on_progress=on_progress,
+            )  # fmt: skip
     finally:
         results.close()
     (output_dir / "summary.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
     return report
-
-
-def _invalid_rows(invalid: list[Any], done: set[Any]) -> list[dict[str, Any]]:
-    """One ``invalid_input`` row (sample 0) per dataset line that could not be read."""
-    return [
-        {
-            "index": -bad.line,
-            "problem": bad.id,
-            "sample": 0,
-            "fields": {},
-            "status": "invalid_input",
-            "reward": None,
-            "correct": None,
-            "detail": bad.reason,
-            "line": bad.line,
-        }
-        for bad in invalid
-        if (bad.id, 0) not in done
-    ]
 
 
 def eval(
@@ -204,7 +221,8 @@ def eval(
     split: Annotated[str, typer.Option(help="With --run-config: heldout or dev.")] = "heldout",
     limit: Annotated[int, typer.Option(min=0, help="First N problems (0 = all).")] = 0,
     k: Annotated[
-        list[int] | None, typer.Option("-k", help="Report pass@K (repeatable; default 1 and n).")
+        list[int] | None,
+        typer.Option("-k", min=1, help="Report pass@K (repeatable; default 1 and n)."),
     ] = None,
     samples: Annotated[
         int | None, typer.Option(min=1, help="Samples per problem n (default: the largest k).")
@@ -247,15 +265,22 @@ def eval(
         typer.Option("--by", help="Break the metrics down by this task field (repeatable)."),
     ] = None,
     resume: Annotated[
-        bool, typer.Option(help="Keep the samples already in --output-dir; do only the rest.")
+        bool,
+        typer.Option(
+            help="Continue --output-dir: keep its samples with a verdict or invalid_input, "
+            "generate the missing ones, score undecided/internal/too_large ones again. Refused "
+            "if it was made from another dataset, model, sampling settings or verifier."
+        ),
     ] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace earlier results.")] = False,
 ) -> None:
     """Generate samples of a policy, score them with a verifier, report pass@k and maj@k.
 
-    Writes OUTPUT_DIR/samples.jsonl (one row per sample, appended as scored) and
-    OUTPUT_DIR/summary.json. Exit code 0, 101 when the evaluation could not finish, 130 when
-    interrupted (finished samples are kept: rerun with --resume).
+    Writes OUTPUT_DIR/samples.jsonl (one row per sample, appended as scored),
+    OUTPUT_DIR/run.json (what it was made from, checked by --resume) and
+    OUTPUT_DIR/summary.json. Exit code: the number of samples without a reward (invalid_input,
+    too_large, undecided, internal; at most 100), 101 when the evaluation could not finish,
+    130 when interrupted (finished samples are kept: rerun with --resume).
     """
     import torch
     from transformers.utils import logging as hf_logging
@@ -286,11 +311,11 @@ def eval(
                 f"--run-config evaluates the run's own set the run's way (greedy, one sample, "
                 f"its verifier): drop {flags}, or evaluate with --dataset instead"
             )
-    console = Console(stderr=True)
-    kept = f"finished samples are in {output_dir / 'samples.jsonl'}"
-    with resumable_run(console, "eval", kept=kept) as on_progress:
+    console = table_console(stderr=True)
+    samples_path = output_dir / "samples.jsonl"
+    kept = f"finished samples are in {samples_path}"
+    with resumable_run(console, "eval", results=samples_path, kept=kept) as on_progress:
         report = _run(options, output_dir, on_progress)
-    Console().print(report_table(f"grpo eval: {output_dir}", report))
-    console.print(
-        f"samples: {output_dir / 'samples.jsonl'}  summary: {output_dir / 'summary.json'}"
-    )
+    table_console().print(report_table(f"grpo eval: {output_dir}", report))
+    console.print(f"samples: {samples_path}  summary: {output_dir / 'summary.json'}")
+    exit_for_unscored(console, report.unscored, rows="sample(s)")

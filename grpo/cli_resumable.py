@@ -11,6 +11,14 @@ Both write each finished result to disk as it arrives, so stopping them early lo
 - a ``GrpoError``, ``OSError`` or ``ValueError``: ``error: <type>: <message>`` and exit
   :data:`EXIT_FAILED`; when the work was cut short (the verifier was lost: ``UnavailableError``;
   it broke the contract: ``ContractError``), also ``<kept>; rerun with --resume``.
+
+The resume hint is given only when the results file holds something; when nothing was
+written, the message says so instead (there is nothing to resume).
+
+A finished run ends with :func:`exit_for_unscored`, the one exit-code rule of both commands:
+the number of result rows without a reward (``scoring.has_reward``), capped at
+:data:`MAX_COUNT_EXIT`. :func:`table_console` prints their tables uncut when the output is not
+a terminal.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -29,12 +39,66 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from grpo.errors import ContractError, GrpoError, UnavailableError
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "exit_now_if_threads_linger", "resumable_run"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "MAX_COUNT_EXIT",
+    "exit_for_unscored",
+    "exit_now_if_threads_linger",
+    "resumable_run",
+    "table_console",
+]
 
 EXIT_FAILED = 101
 """Exit code when the command could not finish (its finished rows are kept)."""
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C / SIGTERM (finished rows are kept; rerun with --resume)."""
+MAX_COUNT_EXIT = 100
+"""A finished run exits with the number of rows that got no reward, capped here."""
+UNBOUNDED_WIDTH = 100_000
+"""Console width when the output is not a terminal and COLUMNS is unset: tables keep their
+natural width (rich pads nothing to the console width), never cut to 80 columns."""
+
+
+def table_console(*, stderr: bool = False) -> Console:
+    """A console for results tables: the terminal's width on a terminal, ``COLUMNS`` when it
+    is set, else (a pipe or a file) :data:`UNBOUNDED_WIDTH`, so no column is truncated."""
+    console = Console(stderr=stderr)
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(stderr=stderr, width=UNBOUNDED_WIDTH)
+
+
+def exit_for_unscored(console: Console, unscored: int, *, rows: str) -> NoReturn:
+    """End a finished run: exit code = rows without a reward, at most :data:`MAX_COUNT_EXIT`.
+
+    The rule of ``grpo score`` and ``grpo eval`` alike; ``unscored`` counts the result rows
+    for which ``grpo.services.evaluation.scoring.has_reward`` is False (``invalid_input``,
+    ``too_large``, and statuses that are no verdict: ``undecided``, ``internal``).
+
+    Args:
+        console: where the warning goes (stderr) when ``unscored`` > 0.
+        unscored: rows without a reward (>= 0).
+        rows: what a row is, for the message (``line(s)``, ``sample(s)``).
+
+    Raises:
+        typer.Exit: always, with the exit code.
+    """
+    code = min(unscored, MAX_COUNT_EXIT)
+    if unscored:
+        console.print(
+            f"[yellow]{unscored} {rows} got no reward (invalid_input, too_large or a status "
+            f"that is no verdict, with the reason in 'detail'); exit code {code}"
+        )
+    raise typer.Exit(code)
+
+
+def _kept(results: Path, kept: str) -> str | None:
+    """``kept`` when ``results`` holds something, else None (nothing to resume)."""
+    try:
+        return kept if results.stat().st_size > 0 else None
+    except OSError:
+        return None
 
 
 def exit_now_if_threads_linger(code: int) -> None:
@@ -68,7 +132,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def resumable_run(
-    console: Console, description: str, *, kept: str, interrupt_hint: str = ""
+    console: Console, description: str, *, results: Path, kept: str, interrupt_hint: str = ""
 ) -> Iterator[Callable[[int, int], None]]:
     """Run the body as a resumable command (see the module docstring); yields
     ``on_progress(done, total)`` for its progress bar.
@@ -78,6 +142,7 @@ def resumable_run(
     Args:
         console: where the bar and the messages go (stderr).
         description: the bar's label (``score math``, ``eval``).
+        results: the results file; the resume hint is given only when it holds something.
         kept: where the finished results are, for the messages (``every finished result is
             in out.jsonl``).
         interrupt_hint: appended to the interrupted message (`` to score the rest``).
@@ -103,12 +168,18 @@ def resumable_run(
         with progress:
             yield on_progress
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: {kept}; rerun with --resume{interrupt_hint}")
+        if (written := _kept(results, kept)) is not None:
+            console.print(f"[yellow]interrupted: {written}; rerun with --resume{interrupt_hint}")
+        else:
+            console.print(f"[yellow]interrupted before any result was written to {results}")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except (GrpoError, OSError, ValueError) as exc:
         console.print(f"[red]error: {type(exc).__name__}: {exc}")
         if isinstance(exc, UnavailableError | ContractError):
-            console.print(f"{kept}; rerun with --resume")
+            if (written := _kept(results, kept)) is not None:
+                console.print(f"{written}; rerun with --resume")
+            else:
+                console.print(f"no result was written to {results}")
         raise typer.Exit(EXIT_FAILED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -4,11 +4,15 @@ A thin command over ``grpo.services.evaluation``: the input is read by
 ``evaluation.inputs`` (field map, bad lines), scored by ``evaluation.scoring.score_stream``
 with an in-process verifier or one at ``--endpoint`` (``evaluation.scorers``), and written by
 ``evaluation.results.ResultsFile`` (appended and flushed as results arrive; ``--resume``).
-docs/evaluation.md has the formats, exit codes and examples.
+Beside ``OUT.jsonl``, ``OUT.jsonl.run.json`` records what it was made from
+(``evaluation.provenance``): ``--resume`` refuses an output made from another input, kind,
+task type, field map or verifier, and scores again the rows that have no verdict
+(``scoring.is_final``). docs/evaluation.md has the formats, exit codes and examples.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -17,21 +21,26 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from grpo import __version__
 from grpo.cli_resumable import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    MAX_COUNT_EXIT,
+    exit_for_unscored,
     exit_now_if_threads_linger,
     resumable_run,
+    table_console,
 )
 from grpo.errors import InvalidArgumentError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, ScoreItem, read_lines
+from grpo.services.evaluation.provenance import RunRecord, bytes_sha256, verifier_identity
 from grpo.services.evaluation.results import ResultsFile
 from grpo.services.evaluation.scoring import (
     ScoreSummary,
     invalid_row,
+    is_final,
     score_row,
     score_stream,
     summarize_rows,
@@ -39,10 +48,21 @@ from grpo.services.evaluation.scoring import (
 from grpo.services.score_status import VERDICT_STATUSES
 from grpo.v1 import verifier_pb2
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "KINDS", "ScoreRun", "app", "score_file"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "KINDS",
+    "MAX_COUNT_EXIT",
+    "ScoreRun",
+    "app",
+    "record_path",
+    "score_file",
+]
 
-MAX_COUNT_EXIT = 100
-"""A finished run exits with the number of lines that got no score, capped here."""
+
+def record_path(output: Path) -> Path:
+    """The run record beside an output: ``OUT.jsonl`` -> ``OUT.jsonl.run.json``."""
+    return output.with_name(output.name + ".run.json")
 
 
 @dataclass(frozen=True)
@@ -101,8 +121,10 @@ class ScoreRun:
 
     Attributes:
         summary: figures over every row of the output (resumed rows included).
-        resumed: rows already in the output (``--resume``), not scored again.
-        scored_now: rows written by this call (invalid lines included).
+        resumed: final rows already in the output (``--resume``), not scored again.
+        scored_now: rows written by this call (invalid lines and retried rows included).
+        retried: rows of the output without a verdict (``undecided``, ``internal``,
+            ``too_large``) that this call scored again; the new row supersedes the old.
         wall_s: seconds this call spent scoring.
         verifier: the verifier's ``Describe`` answer.
     """
@@ -112,6 +134,7 @@ class ScoreRun:
     scored_now: int
     wall_s: float
     verifier: verifier_pb2.VerifierDescribeResponse
+    retried: int = 0
 
     @property
     def unscored(self) -> int:
@@ -171,7 +194,10 @@ def score_file(
         max_attempts: attempts per batch when the verifier is unavailable (backoff 0.5 s
             doubling up to 8 s).
         tls_ca, tls_cert, tls_key: PEM files for TLS / mutual TLS to ``endpoint``.
-        resume: keep the rows already in ``output_path`` and score only the rest.
+        resume: keep the final rows already in ``output_path`` (verdicts, ``invalid_input``)
+            and score the rest, the rows without a verdict included; refused when the
+            output's run record (``OUT.jsonl.run.json``) names another input, kind, task
+            type, field map or verifier, or when there is none (an older grpo).
         overwrite: replace an output that holds results.
         on_progress: ``(done, total)`` after each batch.
 
@@ -179,8 +205,8 @@ def score_file(
         A :class:`ScoreRun`.
 
     Raises:
-        InvalidArgumentError: bad options, the output is the input, or an output with
-            results without ``resume``/``overwrite``.
+        InvalidArgumentError: bad options, the output is the input, an output with
+            results without ``resume``/``overwrite``, or a resume of another run.
         FailedPreconditionError: the verifier does not serve this task type or kind.
         UnavailableError: the verifier was lost (every finished row is in the output).
         KeyboardInterrupt: interrupted (every finished row is in the output).
@@ -203,20 +229,21 @@ def score_file(
     )
     stdin = str(input_path) == "-"
     created = not output_path.exists()
+    fields = fields or FieldMap()
     results = ResultsFile(
         output_path,
         key=lambda row: str(row["id"]),
         resume=resume,
         overwrite=overwrite,
         inputs=() if stdin else (input_path,),
+        keep=is_final,
+        record_path=record_path(output_path),
     )
     try:
-        if stdin:
-            entries = list(read_lines(sys.stdin.buffer, spec, fields or FieldMap()))
-        else:
-            with input_path.open("rb") as fh:
-                entries = list(read_lines(fh, spec, fields or FieldMap()))
+        data = sys.stdin.buffer.read() if stdin else input_path.read_bytes()
+        entries = list(read_lines(io.BytesIO(data), spec, fields))
         todo = [e for e in entries if e.id not in results.done]
+        retried = sum(e.id in results.retry for e in todo)
         options = dict(
             endpoint=endpoint, service=service, workers=workers, batch_size=batch_size,
             deadline_s=deadline_s, max_attempts=max_attempts, tls_ca=tls_ca,
@@ -232,6 +259,23 @@ def score_file(
                 info, task_type=task_type, kind=spec_kind.verifier_kind, where=scorer.where,
                 hint=hint,
             )  # fmt: skip
+            results.claim(
+                RunRecord(
+                    "score",
+                    identity={
+                        "input_sha256": bytes_sha256(data),
+                        "kind": kind,
+                        "task_type": task_type,
+                        "fields": dict(sorted(fields.keys.items())),
+                        "verifier": verifier_identity(info),
+                    },
+                    about={
+                        "input": "-" if stdin else str(input_path.resolve()),
+                        "verifier_at": scorer.where,
+                        "grpo": __version__,
+                    },
+                )
+            )
             started = True
             written += results.append(invalid_row(e) for e in todo if not isinstance(e, ScoreItem))
             items = [e for e in todo if isinstance(e, ScoreItem)]
@@ -256,6 +300,7 @@ def score_file(
             scored_now=written,
             wall_s=time.perf_counter() - start,
             verifier=info,
+            retried=retried,
         )
     finally:
         results.close()
@@ -283,6 +328,7 @@ def summary_table(title: str, run: ScoreRun) -> Table:
     table.add_row("rows in the output", str(s.rows))
     table.add_row("  resumed (already there)", str(run.resumed))
     table.add_row("  written now", str(run.scored_now))
+    table.add_row("    of which retried (had no verdict)", str(run.retried))
     table.add_row("verdicts (reward counts)", str(s.verdicts))
     table.add_row(f"missing ({_status_names(False)})", str(s.missing))
     table.add_row("no score (invalid_input, too_large)", str(s.refused))
@@ -306,7 +352,12 @@ def _command(kind: str) -> Callable[..., None]:
             Path, typer.Option("--output", "-o", help="JSONL output (not the input file).")
         ],
         resume: Annotated[
-            bool, typer.Option(help="Keep the rows already in --output; score only the rest.")
+            bool,
+            typer.Option(
+                help="Continue --output: keep its rows with a verdict or invalid_input, score "
+                "the rest (undecided/internal/too_large rows again). Refused if --output was "
+                "made from another input, kind, task type, --field map or verifier."
+            ),
         ] = False,
         overwrite: Annotated[
             bool, typer.Option(help="Replace an --output that already holds results.")
@@ -349,12 +400,13 @@ def _command(kind: str) -> Callable[..., None]:
         ] = None,
         tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
     ) -> None:
-        console = Console(stderr=True)
+        console = table_console(stderr=True)
         kept = f"every finished result is in {output}"
         try:
             with resumable_run(
-                console, f"score {kind}", kept=kept, interrupt_hint=" to score the rest"
-            ) as on_progress:
+                console, f"score {kind}", results=output, kept=kept,
+                interrupt_hint=" to score the rest",
+            ) as on_progress:  # fmt: skip
                 run = score_file(
                     kind, input, output, task_type=task_type,
                     fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
@@ -369,21 +421,16 @@ def _command(kind: str) -> Callable[..., None]:
                 exit_now_if_threads_linger(EXIT_INTERRUPTED)
             raise
         console.print(summary_table(f"grpo score {kind}: {output}", run))
-        if run.unscored:
-            console.print(
-                f"[yellow]{run.unscored} line(s) got no reward (invalid_input, too_large or "
-                f"a status that is no verdict, with the reason in 'detail'); "
-                f"exit code {min(run.unscored, 100)}"
-            )
-        raise typer.Exit(min(run.unscored, MAX_COUNT_EXIT))
+        exit_for_unscored(console, run.unscored, rows="line(s)")
 
     command.__doc__ = (
         f"Score {kind} responses from --input into --output.\n\n"
         f"Input lines: {KINDS[kind].input_help} Output lines: line, id, status, reward (null "
         "unless a verdict), extracted, detail, latency_s, verifier, and steps or tests; a bad "
         "line gets status invalid_input with the reason. Results are appended as they "
-        "arrive. Exit code: the number of lines without a score (at most 100), 101 when the "
-        "run could not finish, 130 when interrupted."
+        "arrive; OUTPUT.run.json records the input's hash and the verifier for --resume. "
+        "Exit code: the number of lines without a reward (at most 100), 101 when the run "
+        "could not finish, 130 when interrupted."
     )
     return command
 

@@ -31,6 +31,7 @@ surrogate (``"\\ud800"``: valid JSON, not valid Unicode, and refused by protobuf
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,6 +187,11 @@ def _check_unicode(value: str, what: str) -> str:
     return value
 
 
+STRING_FIELDS = frozenset({"response", "prompt", "tests", "entry_point", "program_prefix"})
+"""Fields that must be JSON strings (text to score or run); ``id``, ``gold`` and metadata
+values may also be numbers (``"gold": 85``), read as their text."""
+
+
 def _text(fields: FieldMap, obj: Mapping[str, Any], name: str, *, required: bool) -> str:
     value = fields.get(obj, name)
     key = fields.key(name)
@@ -193,9 +199,33 @@ def _text(fields: FieldMap, obj: Mapping[str, Any], name: str, *, required: bool
         if required:
             raise InvalidArgumentError(f"missing field {key!r}")
         return ""
+    if name in STRING_FIELDS and not isinstance(value, str):
+        raise InvalidArgumentError(
+            f"field {key!r} must be a string, got {_json_type(value)} {_preview(value)}"
+        )
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise InvalidArgumentError(f"field {key!r} must be text, got {type(value).__name__}")
+        raise InvalidArgumentError(
+            f"field {key!r} must be text or a number, got {_json_type(value)}"
+        )
     return _check_unicode(str(value), f"field {key!r}")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type name of a parsed value (``number``, ``boolean``, ``array``...)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null" if value is None else "string"
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _text_list(fields: FieldMap, obj: Mapping[str, Any], name: str) -> list[str]:

@@ -3,7 +3,9 @@
 
 Both return, per prompt, the ``common_pb2.Completion`` messages the backend made (text, token
 ids, behavior log-probs, finish reason, policy version, sampling parameters), so the eval loop
-does not care which one it talks to.
+does not care which one it talks to. :meth:`Sampler.identity` says which policy samples, for
+the run record (``provenance``): a hash of the model folder, or the generation service's
+``Describe`` (model path, backend, policy version).
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ class Sampler(abc.ABC):
             UnavailableError: the generation service cannot be reached.
         """
 
+    @abc.abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """Which policy samples, as JSON values compared by ``--resume``.
+
+        Raises:
+            OSError: a model file cannot be read. UnavailableError: the service is away.
+        """
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the model or the channel."""
 
@@ -74,10 +84,24 @@ class BackendSampler(Sampler):
         if isinstance(backend, GenerationBackend):
             self._backend, self._own = backend, False
             self.where = "in-process backend"
+            self._path: str | None = None
         else:
             self._backend = create_backend(BackendConfig(model_path=str(backend)))
             self._own = True
-            self.where = str(backend)
+            self.where = self._path = str(backend)
+
+    def identity(self) -> dict[str, Any]:
+        """``model_sha256`` (``provenance.folder_sha256`` of a model folder), ``model`` (a
+        hub id, not a folder), or a given backend's name and policy version."""
+        from pathlib import Path
+
+        from grpo.services.evaluation.provenance import folder_sha256
+
+        if self._path is None:
+            return {"backend": self._backend.name, "policy_version": self._backend.policy_version}
+        if Path(self._path).is_dir():
+            return {"model_sha256": folder_sha256(Path(self._path))}
+        return {"model": self._path}
 
     def generate(
         self, prompts: Sequence[str], n: int, sampling: Any
@@ -135,6 +159,29 @@ class ServiceSampler(Sampler):
                 ) from None
             raise UnavailableError(f"generation at {self.where}: {code.name}: {text}") from None
         return [list(r.completions) for r in reply.results]
+
+    def identity(self) -> dict[str, Any]:
+        """The service's ``Describe``: ``backend``, ``model_path``, ``policy_version``.
+
+        Raises:
+            UnavailableError: the service cannot be reached.
+        """
+        import grpc
+
+        from grpo.v1 import generation_pb2
+
+        try:
+            info = self._stub.Describe(
+                generation_pb2.GenerationDescribeRequest(), timeout=self._timeout_s
+            )
+        except grpc.RpcError as exc:
+            text = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            raise UnavailableError(f"generation at {self.where}: Describe failed: {text}") from None
+        return {
+            "backend": info.backend,
+            "model_path": info.model_path,
+            "policy_version": info.policy_version,
+        }
 
     def close(self) -> None:
         """Close the channel."""

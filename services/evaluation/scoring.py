@@ -15,6 +15,13 @@ no score), ``reward`` (null unless the status is a verdict: ``grpo.services.scor
 ``extracted``, ``detail``, ``latency_s`` (seconds), ``verifier``, and ``steps`` (process
 verifiers: ``start``, ``end``, ``status``, ``reward``, ``detail``) or ``tests`` (code:
 ``name``, ``status``, ``detail``).
+
+Which rows count: :func:`has_reward` (a verdict status with a reward) is the one rule for the
+summary's verdicts, ``grpo eval``'s ``correct`` and both commands' exit codes (the rows
+without a reward). :func:`is_final` says which rows ``--resume`` keeps: rows with a reward and
+``invalid_input`` rows (the input's fault: the same input and verifier give the same row);
+every other row (``undecided``, ``internal``, an unspecified status, ``too_large``) is scored
+again and the new row supersedes it.
 """
 
 from __future__ import annotations
@@ -41,7 +48,9 @@ from grpo.v1 import common_pb2
 
 __all__ = [
     "ScoreSummary",
+    "has_reward",
     "invalid_row",
+    "is_final",
     "is_verdict_status",
     "score_row",
     "score_stream",
@@ -66,6 +75,20 @@ def is_verdict_status(name: str) -> bool:
     except ValueError:
         return False
     return is_verdict(common_pb2.Score(status=value))  # type: ignore[arg-type]
+
+
+def has_reward(row: Row) -> bool:
+    """True when a result row carries a reward that counts: its status is a verdict
+    (:func:`is_verdict_status`) and its ``reward`` is set. Rows without one are what the exit
+    codes of ``grpo score`` and ``grpo eval`` count."""
+    return is_verdict_status(str(row.get("status", ""))) and row.get("reward") is not None
+
+
+def is_final(row: Row) -> bool:
+    """True when ``--resume`` keeps a row as it is: it has a reward (:func:`has_reward`), or
+    its status is ``invalid_input``. Rows the verifier could not decide, or that failed in it
+    or on the way (``undecided``, ``internal``, ``too_large``), are scored again."""
+    return has_reward(row) or row.get("status") == INVALID_INPUT
 
 
 def _lower(enum: Any, prefix: str, value: int) -> str:
@@ -216,7 +239,7 @@ def summarize_rows(rows: Iterable[Row]) -> ScoreSummary:
         summary.statuses[status] += 1
         if "latency_s" in row:
             latencies.append(float(row["latency_s"]))
-        if is_verdict_status(status) and row.get("reward") is not None:
+        if has_reward(row):
             summary.verdicts += 1
             rewards.append(float(row["reward"]))
         elif "latency_s" in row:

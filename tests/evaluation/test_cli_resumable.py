@@ -5,13 +5,20 @@ from __future__ import annotations
 import io
 import os
 import signal
+from pathlib import Path
 
 import pytest
 import typer
 from helpers import wait_until
 from rich.console import Console
 
-from grpo.cli_resumable import EXIT_FAILED, EXIT_INTERRUPTED, resumable_run
+from grpo.cli_resumable import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    MAX_COUNT_EXIT,
+    exit_for_unscored,
+    resumable_run,
+)
 from grpo.errors import InvalidArgumentError, UnavailableError
 
 
@@ -20,18 +27,30 @@ def _console() -> tuple[Console, io.StringIO]:
     return Console(file=out, width=200), out
 
 
-def test_a_finished_run_keeps_the_sigterm_handler_it_found() -> None:
+def _written(tmp_path: Path) -> Path:
+    path = tmp_path / "o"
+    path.write_text('{"id": "a"}\n')
+    return path
+
+
+def test_a_finished_run_keeps_the_sigterm_handler_it_found(tmp_path: Path) -> None:
     console, _ = _console()
     before = signal.getsignal(signal.SIGTERM)
-    with resumable_run(console, "score", kept="every finished result is in o") as on_progress:
+    run = resumable_run(
+        console, "score", results=_written(tmp_path), kept="every finished result is in o"
+    )
+    with run as on_progress:
         assert signal.getsignal(signal.SIGTERM) is not before
         on_progress(1, 2)
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def test_sigterm_is_an_interruption_with_the_resume_hint() -> None:
+def test_sigterm_is_an_interruption_with_the_resume_hint(tmp_path: Path) -> None:
     console, out = _console()
-    run = resumable_run(console, "eval", kept="finished samples are in s", interrupt_hint="!")
+    run = resumable_run(
+        console, "eval", results=_written(tmp_path), kept="finished samples are in s",
+        interrupt_hint="!",
+    )  # fmt: skip
     with pytest.raises(typer.Exit) as ended, run:
         os.kill(os.getpid(), signal.SIGTERM)
         wait_until(lambda: False, timeout_s=10, what="the SIGTERM handler")  # it raises
@@ -44,13 +63,41 @@ def test_sigterm_is_an_interruption_with_the_resume_hint() -> None:
     [(UnavailableError("verifier lost"), True), (InvalidArgumentError("bad --field"), False)],
 )
 def test_errors_exit_failed_and_a_cut_short_run_says_how_to_resume(
-    error: Exception, hint: bool
+    error: Exception, hint: bool, tmp_path: Path
 ) -> None:
     console, out = _console()
-    run = resumable_run(console, "score", kept="every finished result is in o")
+    run = resumable_run(
+        console, "score", results=_written(tmp_path), kept="every finished result is in o"
+    )
     with pytest.raises(typer.Exit) as ended, run:
         raise error
     assert ended.value.exit_code == EXIT_FAILED
     text = out.getvalue()
     assert f"error: {type(error).__name__}: {error}" in text
     assert ("every finished result is in o; rerun with --resume" in text) is hint
+
+
+@pytest.mark.parametrize("content", [None, b""])
+def test_no_resume_hint_when_nothing_was_written(tmp_path: Path, content: bytes | None) -> None:
+    """An interruption or a lost verifier before the first result: no file (or an empty one)
+    to resume, so the message says nothing was written instead of "rerun with --resume"."""
+    results = tmp_path / "out.jsonl"
+    if content is not None:
+        results.write_bytes(content)
+    for error in (KeyboardInterrupt(), UnavailableError("verifier lost")):
+        console, out = _console()
+        run = resumable_run(console, "score", results=results, kept=f"all is in {results}")
+        with pytest.raises(typer.Exit), run:
+            raise error
+        text = out.getvalue()
+        assert "--resume" not in text and "all is in" not in text, text
+        assert f"written to {results}" in text
+
+
+@pytest.mark.parametrize(("unscored", "code"), [(0, 0), (7, 7), (250, MAX_COUNT_EXIT)])
+def test_exit_for_unscored_is_the_count_capped(unscored: int, code: int) -> None:
+    console, out = _console()
+    with pytest.raises(typer.Exit) as ended:
+        exit_for_unscored(console, unscored, rows="sample(s)")
+    assert ended.value.exit_code == code
+    assert (f"{unscored} sample(s) got no reward" in out.getvalue()) is (unscored > 0)

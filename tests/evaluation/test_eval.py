@@ -4,6 +4,7 @@ run's held-out evaluation is the same code path (same accuracy, same samples).""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,10 @@ def _problems(tmp_path: Path) -> Path:
         {"qid": "d", "q": "hi="},  # no gold: the verifier refuses it (invalid_input)
     ]
     path = tmp_path / "problems.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(2, '{"qid": "e", "q": 5, "answer": "ok"}')  # a prompt that is no string
+    lines.append("{not json")
+    path.write_text("".join(line + "\n" for line in lines))
     return path
 
 
@@ -48,15 +52,21 @@ def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
 ) -> None:
     src, out = _problems(tmp_path), tmp_path / "eval"
     result = _eval(tuned_model, src, out)
-    assert result.exit_code == 0, result.output
+    # d's 2 samples and the 2 unreadable lines have no reward: the exit code counts them
+    assert result.exit_code == 4, result.output
     assert "pass@2" in result.output and "subject=greet" in result.output
+    assert "4 sample(s) got no reward" in result.output
+    assert "missing: 4 of 10 samples have no verdict (invalid_input 4); they are left out" in (
+        result.output
+    )
     summary = json.loads((out / "summary.json").read_text())
-    # 'ok' answers a and b (exact-match ignores case), not c; d has no verdict
-    assert summary["problems"] == 4 and summary["samples"] == 8
+    # 'ok' answers a and b (exact-match ignores case), not c; d and the bad lines: no verdict
+    assert summary["problems"] == 6 and summary["samples"] == 10
     assert summary["pass@1"] == pytest.approx(2 / 3) and summary["pass@2"] == pytest.approx(2 / 3)
     assert summary["maj@2"] == pytest.approx(2 / 3)
-    assert summary["statuses"] == {"invalid_input": 2, "ok": 6}
+    assert summary["statuses"] == {"invalid_input": 4, "ok": 6}
     assert summary["problems_per_k"] == {"1": 3, "2": 3}
+    assert summary["unscored_samples"] == 4 and summary["missing_samples"] == 4
     assert summary["by"]["subject"]["greet"]["pass@1"] == 1.0
     assert summary["by"]["subject"]["refuse"]["pass@1"] == 0.0
     rows = _rows(out / "samples.jsonl")
@@ -66,23 +76,90 @@ def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
         ("c", 0, False), ("c", 1, False),
     ]  # fmt: skip
     assert all(r["response"].strip() == "ok" and r["fields"]["subject"] for r in scored)
-    bad = [r for r in rows if r["status"] == "invalid_input"]
-    assert {r["problem"] for r in bad} == {"d"} and all(r["reward"] is None for r in bad)
-    assert "gold_answer is required" in bad[0]["detail"]
+    bad = {(r["problem"], r["sample"]): r for r in rows if r["status"] == "invalid_input"}
+    assert set(bad) == {("d", 0), ("d", 1), ("e", 0), ("line-6", 0)}
+    assert all(r["reward"] is None and r["correct"] is None for r in bad.values())
+    assert "gold_answer is required" in bad["d", 0]["detail"]
+    assert bad["e", 0]["detail"] == "field 'q' must be a string, got number 5"
+    assert "invalid JSON" in bad["line-6", 0]["detail"]
 
     # an interrupted run: the last two samples never got written; --resume does only those
     samples = out / "samples.jsonl"
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows[:-2]))
     again = _eval(tuned_model, src, out, "--resume")
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 4, again.output
     resumed = json.loads((out / "summary.json").read_text())
-    assert resumed["generated_now"] == 2 and resumed["resumed_rows"] == 6
+    assert resumed["generated_now"] == 2 and resumed["resumed_rows"] == 8
     assert {k: resumed[k] for k in ("pass@1", "pass@2", "maj@2", "statuses")} == {
         k: summary[k] for k in ("pass@1", "pass@2", "maj@2", "statuses")
     }
     assert _rows(samples) == rows  # no duplicate, no gap, same order
     refused = _eval(tuned_model, src, out)
     assert refused.exit_code == 101 and "--resume" in refused.output
+
+
+def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(
+    tuned_model: Path, tmp_path: Path
+) -> None:
+    """A sample whose row has no verdict keeps its response; --resume scores that response
+    again (never a new sample) and the new row supersedes the old one."""
+    src, out = _problems(tmp_path), tmp_path / "eval"
+    assert _eval(tuned_model, src, out).exit_code == 4
+    samples = out / "samples.jsonl"
+    rows = _rows(samples)
+    (i,) = [n for n, r in enumerate(rows) if (r["problem"], r["sample"]) == ("a", 1)]
+    kept = dict(rows[i])
+    rows[i].update(status="undecided", reward=None, correct=None, detail="sympy timed out")
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = _eval(tuned_model, src, out, "--resume")
+    assert again.exit_code == 4, again.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["generated_now"], summary["retried_now"], summary["samples"]) == (0, 1, 10)
+    assert summary["statuses"] == {"invalid_input": 4, "ok": 6}
+    after = _rows(samples)
+    assert len(after) == len(rows)  # superseded, not duplicated
+    assert {k: after[i][k] for k in ("status", "reward", "correct", "response")} == {
+        k: kept[k] for k in ("status", "reward", "correct", "response")
+    }
+
+
+def test_grpo_eval_resume_refuses_another_run(tuned_model: Path, tmp_path: Path) -> None:
+    src, out = _problems(tmp_path), tmp_path / "eval"
+    assert _eval(tuned_model, src, out).exit_code == 4
+    record = json.loads((out / "run.json").read_text())
+    assert record["identity"]["sampling"]["samples"] == 2
+    assert record["identity"]["problems"]["dataset"] == "file"
+    assert record["about"]["dataset"] == str(src.resolve())
+    before = (out / "samples.jsonl").read_bytes()
+
+    def refused(*extra: str, model: Path = tuned_model, dataset: Path = src) -> str:
+        result = _eval(model, dataset, out, "--resume", *extra)
+        assert result.exit_code == 101, result.output
+        return " ".join(result.output.split())
+
+    assert "sampling.temperature: recorded 0.0, now 0.5" in refused("--temperature", "0.5")
+    assert "sampling.max_new_tokens: recorded 6, now 7" in refused("--max-new-tokens", "7")
+    assert "sampling.seed: recorded 0, now 3" in refused("--seed", "3")
+    assert "correct_threshold: recorded 1.0, now 0.5" in refused("--correct-threshold", "0.5")
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(src.read_bytes().replace(b'"answer": "no"', b'"answer": "ok"'))
+    text = refused(dataset=other)
+    assert "problems.sha256" in text and "problems.tasks_sha256" in text
+    model = tmp_path / "model-copy"
+    shutil.copytree(tuned_model, model)
+    (model / "NOTES.txt").write_text("another checkpoint\n")
+    assert "policy.model_sha256" in refused(model=model)
+    assert "drop --resume and pass --overwrite" in refused("--seed", "3")
+    assert (out / "samples.jsonl").read_bytes() == before
+
+
+def test_grpo_eval_k_zero_names_the_option(tuned_model: Path, tmp_path: Path) -> None:
+    result = _eval(tuned_model, _problems(tmp_path), tmp_path / "eval", "-k", "0")
+    assert result.exit_code == 2
+    assert "Invalid value for '-k'" in result.output and "greater than or equal to 1" in (
+        result.output
+    )
+    assert "samples and batch_prompts" not in result.output
 
 
 def test_grpo_eval_of_a_policy_gives_the_runs_heldout_accuracy(

@@ -1,5 +1,6 @@
 """Ctrl-C / SIGTERM on ``grpo score code`` (in-process verifier, batches of infinite loops)
-exits at once with 130, keeps the output file and says to rerun with --resume."""
+exits at once with 130 and keeps the output file; with no result finished, it says so instead
+of hinting at --resume."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_interrupt_with_looping_code_exits_at_once_and_keeps_output(
         proc.kill()
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert took < 10, f"exited {took:.1f} s after the signal"
-    assert "rerun with --resume" in err and str(out) in err
-    assert out.exists()
-    kept = [json.loads(line) for line in out.read_text().splitlines()]
-    assert all(r["id"].startswith("l") for r in kept)
+    # every item loops until its deadline: nothing finished, so there is nothing to resume
+    assert f"interrupted before any result was written to {out}" in err, err
+    assert "--resume" not in err
+    assert not out.exists() or out.read_text() == ""  # nothing finished: nothing kept

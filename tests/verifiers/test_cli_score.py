@@ -55,7 +55,7 @@ REASONS = {
     8: "not valid UTF-8",
     9: "lone surrogate",
     10: "expected a JSON object",
-    11: "field 'response' must be text",
+    11: "field 'response' must be a string, got array [\"a\"]",
     12: "duplicate id 'right' (first on line 1)",
 }
 
@@ -142,12 +142,16 @@ def test_output_guards(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="output folder"):
         score_file("math", src, tmp_path / "nope" / "out.jsonl", workers=1)
     out = tmp_path / "out.jsonl"
-    out.write_text('{"line": 1, "id": "right", "status": "ok", "reward": 1.0}\n')
+    score_file("math", src, out, workers=1)
+    rows = out.read_text().splitlines(keepends=True)
+    out.write_text(rows[0])  # a run cut short after its first row
     with pytest.raises(InvalidArgumentError, match="--resume"):
         score_file("math", src, out, workers=1)
     assert src.read_bytes().startswith(LINES[0][0])  # the input is untouched
     run = score_file("math", src, out, workers=1, resume=True)
     assert run.resumed == 1 and run.scored_now == 10 and run.summary.rows == 11
+    again = [{k: v for k, v in r.items() if k != "latency_s"} for r in _rows(out)]
+    assert again == [{k: v for k, v in json.loads(r).items() if k != "latency_s"} for r in rows]
 
 
 def test_steps_via_cli_and_stdin(tmp_path: Path) -> None:
