@@ -193,7 +193,10 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
 
 def eval(
     output_dir: Annotated[
-        Path, typer.Option("--output-dir", "-o", help="Folder for samples.jsonl and summary.json.")
+        Path,
+        typer.Option(
+            "--output-dir", "-o", help="Folder for samples.jsonl, run.json and summary.json."
+        ),
     ],
     model: Annotated[
         Path | None, typer.Option(help="Policy folder (save_pretrained), generated in process.")

@@ -147,9 +147,13 @@ def differences(recorded: Any, current: Any, prefix: str = "") -> list[tuple[str
     return [] if recorded == current else [(prefix, recorded, current)]
 
 
+MAX_LISTED = 5
+"""Differing fields named in a refusal (the rest are counted)."""
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -230,10 +234,17 @@ class RunRecord:
                 f"grpo {self.command}: {proceed}"
             )
         diffs = differences(stored.get("identity"), self.identity)
+        diffs.sort(key=lambda d: (d[0].count("."), d[0]))  # kind, name... before config keys
         if diffs:
-            listed = "; ".join(f"{p}: recorded {_short(a)}, now {_short(b)}" for p, a, b in diffs)
-            about = stored.get("about") or {}
-            made = f" (recorded run: {_short(about)})" if about else ""
+            listed = "; ".join(
+                f"{p}: recorded {_short(a)}, now {_short(b)}" for p, a, b in diffs[:MAX_LISTED]
+            )
+            if len(diffs) > MAX_LISTED:
+                listed += f"; and {len(diffs) - MAX_LISTED} more"
+            about = stored.get("about")
+            made = ""
+            if isinstance(about, dict) and about:
+                made = " (recorded run: " + ", ".join(f"{k} {v}" for k, v in about.items()) + ")"
             raise InvalidArgumentError(
                 f"--resume refused: {results} was made by another run; {len(diffs)} field(s) "
                 f"differ: {listed}{made}. Resuming would mix rows of two runs: {proceed}"
