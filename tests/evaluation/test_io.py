@@ -165,3 +165,61 @@ def test_eval_problems_carry_the_output_comparison(tmp_path: Path) -> None:
     assert dict(task.metadata) == {"level": "1"}
     (bad,) = problems.invalid
     assert bad.id == "b" and "field 'output_compare' must be one of" in bad.reason
+
+
+def test_results_file_retries_rows_that_are_not_final_and_the_new_row_supersedes(
+    tmp_path: Path,
+) -> None:
+    from grpo.services.evaluation.provenance import RunRecord
+    from grpo.services.evaluation.scoring import is_final
+
+    path, record = tmp_path / "out.jsonl", tmp_path / "out.jsonl.run.json"
+    run = RunRecord("score", identity={"input_sha256": "abc"})
+    rows = [
+        {"id": "ok", "line": 1, "status": "ok", "reward": 0.0, "latency_s": 0.1},
+        {"id": "bad", "line": 2, "status": "invalid_input", "reward": None},
+        {"id": "und", "line": 3, "status": "undecided", "reward": None, "latency_s": 0.1},
+        {"id": "int", "line": 4, "status": "internal", "reward": None, "latency_s": 0.1},
+        {"id": "big", "line": 5, "status": "too_large", "reward": None},
+    ]
+    with ResultsFile(path, key=lambda r: r["id"], keep=is_final, record_path=record) as results:
+        with pytest.raises(InvalidArgumentError, match="claim"):
+            results.append(rows)  # no row before the run record
+        results.claim(run)
+        results.append(rows)
+    resumed = ResultsFile(path, key=lambda r: r["id"], resume=True, keep=is_final,
+                          record_path=record)  # fmt: skip
+    assert resumed.done == {"ok", "bad"} and set(resumed.retry) == {"und", "int", "big"}
+    assert resumed.resumed_rows == 2
+    resumed.claim(run)
+    resumed.append([{"id": "und", "line": 3, "status": "ok", "reward": 1.0, "latency_s": 0.2}])
+    assert [(r["id"], r["status"]) for r in resumed.rows()] == [
+        ("ok", "ok"), ("bad", "invalid_input"), ("int", "internal"), ("big", "too_large"),
+        ("und", "ok"),
+    ]  # fmt: skip
+    resumed.sort(lambda r: r["line"])
+    resumed.close()
+    assert [json.loads(x)["status"] for x in path.read_text().splitlines()] == [
+        "ok", "invalid_input", "ok", "internal", "too_large",
+    ]  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match=r'input_sha256: recorded "abc", now "abd"'):
+        ResultsFile(path, key=lambda r: r["id"], resume=True, record_path=record).claim(
+            RunRecord("score", identity={"input_sha256": "abd"})
+        )
+
+
+def test_verifier_identity_leaves_out_worker_counts_only() -> None:
+    from grpo.services.evaluation.provenance import differences, verifier_identity
+    from grpo.v1 import verifier_pb2
+
+    def info(workers: int, timeout_s: float) -> verifier_pb2.VerifierDescribeResponse:
+        pool = {"workers": workers, "timeout_s": timeout_s}
+        return verifier_pb2.VerifierDescribeResponse(
+            name="math", version="0.1.0", kind=verifier_pb2.VERIFIER_KIND_OUTCOME,
+            task_types=["math"], config={"pool": str(pool), "rel_tol": "1e-06"},
+        )  # fmt: skip
+
+    assert verifier_identity(info(1, 5.0)) == verifier_identity(info(4, 5.0))
+    assert differences(verifier_identity(info(1, 5.0)), verifier_identity(info(1, 9.0))) == [
+        ("config.pool.timeout_s", 5.0, 9.0)
+    ]
