@@ -11,7 +11,15 @@ An answer (and a gold answer) is one of:
   be an open interval;
 - :class:`Interval` — ``[1, 2)``, ``(-\\infty, 3]``; also what an inequality in one variable
   means (``x > 3`` is ``(3, \\infty)``, ``2 \\le x < 5`` is ``[2, 5)``);
-- :class:`Union` — intervals or sets joined by ``\\cup``;
+- :class:`Union` — intervals or sets joined by ``\\cup``; also a disjunction of conditions on
+  one variable (``x < 1 \\text{ or } x > 2``, ``x \\ne 0``);
+- :class:`Intersection` — a conjunction of conditions on one variable (``x > 1 \\text{ and }
+  x < 3``);
+- :class:`Difference` — ``A \\setminus B``, ``A \\backslash B``, ``A - \\{..\\}``
+  (``\\mathbb{R} \\setminus \\{0\\}``); the real line ``\\mathbb{R}`` ("all real numbers")
+  is the :class:`Interval` ``(-\\infty, \\infty)``;
+- :class:`BaseNumber` — digits with a base subscript: ``1011_2``, ``4210_{5}``, ``A3F_{16}``;
+- :class:`Ratio` — ``1:2``, ``3 : 4 : 5``;
 - :class:`Matrix` — ``\\begin{pmatrix}..\\end{pmatrix}`` (also ``bmatrix``, ``matrix``...; not
   ``vmatrix``, a determinant), rows of entries;
 - :class:`Equation` — ``lhs = rhs``; an *assignment* when ``lhs`` is a bare variable
@@ -33,10 +41,14 @@ __all__ = [
     "MAX_ITEMS",
     "Answer",
     "AnswerSyntaxError",
+    "BaseNumber",
+    "Difference",
     "Equation",
+    "Intersection",
     "Interval",
     "Items",
     "Matrix",
+    "Ratio",
     "Scalar",
     "Text",
     "Tuple",
@@ -119,7 +131,53 @@ class Equation:
     variable: str = ""
 
 
-Answer = Scalar | Text | Items | Tuple | Interval | Union | Matrix | Equation
+@dataclass(frozen=True)
+class Intersection:
+    """Conditions on one variable joined by ``and``: the set where all hold."""
+
+    parts: tuple[Answer, ...]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``whole \\setminus removed`` (``\\mathbb{R} \\setminus \\{0\\}``)."""
+
+    whole: Answer
+    removed: Answer
+
+
+@dataclass(frozen=True)
+class BaseNumber:
+    """Digits in a base other than ten's notation: ``1011_2`` is ``BaseNumber("1011", 2)``.
+
+    ``digits`` are upper-cased without leading zeros; every digit is below ``base`` (2-36).
+    """
+
+    digits: str
+    base: int
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``a : b (: c ..)``, two or more terms (Scalars)."""
+
+    terms: tuple[Scalar, ...]
+
+
+Answer = (
+    Scalar
+    | Text
+    | Items
+    | Tuple
+    | Interval
+    | Union
+    | Intersection
+    | Difference
+    | Matrix
+    | Equation
+    | BaseNumber
+    | Ratio
+)
 """Any node of the answer model."""
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
@@ -134,7 +192,21 @@ _MATRIX = re.compile(
 )
 _WORDS = re.compile(r"^[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)*$")
 _LATEX_WORDS = {"pi", "infty", "sqrt", "frac", "emptyset", "cup", "cap", "in", "le", "ge"}
+_REALS = r"\mathbb{R}"
+# "all real numbers", "the set of all reals", "all real x", "every real number", "x is any real"
+_REAL_WORDS = re.compile(
+    r"^(?:the\s+)?(?:set\s+of\s+)?(?:(?:all|every|any)\s+real"
+    r"(?:s|\s+numbers?|\s+values?)?(?:\s+(?:of\s+)?[a-z])?|reals|real\s+numbers)$"
+)
+_BASE_NUMBER = re.compile(
+    r"^\(?([0-9A-Za-z]+)\)?_\s*(?:\{\s*\(?\s*([0-9]{1,2}|[a-z]+)\s*\)?\s*\}|([0-9]))$"
+)
+_BASE_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+_BASE_WORDS |= {"nine": 9, "ten": 10, "twelve": 12, "sixteen": 16}
+_DIFFERENCE = (r"\setminus", r"\backslash")
 _RELATIONS = (
+    (r"\neq", "ne"),
+    (r"\ne", "ne"),
     (r"\leq", "le"),
     (r"\geq", "ge"),
     (r"\le", "le"),
@@ -268,12 +340,20 @@ def _read(text: str, level: int) -> Answer:
         raise AnswerSyntaxError("empty item")
     if text == r"\emptyset":
         return Items((), braces=True)
+    if text == _REALS or _REAL_WORDS.match(text.lower()):
+        return Interval(Scalar(r"-\infty"), Scalar(r"\infty"), False, False)
     matrix = _MATRIX.match(text)
     if matrix is not None:
         return _matrix(matrix.group(2), level)
+    difference = _difference(text, level)
+    if difference is not None:
+        return difference
     union = _split(text, (r"\cup",))
     if len(union) > 1:
         return Union(_items(union, level))
+    conditions = _conditions(text, level)
+    if conditions is not None:
+        return conditions
     parts = _split(text, (",", ";", " and ", " or "))
     if len(parts) > 1:
         return _list(_items(parts, level))
@@ -292,9 +372,14 @@ def _read(text: str, level: int) -> Answer:
             raise AnswerSyntaxError("an equation with an empty side")
         variable = lhs if _VARIABLE.match(lhs) else ""
         return Equation(lhs, _read(rhs, level + 1), variable)
+    ratio = _split(text, (":",))
+    if len(ratio) > 1:
+        if len(ratio) > MAX_ITEMS or any(not t for t in ratio):
+            raise AnswerSyntaxError("a ratio with an empty or too many terms")
+        return Ratio(tuple(Scalar(t) for t in ratio))
     inequality = _inequality(text, level)
     if inequality is not None:
-        return inequality
+        return inequality[1]
     if _balanced_wrap(text, r"\{", r"\}"):
         inner = text[2:-2].strip()
         if not inner:
@@ -311,6 +396,9 @@ def _read(text: str, level: int) -> Answer:
             return Tuple(_items(entries, level), brackets[0] + brackets[1])
         if brackets == ("(", ")"):
             return _read(text[1:-1], level + 1)
+    based = _base_number(text)
+    if based is not None:
+        return based
     if _WORDS.match(text) and _is_words(text):
         return Text(" ".join(text.lower().split()))
     if text.endswith("%"):
@@ -354,8 +442,13 @@ def _matrix(body: str, level: int) -> Matrix:
     return Matrix(tuple(_items(r, level) for r in cells))
 
 
-def _inequality(text: str, level: int) -> Interval | None:
-    """``x > 3``, ``3 < x``, ``2 \\le x < 5`` as intervals; None when not an inequality."""
+def _inequality(text: str, level: int) -> tuple[str, Interval | Union] | None:
+    """``x > 3``, ``3 < x``, ``2 \\le x < 5`` as ``(variable, interval)``; ``x \\ne 3`` as
+    ``(variable, (-\\infty, 3) \\cup (3, \\infty))``; None when not an inequality.
+
+    Raises:
+        AnswerSyntaxError: relations without a bare variable, or not one interval.
+    """
     seps = tuple(s for s, _ in _RELATIONS)
     pieces = _split(text, seps)
     if len(pieces) < 2:
@@ -377,24 +470,112 @@ def _inequality(text: str, level: int) -> Interval | None:
         i += 1
     inf = Scalar(r"\infty")
     minus_inf = Scalar(r"-\infty")
+    if any(not p for p in pieces):
+        raise AnswerSyntaxError("an inequality with an empty side")
     if len(pieces) == 2:
         left, right = pieces
         kind = kinds[0]
         if _VARIABLE.match(left):
-            bound = Scalar(right)
-            if kind in ("lt", "le"):
-                return Interval(minus_inf, bound, False, kind == "le")
-            return Interval(bound, inf, kind == "ge", False)
-        if _VARIABLE.match(right):
-            bound = Scalar(left)
-            if kind in ("lt", "le"):
-                return Interval(bound, inf, kind == "le", False)
-            return Interval(minus_inf, bound, False, kind == "ge")
-        raise AnswerSyntaxError("an inequality without a bare variable on one side")
-    if len(pieces) == 3 and _VARIABLE.match(pieces[1]) and kinds[0][0] == kinds[1][0]:
+            variable, bound = left, Scalar(right)
+        elif _VARIABLE.match(right):
+            variable, bound = right, Scalar(left)
+            kind = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(kind, kind)
+        else:
+            raise AnswerSyntaxError("an inequality without a bare variable on one side")
+        if kind == "ne":
+            return variable, Union(
+                (Interval(minus_inf, bound, False, False), Interval(bound, inf, False, False))
+            )
+        if kind in ("lt", "le"):
+            return variable, Interval(minus_inf, bound, False, kind == "le")
+        return variable, Interval(bound, inf, kind == "ge", False)
+    if (
+        len(pieces) == 3
+        and _VARIABLE.match(pieces[1])
+        and kinds[0][0] == kinds[1][0]
+        and "ne" not in kinds
+    ):
         lo, hi = Scalar(pieces[0]), Scalar(pieces[2])
         if kinds[0][0] == "g":
             lo, hi = hi, lo
-            return Interval(lo, hi, kinds[1] == "ge", kinds[0] == "ge")
-        return Interval(lo, hi, kinds[0] == "le", kinds[1] == "le")
+            return pieces[1], Interval(lo, hi, kinds[1] == "ge", kinds[0] == "ge")
+        return pieces[1], Interval(lo, hi, kinds[0] == "le", kinds[1] == "le")
     raise AnswerSyntaxError("an inequality that is not one interval")
+
+
+def _conditions(text: str, level: int) -> Union | Intersection | None:
+    """``x < 1 or x > 2`` (a :class:`Union`), ``x > 1 and x < 3`` (an :class:`Intersection`).
+
+    Every part must be an inequality or ``x = c`` on the same bare variable, at least one an
+    inequality, all joined by the same connector (``or``/``\\lor``, or ``and``/``\\land``);
+    a comma is not a connector here (``x < 1, x > 2`` stays a list). None when not so.
+    """
+    for connector, node in ((" or ", Union), (" and ", Intersection)):
+        parts = _split(text, (connector,))
+        if len(parts) < 2 or any(len(_split(p, (",", ";", " and ", " or "))) > 1 for p in parts):
+            continue
+        if len(parts) > MAX_ITEMS:
+            raise AnswerSyntaxError(f"more than {MAX_ITEMS} conditions")
+        variables: set[str] = set()
+        sets: list[Answer] = []
+        inequalities = 0
+        for part in parts:
+            try:
+                found = _inequality(part, level + 1)
+            except AnswerSyntaxError:
+                return None
+            if found is not None:
+                inequalities += 1
+                variables.add(found[0])
+                sets.append(found[1])
+                continue
+            sides = _split(part, ("=",))
+            if len(sides) != 2 or not _VARIABLE.match(sides[0]) or not sides[1]:
+                return None
+            variables.add(sides[0])
+            sets.append(Items((Scalar(sides[1]),), braces=True))
+        if len(variables) != 1 or not inequalities:
+            return None
+        return node(tuple(sets))
+    return None
+
+
+def _difference(text: str, level: int) -> Difference | None:
+    """``A \\setminus B``, or ``A - \\{..\\}`` with a set on the right; None when not so."""
+    parts = _split(text, _DIFFERENCE)
+    if len(parts) == 2:
+        if not parts[0] or not parts[1]:
+            raise AnswerSyntaxError("a set difference with an empty side")
+        return Difference(_read(parts[0], level + 1), _read(parts[1], level + 1))
+    if len(parts) > 2:
+        raise AnswerSyntaxError("more than one set difference")
+    if not text.endswith(r"\}"):
+        return None
+    minus = _split(text, ("-",))
+    if len(minus) == 2 and minus[0] and _balanced_wrap(minus[1], r"\{", r"\}"):
+        whole = _read(minus[0], level + 1)
+        if isinstance(whole, Interval | Union | Tuple):
+            return Difference(whole, _read(minus[1], level + 1))
+    return None
+
+
+def _base_number(text: str) -> BaseNumber | None:
+    """``1011_2``, ``4210_{5}``, ``(777)_8``, ``A3F_{16}``, ``101_{two}``; None when not so.
+
+    Letters are digits only in upper case, or beside a decimal digit (``3af_{16}``), so
+    ``a_{12}`` and ``x_2`` stay variables; every digit must be below the base (2-36).
+    """
+    m = _BASE_NUMBER.match(text)
+    if m is None:
+        return None
+    digits, written = m.group(1), m.group(2) or m.group(3)
+    base = _BASE_WORDS.get(written) if written.isalpha() else int(written)
+    if base is None or not 2 <= base <= 36:
+        return None
+    if not any(ch.isdigit() for ch in digits) and not (digits.isupper() and len(digits) > 1):
+        return None
+    try:
+        int(digits, base)
+    except ValueError:
+        return None
+    return BaseNumber(digits.upper().lstrip("0") or "0", base)

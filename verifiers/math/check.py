@@ -12,8 +12,10 @@ What is a verdict and what is undecided (docs/verifiers.md):
 - ``PARSE_ERROR`` (verdict, 0): the answer cannot be read (unbalanced, over
   ``answer.MAX_ANSWER_CHARS``, more than ``answer.MAX_ITEMS`` items, nested too deep, a leaf
   no parser reads, ``2 4/3``);
-- ``OK`` (verdict): reward 1 or 0; also for a value over ``arith.MAX_DIGITS`` digits against
-  a smaller one (``9^{9^{9^9}}`` vs 1 is 0, decided without computing it);
+- ``OK`` (verdict): reward 1 or 0 (0 also when both sides carry known units that differ,
+  ``72^\\circ F`` vs ``72^\\circ C``: ``grpo.verifiers.math.units``); also for a value over
+  ``arith.MAX_DIGITS`` digits against a smaller one (``9^{9^{9^9}}`` vs 1 is 0, decided
+  without computing it);
 - ``UNDECIDED`` (missing): two well-formed values the verifier could not compare (both too
   large, a sympy failure); the verifier answers the same for a time limit or memory cap hit
   in the worker;
@@ -29,7 +31,8 @@ from grpo.v1 import common_pb2
 from grpo.verifiers.math.answer import Answer, AnswerSyntaxError, Items, read_answer
 from grpo.verifiers.math.compare import AnswerParseError, UndecidedError, answers_equal
 from grpo.verifiers.math.extract import UnclosedBoxError, extract_answer
-from grpo.verifiers.math.normalize import normalize_answer
+from grpo.verifiers.math.normalize import normalize_with_units
+from grpo.verifiers.math.units import units_conflict
 
 __all__ = ["CheckResult", "check_answer", "read_gold", "read_response"]
 
@@ -55,8 +58,8 @@ def _choice(gold: str, answer: str) -> bool | None:
     return gold_letter.group(1).upper() == answer_letter.group(1).upper()
 
 
-def read_gold(gold: str) -> tuple[str, Answer]:
-    """The gold answer's normalized text and model (a boxed gold gives its box).
+def read_gold(gold: str) -> tuple[str, Answer, frozenset[str]]:
+    """The gold answer's normalized text, model and known units (a boxed gold gives its box).
 
     Raises:
         AnswerSyntaxError: the gold is empty or unreadable.
@@ -69,8 +72,8 @@ def read_gold(gold: str) -> tuple[str, Answer]:
     return _model(parts)
 
 
-def read_response(response: str) -> tuple[str, str, Answer] | str:
-    """The response's (rule, normalized text, model), or why there is no answer.
+def read_response(response: str) -> tuple[str, str, Answer, frozenset[str]] | str:
+    """The response's (rule, normalized text, model, known units), or why there is no answer.
 
     Raises:
         AnswerSyntaxError: the extracted answer cannot be read into the model.
@@ -81,22 +84,27 @@ def read_response(response: str) -> tuple[str, str, Answer] | str:
         return str(exc)
     if found is None:
         return "no final answer found"
-    text, model = _model([t for _, t in found.parts])
-    return found.rule, text, model
+    text, model, units = _model([t for _, t in found.parts])
+    return found.rule, text, model, units
 
 
-def _model(parts: list[str]) -> tuple[str, Answer]:
-    """Normalize and read the parts; parts of equal value count once, several make a list."""
-    texts = [normalize_answer(p) for p in parts]
-    texts = list(dict.fromkeys(t for t in texts if t))
+def _model(parts: list[str]) -> tuple[str, Answer, frozenset[str]]:
+    """Normalize and read the parts; parts of equal value count once, several make a list.
+
+    Also returns the known units the parts carried (``grpo.verifiers.math.units``).
+    """
+    normalized = [normalize_with_units(p) for p in parts]
+    units = frozenset().union(*(u for _, u in normalized))
+    texts = list(dict.fromkeys(t for t, _ in normalized if t))
     if not texts:
         raise AnswerSyntaxError("empty answer")
     if len(texts) == 1:
-        return texts[0], read_answer(texts[0])
+        return texts[0], read_answer(texts[0]), units
     models = [read_answer(t) for t in texts]
     if all(_same(models[0], m) for m in models[1:]):
-        return texts[-1], models[-1]  # \boxed{15\frac{39}{40}} = \boxed{\frac{639}{40}}
-    return ", ".join(texts), Items(tuple(models))
+        # \boxed{15\frac{39}{40}} = \boxed{\frac{639}{40}}
+        return texts[-1], models[-1], units
+    return ", ".join(texts), Items(tuple(models)), units
 
 
 def _same(a: Answer, b: Answer) -> bool:
@@ -126,15 +134,18 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     if isinstance(read, str):
         status = common_pb2.SCORE_STATUS_NO_ANSWER
         return status, 0.0, "", read
-    rule, answer_text, answer = read
+    rule, answer_text, answer, answer_units = read
     try:
-        gold_text, gold_model = read_gold(gold)
+        gold_text, gold_model, gold_units = read_gold(gold)
     except (AnswerSyntaxError, RecursionError) as exc:
         return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer_text, f"gold answer: {exc}"[:500]
     choice = _choice(gold_text, answer_text)
     if choice is not None:
         verdict = "same choice" if choice else "different choice"
         return common_pb2.SCORE_STATUS_OK, float(choice), answer_text, f"{rule}: {verdict}"
+    if units_conflict(gold_units, answer_units):
+        detail = f"{rule}: different units ({', '.join(sorted(answer_units))})"
+        return common_pb2.SCORE_STATUS_OK, 0.0, answer_text, detail
     try:
         same = answers_equal(gold_model, answer, rel_tol)
     except AnswerParseError as exc:

@@ -13,8 +13,19 @@ entries are types, not special cases:
 - :class:`Tuple` vs :class:`Tuple`: same length, in order; a two-item ``( )`` tuple equals the
   open :class:`Interval` with those endpoints; a tuple equals a one-row or one-column
   :class:`Matrix` with the same entries (a vector);
-- :class:`Interval`: same closedness at both ends, equal endpoints; :class:`Union`: its parts
-  matched one to one;
+- :class:`Interval`: same closedness at both ends, equal endpoints; :class:`Union` and
+  :class:`Intersection`: their parts matched one to one; :class:`Difference`: equal wholes and
+  equal removed parts; when one side is an interval, union, intersection or difference and
+  that fails, both sides as sympy sets of the real line (``grpo.verifiers.math.realsets``,
+  imported lazily): ``\\mathbb{R} \\setminus \\{0\\}`` equals ``(-\\infty, 0) \\cup (0,
+  \\infty)`` and ``x \\ne 0``;
+- :class:`BaseNumber`: the same digits in the same base; against a plain numeral, the same
+  digits when the *gold* carries the base (``1011_2`` vs ``1011``) — a gold without a base
+  equals a based answer only in base ten (``1011`` vs ``1011_2`` is not equal: the gold may be
+  decimal); the value in another base never (``1011_2`` vs ``11``);
+- :class:`Ratio`: two ratios of as many terms are equal when proportional (``1:2`` vs ``2:4``;
+  a ratio of zeros equals nothing); a two-term ratio ``a:b`` equals the number ``a/b``
+  (``1:2`` vs ``\\frac{1}{2}``, as math-verify reads it); a longer one never equals a number;
 - :class:`Matrix`: same shape, equal entries (``bmatrix`` and ``pmatrix`` alike; a transpose
   differs);
 - :class:`Text`: equal words; never equal to a number;
@@ -32,14 +43,19 @@ leaf, :class:`UndecidedError` when the values are well-formed but could not be c
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 from grpo.verifiers.math.answer import (
     Answer,
+    BaseNumber,
+    Difference,
     Equation,
+    Intersection,
     Interval,
     Items,
     Matrix,
+    Ratio,
     Scalar,
     Text,
     Tuple,
@@ -95,8 +111,24 @@ class _Comparer:
     def equal(self, g: Answer, a: Answer) -> bool:
         if isinstance(g, Equation) or isinstance(a, Equation):
             return self._equations(g, a)
+        if isinstance(g, _SETS) or isinstance(a, _SETS):
+            return self._sets(g, a)
+        return self._structural(g, a)
+
+    def _structural(self, g: Answer, a: Answer) -> bool:
+        if isinstance(g, Intersection | Difference) or isinstance(a, Intersection | Difference):
+            if type(g) is not type(a):
+                return False
+            if isinstance(g, Difference) and isinstance(a, Difference):
+                return self.equal(g.whole, a.whole) and self.equal(g.removed, a.removed)
+            assert isinstance(g, Intersection) and isinstance(a, Intersection)
+            return len(g.parts) == len(a.parts) and self._match(g.parts, a.parts)
         if isinstance(g, Items | Union) or isinstance(a, Items | Union):
             return self._collections(g, a)
+        if isinstance(g, BaseNumber) or isinstance(a, BaseNumber):
+            return _based(g, a)
+        if isinstance(g, Ratio) or isinstance(a, Ratio):
+            return self._ratio(g, a)
         if isinstance(g, Scalar) and isinstance(a, Scalar):
             return self._leaf(g, a)
         if isinstance(g, Text) or isinstance(a, Text):
@@ -104,6 +136,39 @@ class _Comparer:
         if isinstance(g, Tuple | Interval | Matrix) or isinstance(a, Tuple | Interval | Matrix):
             return self._ordered(g, a)
         return False
+
+    def _sets(self, g: Answer, a: Answer) -> bool:
+        """Part by part first; else both as sympy sets of the real line (``realsets``)."""
+        if self._structural(g, a):
+            return True
+        from grpo.verifiers.math import realsets
+
+        return bool(self._sympy(realsets.sets_equal, g, a))
+
+    def _ratio(self, g: Answer, a: Answer) -> bool:
+        if isinstance(g, Ratio) and isinstance(a, Ratio):
+            if len(g.terms) != len(a.terms):
+                return False
+            zero = Scalar("0")
+            if all(self._leaf(t, zero) for t in g.terms) or all(
+                self._leaf(zero, t) for t in a.terms
+            ):
+                return False  # 0:0 is no ratio; it would be proportional to every one
+            n = len(g.terms)
+            return all(
+                self._leaf(
+                    Scalar(rf"({g.terms[i].text})\cdot({a.terms[j].text})"),
+                    Scalar(rf"({g.terms[j].text})\cdot({a.terms[i].text})"),
+                )
+                for i in range(n)
+                for j in range(i + 1, n)
+            )
+        ratio, other = (g, a) if isinstance(g, Ratio) else (a, g)
+        assert isinstance(ratio, Ratio)
+        if not isinstance(other, Scalar) or len(ratio.terms) != 2:
+            return False
+        value = Scalar(rf"\frac{{{ratio.terms[0].text}}}{{{ratio.terms[1].text}}}")
+        return self._leaf(value, other) if ratio is g else self._leaf(other, value)
 
     def _equations(self, g: Answer, a: Answer) -> bool:
         if isinstance(g, Equation) and isinstance(a, Equation):
@@ -239,6 +304,26 @@ class _Comparer:
             raise
         except Exception as exc:  # a sympy crash: the verifier's failure, not the response's
             raise UndecidedError(f"sympy failed: {type(exc).__name__}: {exc}"[:300]) from exc
+
+
+_SETS = (Interval, Union, Intersection, Difference)
+_NUMERAL = re.compile(r"^[0-9A-Za-z]+$")
+
+
+def _based(g: Answer, a: Answer) -> bool:
+    """Base subscripts (rules in the module docstring)."""
+    if isinstance(g, BaseNumber) and isinstance(a, BaseNumber):
+        return g.base == a.base and g.digits == a.digits
+    if isinstance(g, BaseNumber):
+        return isinstance(a, Scalar) and _digits(a) == g.digits
+    assert isinstance(a, BaseNumber)
+    return a.base == 10 and isinstance(g, Scalar) and _digits(g) == a.digits
+
+
+def _digits(s: Scalar) -> str | None:
+    if s.percent or not _NUMERAL.match(s.text):
+        return None
+    return s.text.upper().lstrip("0") or "0"
 
 
 def _exact(text: str, side: str) -> Value | TooLargeError | None:

@@ -19,7 +19,8 @@ drafts). Then the first rule that matches wins:
    math of the sentence: a ``$…$``/``\\(…\\)`` segment, or the longest run of numbers,
    operators, LaTeX, single-letter variables, and ``,``/``and``/``or`` between values, so
    "The answer is 12 apples." gives ``12``, "The answers are 4 and 6." gives ``4 and 6`` and
-   "The answer is 8, since 2*4=8." gives ``8``. When no math starts the sentence, the words up
+   "The answer is 8, since 2*4=8." gives ``8``; a ratio stays whole ("The answer is 1:2." gives
+   ``1:2``, never ``1``). When no math starts the sentence, the words up
    to the sentence end (a text answer: "The answer is Evelyn.").
 4. ``last_math``: the content of the last ``$…$``, ``$$…$$``, ``\\(…\\)`` or ``\\[…\\]`` when no
    digit follows it; ``$5 an hour, so … $`` (dollar signs around words) is money, not math.
@@ -70,6 +71,7 @@ _MATH_CLOSE = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
 # one token of a math run in prose: numbers, operators, LaTeX commands and groups, variables
 _RUN_TOKEN = re.compile(
     rf"\s+{_SCALE_WORD}|"
+    r"(?<=[\d}])\s*:(?=\s*\d)|"  # a ratio 1:2 (never the first token: the phrase eats "is:")
     r"\s*(?:\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?%?|\.\d+|\\[A-Za-z]+\*?|\\[{}%!,;]|[-+*/^=<>()\[\]{}|!×÷·−√π∞°_']"
     r"|(?<![A-Za-z])[A-Za-z](?![A-Za-z]))"
 )

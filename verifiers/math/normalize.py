@@ -35,11 +35,14 @@ The output is also what ``Score.extracted_answer`` reports. Pure text functions,
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from fractions import Fraction
 
-__all__ = ["normalize_answer"]
+from grpo.verifiers.math.units import canonical_unit
+
+__all__ = ["normalize_answer", "normalize_with_units"]
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 _SYMBOLS = {
@@ -61,6 +64,14 @@ _SYMBOLS = {
     "θ": r"\theta ",
     "α": r"\alpha ",
     "β": r"\beta ",
+    "ℝ": r"\mathbb{R}",
+    "ℤ": r"\mathbb{Z}",
+    "ℕ": r"\mathbb{N}",
+    "ℚ": r"\mathbb{Q}",
+    "ℂ": r"\mathbb{C}",
+    "∖": r"\setminus ",
+    "∨": " or ",
+    "∧": " and ",
 }
 _SQRT_PAREN = re.compile(r"√\s*\(([^()]*)\)")
 _SQRT_TOKEN = re.compile(r"√\s*([0-9A-Za-z.]+|\\[A-Za-z]+)")
@@ -111,7 +122,23 @@ _THOUSANDS = re.compile(r"(?<![\d.,])(-?[1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(?!\.\d
 _SPACE_THOUSANDS = re.compile(r"(?<![\d.,/ ])(-?[1-9]\d{0,2}(?: \d{3})+)(?![\d/.,]| \d)")
 _APPROX = re.compile(r"^\s*(?:\\approx|\\sim|≈|~|about|approximately|roughly)\s*(?=-?\.?\d)")
 _DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\.?\d)")
-_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
+# a degree sign, with the temperature scale after it: 72^\circ F, 72^{\circ}\text{C}, 72 °F
+_DEGREE = re.compile(
+    r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree)"
+    r"(?:\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*([FCK])\s*\}|([FCK])(?![A-Za-z])))?"
+)
+# spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
+_NUMBER_SETS = re.compile(
+    r"\\(?:mathbb|mathbf|Bbb|mathbbm)\s*\{\s*([RZNQC])\s*\}|\\(?:mathbb|Bbb)\s+([RZNQC])(?![A-Za-z])"
+    r"|\\([RZNQC])(?![A-Za-z])"
+)
+_LOGIC = (
+    (re.compile(r"\s*\\(?:lor|vee)(?![A-Za-z])\s*"), " or "),
+    (re.compile(r"\s*\\(?:land|wedge)(?![A-Za-z])\s*"), " and "),
+    (re.compile(r"\s*(?:<=|\\leqslant(?![A-Za-z]))\s*"), r" \\le "),
+    (re.compile(r"\s*(?:>=|\\geqslant(?![A-Za-z]))\s*"), r" \\ge "),
+    (re.compile(r"\s*(?:(?<![\d)}!])!=|\\not\s*=)\s*"), r" \\ne "),  # not 5!=120
+)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _EMPTY_SET = re.compile(r"\\varnothing|\\emptyset|\\\{\s*\\\}|\\O(?![A-Za-z])")
 _NUMBER_END = r"(?:\d|\}|\))"
@@ -186,17 +213,22 @@ def _strip_delimiters(text: str) -> str:
     return text
 
 
-def _text_words(m: re.Match[str]) -> str:
-    """``\\text{ cm}`` after a number: a unit (dropped); ``\\text{and}``: a connector."""
+def _power(text: str | None) -> str:
+    return "".join(ch for ch in text or "" if ch.isdigit())
+
+
+def _text_words(units: list[str], m: re.Match[str]) -> str:
+    """``\\text{ cm}`` after a number: a unit (dropped, noted); ``\\text{and}``: a connector."""
     words = m.group(1).strip().lower()
     if words in _CONNECTORS:
         return f" {words} "
     if words in _SCALE:
         return f" {words}"
+    _note_unit(units, words, _power(m.group(0).partition("}")[2]))
     return ""
 
 
-def _words_after(m: re.Match[str]) -> str:
+def _words_after(units: list[str], m: re.Match[str]) -> str:
     words = m.group(2).split()
     first = words[0].lower()
     if len(words) == 1 and first in _SCALE:
@@ -205,7 +237,25 @@ def _words_after(m: re.Match[str]) -> str:
         return m.group(0)
     if len(first) == 1 and len(words) == 1:
         return m.group(0)  # "2 x": a variable, not a unit
+    _note_unit(units, m.group(2), _power(m.group(3)))
     return ""
+
+
+def _degree(units: list[str], m: re.Match[str]) -> str:
+    """A degree sign (dropped): the unit is ``deg``, or the temperature scale written after it."""
+    scale = (m.group(1) or m.group(2) or "").lower()
+    _note_unit(units, f"°{scale}" if scale else "°")
+    return ""
+
+
+def _note_unit(units: list[str], words: str, power: str = "") -> None:
+    unit = canonical_unit(words, power)
+    if unit is not None:
+        units.append(unit)
+
+
+def _number_set(m: re.Match[str]) -> str:
+    return rf"\mathbb{{{m.group(1) or m.group(2) or m.group(3)}}}"
 
 
 def normalize_answer(answer: str) -> str:
@@ -217,6 +267,20 @@ def normalize_answer(answer: str) -> str:
     Returns:
         Normalized text; the empty string when nothing is left.
     """
+    return normalize_with_units(answer)[0]
+
+
+def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
+    """:func:`normalize_answer`, and the known units it dropped (``grpo.verifiers.math.units``).
+
+    Args:
+        answer: raw answer text, e.g. ``"72^\\circ F"``.
+
+    Returns:
+        ``(normalized text, canonical units)``, e.g. ``("72", frozenset({"degF"}))``; the units
+        are empty when none was written or none is known (``12 apples``).
+    """
+    units: list[str] = []
     text = _unicode_to_latex(answer)
     text = _strip_delimiters(_unbox(text))
     text = text.replace(r"\dfrac", r"\frac").replace(r"\tfrac", r"\frac")
@@ -225,9 +289,12 @@ def normalize_answer(answer: str) -> str:
     text = _LATEX_SQRT_PAREN.sub(r"\\sqrt{\1}", text)
     text = _FRAC_BARE.sub(_braced_frac, text)
     text = _SQRT_BARE.sub(r"\\sqrt{\1}", text)
-    text = _DEGREE.sub("", text)
+    text = _NUMBER_SETS.sub(_number_set, text)
+    for pattern, replacement in _LOGIC:
+        text = pattern.sub(replacement, text)
+    text = _DEGREE.sub(functools.partial(_degree, units), text)
     text = _EMPTY_SET.sub(r"\\emptyset", text)
-    text = _TEXT_WORDS.sub(_text_words, text)
+    text = _TEXT_WORDS.sub(functools.partial(_text_words, units), text)
     for _ in range(3):  # nested wrappers: \text{\textbf{13}}
         text = _WRAPPERS.sub(r"\1", text)
     text = _THIN_THOUSANDS.sub("", text)
@@ -238,9 +305,9 @@ def normalize_answer(answer: str) -> str:
     text = _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), text)
     text = _APPROX.sub("", text)
     text = text.replace(r"\%", "%")
-    text = _WORDS_AFTER.sub(_words_after, text)
+    text = _WORDS_AFTER.sub(functools.partial(_words_after, units), text)
     text = " ".join(text.split())
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()
     text = _strip_delimiters(text)
-    return str(_NUMBER_WORDS.get(text.lower(), text))
+    return str(_NUMBER_WORDS.get(text.lower(), text)), frozenset(units)
