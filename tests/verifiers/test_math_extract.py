@@ -19,6 +19,10 @@ from grpo.verifiers.math.extract import UnclosedBoxError
         ("\\boxed{5}<|im_end|>\n<|im_start|>user\n\\boxed{6}", "5", "boxed"),  # next turn
         ("The answer is 12 apples.", "12", "answer_is"),
         ("The answers are 4 and 6.", "4 and 6", "answer_is"),
+        ("The answer is $x<1$ or $x>2$.", "x<1$ or $x>2", "answer_is"),  # joined segments
+        ("The answer is $5$, and $6$ is wrong.", "5", "answer_is"),  # the sentence goes on
+        ("The answer is $4$.", "4", "answer_is"),  # math, not money
+        ("The answer is 1:2.", "1:2", "answer_is"),  # a ratio stays whole
         ("The answer is 8, since 2*4=8.", "8", "answer_is"),
         ("The answer is 3 1/2", "3 1/2", "answer_is"),
         ("The answer is Evelyn.", "Evelyn", "answer_is"),

@@ -164,6 +164,8 @@ class Ratio:
     terms: tuple[Scalar, ...]
 
 
+_REAL_LINE = Interval(Scalar(r"-\infty"), Scalar(r"\infty"), False, False)
+
 Answer = (
     Scalar
     | Text
@@ -181,6 +183,7 @@ Answer = (
 """Any node of the answer model."""
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
+_LIST_SEPS = (", and ", ", or ", ",", ";", " and ", " or ")  # "1, 2, and 3": one separator
 _VARIABLE = re.compile(
     r"^(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|theta|phi|lambda|mu|omega|sigma|rho|tau|psi))"
     r"(?:_\{?[A-Za-z0-9]+\}?)?'?$"
@@ -194,10 +197,16 @@ _WORDS = re.compile(r"^[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)*$")
 _LATEX_WORDS = {"pi", "infty", "sqrt", "frac", "emptyset", "cup", "cap", "in", "le", "ge"}
 _REALS = r"\mathbb{R}"
 # "all real numbers", "the set of all reals", "all real x", "every real number", "x is any real"
-_REAL_WORDS = re.compile(
-    r"^(?:the\s+)?(?:set\s+of\s+)?(?:(?:all|every|any)\s+real"
-    r"(?:s|\s+numbers?|\s+values?)?(?:\s+(?:of\s+)?[a-z])?|reals|real\s+numbers)$"
+_REAL_PHRASE = (
+    r"(?:the\s+)?(?:set\s+of\s+)?(?:(?:all|every|any)\s+real"
+    r"(?:s|\s+numbers?|\s+values?)?(?:\s+(?:of\s+)?[a-z])?|reals|real\s+numbers)"
 )
+_REAL_WORDS = re.compile(rf"^{_REAL_PHRASE}$")
+# "all real numbers except 0", "all reals other than x = 1 and x = 2"
+_REAL_EXCEPT = re.compile(
+    rf"^{_REAL_PHRASE}\s*,?\s*(?:except(?:\s+for)?|other\s+than|but|excluding|without)\s+(.+)$"
+)
+_SET_BUILDER = (r"\mid", "|", ":")
 _BASE_NUMBER = re.compile(
     r"^\(?([0-9A-Za-z]+)\)?_\s*(?:\{\s*\(?\s*([0-9]{1,2}|[a-z]+)\s*\)?\s*\}|([0-9]))$"
 )
@@ -341,7 +350,11 @@ def _read(text: str, level: int) -> Answer:
     if text == r"\emptyset":
         return Items((), braces=True)
     if text == _REALS or _REAL_WORDS.match(text.lower()):
-        return Interval(Scalar(r"-\infty"), Scalar(r"\infty"), False, False)
+        return _REAL_LINE
+    except_ = _REAL_EXCEPT.match(text.lower())
+    if except_ is not None:
+        removed = [re.sub(r"^[a-z]\s*=\s*", "", p) for p in _split(except_.group(1), _LIST_SEPS)]
+        return Difference(_REAL_LINE, Items(_items(removed, level), braces=True))
     matrix = _MATRIX.match(text)
     if matrix is not None:
         return _matrix(matrix.group(2), level)
@@ -354,7 +367,7 @@ def _read(text: str, level: int) -> Answer:
     conditions = _conditions(text, level)
     if conditions is not None:
         return conditions
-    parts = _split(text, (",", ";", " and ", " or "))
+    parts = _split(text, _LIST_SEPS)
     if len(parts) > 1:
         return _list(_items(parts, level))
     plus_minus = _split(text, (r"\pm", r"\mp"))
@@ -381,6 +394,9 @@ def _read(text: str, level: int) -> Answer:
     if inequality is not None:
         return inequality[1]
     if _balanced_wrap(text, r"\{", r"\}"):
+        built = _set_builder(text[2:-2], level)
+        if built is not None:
+            return built
         inner = text[2:-2].strip()
         if not inner:
             return Items((), braces=True)
@@ -503,16 +519,17 @@ def _inequality(text: str, level: int) -> tuple[str, Interval | Union] | None:
     raise AnswerSyntaxError("an inequality that is not one interval")
 
 
-def _conditions(text: str, level: int) -> Union | Intersection | None:
+def _conditions(text: str, level: int, variable: str = "") -> Union | Intersection | None:
     """``x < 1 or x > 2`` (a :class:`Union`), ``x > 1 and x < 3`` (an :class:`Intersection`).
 
     Every part must be an inequality or ``x = c`` on the same bare variable, at least one an
     inequality, all joined by the same connector (``or``/``\\lor``, or ``and``/``\\land``);
-    a comma is not a connector here (``x < 1, x > 2`` stays a list). None when not so.
+    a comma is not a connector here (``x < 1, x > 2`` stays a list). ``variable``, when
+    given, must be that variable. None when not so.
     """
     for connector, node in ((" or ", Union), (" and ", Intersection)):
         parts = _split(text, (connector,))
-        if len(parts) < 2 or any(len(_split(p, (",", ";", " and ", " or "))) > 1 for p in parts):
+        if len(parts) < 2 or any(len(_split(p, _LIST_SEPS)) > 1 for p in parts):
             continue
         if len(parts) > MAX_ITEMS:
             raise AnswerSyntaxError(f"more than {MAX_ITEMS} conditions")
@@ -534,7 +551,7 @@ def _conditions(text: str, level: int) -> Union | Intersection | None:
                 return None
             variables.add(sides[0])
             sets.append(Items((Scalar(sides[1]),), braces=True))
-        if len(variables) != 1 or not inequalities:
+        if len(variables) != 1 or not inequalities or variable not in ("", *variables):
             return None
         return node(tuple(sets))
     return None
@@ -556,6 +573,38 @@ def _difference(text: str, level: int) -> Difference | None:
         whole = _read(minus[0], level + 1)
         if isinstance(whole, Interval | Union | Tuple):
             return Difference(whole, _read(minus[1], level + 1))
+    return None
+
+
+def _set_builder(inner: str, level: int) -> Answer | None:
+    """``\\{x \\mid x \\ne 0\\}``, ``\\{x : x > 1 \\text{ and } x < 3\\}``,
+    ``\\{x \\in \\mathbb{R} \\mid x \\ge 0\\}``: the set the condition on ``x`` describes
+    (intersected with the set after ``\\in``); None when ``inner`` is not of that form.
+
+    Raises:
+        AnswerSyntaxError: the head names a variable the condition does not constrain.
+    """
+    for sep in _SET_BUILDER:
+        parts = _split(inner, (sep,))
+        if len(parts) != 2:
+            continue
+        head, condition = parts
+        variable, _, within = head.partition(r"\in")
+        variable = variable.strip()
+        if not _VARIABLE.match(variable) or not condition:
+            return None
+        found: Answer | None = _conditions(condition, level + 1, variable)
+        if found is None:
+            try:
+                single = _inequality(condition, level + 1)
+            except AnswerSyntaxError:
+                return None
+            if single is None or single[0] != variable:
+                return None
+            found = single[1]
+        if within.strip():
+            return Intersection((_read(within.strip(), level + 1), found))
+        return found
     return None
 
 

@@ -16,8 +16,10 @@ drafts). Then the first rule that matches wins:
 2. ``gsm8k``: the text after the last ``####`` up to the end of its line.
 3. ``answer_is``: after the last answer phrase ("the answer is", "the answers are", "final
    answer:", "**Answer:**", case-insensitive; markdown ``*`` and ``$`` skipped) the leading
-   math of the sentence: a ``$…$``/``\\(…\\)`` segment, or the longest run of numbers,
-   operators, LaTeX, single-letter variables, and ``,``/``and``/``or`` between values, so
+   math of the sentence: a ``$…$``/``\\(…\\)`` segment (with the ``$…$`` segments joined
+   to it by ``,``/``and``/``or`` when the sentence ends after them: "$x<1$ or $x>2$."), or
+   the longest run of numbers, operators, LaTeX, single-letter variables, and
+   ``,``/``and``/``or`` between values, so
    "The answer is 12 apples." gives ``12``, "The answers are 4 and 6." gives ``4 and 6`` and
    "The answer is 8, since 2*4=8." gives ``8``; a ratio stays whole ("The answer is 1:2." gives
    ``1:2``, never ``1``). When no math starts the sentence, the words up
@@ -76,7 +78,9 @@ _RUN_TOKEN = re.compile(
     r"|(?<![A-Za-z])[A-Za-z](?![A-Za-z]))"
 )
 _CONNECTOR = re.compile(r"\s*(?:,\s*|\s(?:and|or)\s+)(?=\$?-?[\d\\(\[{]|[A-Za-z](?![A-Za-z]))")
-_MONEY = re.compile(r"\$(?=\d)")
+_MONEY = re.compile(r"\$(?=\d)(?!\d[\d.,]*\$)")  # "$5 an hour", not the math "$4$"
+_SEGMENT_JOIN = re.compile(r"[ \t]*(?:,[ \t]*(?:(?:and|or)[ \t]+)?|(?:and|or)[ \t]+)\$(?!\$)")
+_SEGMENT_END = re.compile(r"[ \t]*(?:[.!?;]|\*|$)")
 _MATHY = re.compile(r"[\d\\^=+\-*/(){}\[\]]")
 _WORD_NEXT = re.compile(r"\s*[A-Za-z]")
 _PROSE = re.compile(r"(?<!\\)\b[A-Za-z]{2,}\s+[A-Za-z]{2,}")
@@ -214,6 +218,21 @@ def _math_run(text: str, i: int, end: int) -> int:
     return j
 
 
+def _joined_segments(text: str, close: int, line_end: int) -> int:
+    """Where the answer's ``$…$`` segments end: ``$x<1$ or $x>2$.`` and ``$4$ and $6$.`` are
+    one answer when the sentence ends after the last segment (else only the first counts:
+    "$5$, and $6$ is wrong" is 5). ``close`` is the first segment's closing ``$``."""
+    last, k = close, close + 1
+    while (join := _SEGMENT_JOIN.match(text, k, line_end)) is not None:
+        nxt = text.find("$", join.end(), line_end)
+        if nxt <= join.end():
+            break
+        last, k = nxt, nxt + 1
+    if last == close or _SEGMENT_END.match(text, last + 1, line_end) is None:
+        return close
+    return last
+
+
 def _after_phrase(text: str, at: int, end: int) -> tuple[int, str] | None:
     """The answer stated after an answer phrase ending at ``at`` (rule 3)."""
     i = at
@@ -228,6 +247,8 @@ def _after_phrase(text: str, at: int, end: int) -> tuple[int, str] | None:
     if opener is not None and not money:
         close = text.find(_MATH_CLOSE[opener.group(0)], opener.end(), line_end)
         if close > opener.end():
+            if opener.group(0) == "$":
+                close = _joined_segments(text, close, line_end)
             return _stripped(text[opener.end() : close], opener.end())
     if money:
         i += 1

@@ -123,9 +123,10 @@ _SPACE_THOUSANDS = re.compile(r"(?<![\d.,/ ])(-?[1-9]\d{0,2}(?: \d{3})+)(?![\d/.
 _APPROX = re.compile(r"^\s*(?:\\approx|\\sim|≈|~|about|approximately|roughly)\s*(?=-?\.?\d)")
 _DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\.?\d)")
 # a degree sign, with the temperature scale after it: 72^\circ F, 72^{\circ}\text{C}, 72 °F
+_STRAY_DOLLAR = re.compile(r"(?<!\\)\$")  # math delimiters inside joined segments: "4$ and $6"
 _DEGREE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree)"
-    r"(?:\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*([FCK])\s*\}|([FCK])(?![A-Za-z])))?"
+    r"(?:\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*([FCK])\s*\}|\{\s*([FCK])\s*\}|([FCK])(?![A-Za-z])))?"
 )
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
 _NUMBER_SETS = re.compile(
@@ -137,6 +138,7 @@ _LOGIC = (
     (re.compile(r"\s*\\(?:land|wedge)(?![A-Za-z])\s*"), " and "),
     (re.compile(r"\s*(?:<=|\\leqslant(?![A-Za-z]))\s*"), r" \\le "),
     (re.compile(r"\s*(?:>=|\\geqslant(?![A-Za-z]))\s*"), r" \\ge "),
+    (re.compile(r"\s*\\colon(?![A-Za-z])\s*"), ":"),
     (re.compile(r"\s*(?:(?<![\d)}!])!=|\\not\s*=)\s*"), r" \\ne "),  # not 5!=120
 )
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -243,7 +245,7 @@ def _words_after(units: list[str], m: re.Match[str]) -> str:
 
 def _degree(units: list[str], m: re.Match[str]) -> str:
     """A degree sign (dropped): the unit is ``deg``, or the temperature scale written after it."""
-    scale = (m.group(1) or m.group(2) or "").lower()
+    scale = (m.group(1) or m.group(2) or m.group(3) or "").lower()
     _note_unit(units, f"°{scale}" if scale else "°")
     return ""
 
@@ -301,6 +303,7 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     text = _SPACING.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", text)
     text = _BRACED_COMMA.sub(",", text)
     text = _DOLLAR_NUMBER.sub("", text)
+    text = _STRAY_DOLLAR.sub(" ", text)
     text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
     text = _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), text)
     text = _APPROX.sub("", text)
