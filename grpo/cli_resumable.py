@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -44,7 +42,6 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "MAX_COUNT_EXIT",
     "exit_for_unscored",
-    "exit_now_if_threads_linger",
     "resumable_run",
     "table_console",
 ]
@@ -99,29 +96,6 @@ def _kept(results: Path, kept: str) -> str | None:
         return kept if results.stat().st_size > 0 else None
     except OSError:
         return None
-
-
-def exit_now_if_threads_linger(code: int) -> None:
-    """End the process at once with ``code`` when non-daemon threads are still running.
-
-    Called after an interrupt, once every finished result is flushed and closed: a call of
-    an in-process verifier still running on a worker thread (a sandboxed infinite loop up to
-    its request deadline) would otherwise be joined at interpreter exit, so Ctrl-C would wait
-    for it. Nothing is lost by not waiting: its result could no longer be written. Returns
-    (letting the caller exit normally) when only the main thread and daemons are left.
-
-    Args:
-        code: the exit status (``EXIT_INTERRUPTED``).
-    """
-    main = threading.main_thread()
-    if threading.current_thread() is not main:
-        return
-    if not any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        return
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

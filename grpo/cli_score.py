@@ -29,7 +29,6 @@ from grpo.cli_resumable import (
     EXIT_INTERRUPTED,
     MAX_COUNT_EXIT,
     exit_for_unscored,
-    exit_now_if_threads_linger,
     resumable_run,
     table_console,
 )
@@ -402,24 +401,21 @@ def _command(kind: str) -> Callable[..., None]:
     ) -> None:
         console = table_console(stderr=True)
         kept = f"every finished result is in {output}"
-        try:
-            with resumable_run(
-                console, f"score {kind}", results=output, kept=kept,
-                interrupt_hint=" to score the rest",
-            ) as on_progress:  # fmt: skip
-                run = score_file(
-                    kind, input, output, task_type=task_type,
-                    fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
-                    workers=workers, batch_size=batch_size,
-                    max_request_bytes=max_request_bytes, deadline_s=deadline,
-                    max_attempts=max_attempts, tls_ca=tls_ca, tls_cert=tls_cert,
-                    tls_key=tls_key, resume=resume, overwrite=overwrite,
-                    on_progress=on_progress,
-                )  # fmt: skip
-        except typer.Exit as exc:
-            if exc.exit_code == EXIT_INTERRUPTED:
-                exit_now_if_threads_linger(EXIT_INTERRUPTED)
-            raise
+        # An interrupt closes the in-process verifier: its threads still in an item are
+        # daemons (grpo.verifiers.sdk.threads), so the exit does not wait for them.
+        with resumable_run(
+            console, f"score {kind}", results=output, kept=kept,
+            interrupt_hint=" to score the rest",
+        ) as on_progress:  # fmt: skip
+            run = score_file(
+                kind, input, output, task_type=task_type,
+                fields=FieldMap.parse(field or []), endpoint=endpoint, service=service,
+                workers=workers, batch_size=batch_size,
+                max_request_bytes=max_request_bytes, deadline_s=deadline,
+                max_attempts=max_attempts, tls_ca=tls_ca, tls_cert=tls_cert,
+                tls_key=tls_key, resume=resume, overwrite=overwrite,
+                on_progress=on_progress,
+            )  # fmt: skip
         console.print(summary_table(f"grpo score {kind}: {output}", run))
         exit_for_unscored(console, run.unscored, rows="line(s)")
 

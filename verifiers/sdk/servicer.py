@@ -9,6 +9,12 @@ limits, e.g. a program's wall clock in the code verifier, are verdicts the verif
 itself; its worker process is bounded by the verifier's own hard limit). Errors are raised as
 ``grpo.errors`` exceptions; the server interceptor maps them to gRPC codes.
 
+:meth:`VerifierServicer.close` stops the thread pool (``grpo.verifiers.sdk.threads``): queued
+items are cancelled, requests still waiting are answered at once (each unfinished item
+``UNDECIDED``, "the verifier closed ..."), and the threads are joined for at most
+``timeout_s``; threads still running an item are daemons, so a process that closes its
+verifier (``grpo score`` after Ctrl-C, ``grpo serve`` on SIGTERM) never waits for them.
+
 Metrics (default Prometheus registry): ``grpo_verifier_scores_total{verifier, status}`` and
 ``grpo_verifier_score_seconds{verifier}``.
 """
@@ -16,6 +22,8 @@ Metrics (default Prometheus registry): ``grpo_verifier_scores_total{verifier, st
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
+import threading
 import time
 from typing import Any
 
@@ -23,13 +31,19 @@ import grpc
 from prometheus_client import Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.errors import InvalidArgumentError, ResourceExhaustedError
+from grpo.errors import InvalidArgumentError, ResourceExhaustedError, UnavailableError
 from grpo.services.server import remaining_s
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier, make_score
 from grpo.verifiers.sdk.pool import request_deadline
+from grpo.verifiers.sdk.threads import StoppableThreadPool
 
-__all__ = ["SCORES", "SCORE_SECONDS", "ScoringSettings", "VerifierServicer"]
+__all__ = ["CLOSE_TIMEOUT_S", "SCORES", "SCORE_SECONDS", "ScoringSettings", "VerifierServicer"]
+
+log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 2.0
+"""Default longest wait of :meth:`VerifierServicer.close` for running items, in seconds."""
 
 SCORES = Counter(
     "grpo_verifier_scores",
@@ -82,13 +96,35 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
     def __init__(self, verifier: Verifier, settings: ScoringSettings | None = None) -> None:
         self.verifier = verifier
         self.settings = settings or ScoringSettings()
-        self._executor = cf.ThreadPoolExecutor(
-            max_workers=self.settings.concurrency, thread_name_prefix=f"verify-{verifier.name}"
-        )
+        self._pool = StoppableThreadPool(self.settings.concurrency, name=f"verify-{verifier.name}")
+        self._closing: cf.Future[None] = cf.Future()  # done once close() starts
+        self._close_lock = threading.Lock()
 
-    def close(self) -> None:
-        """Stop the thread pool (pending items are cancelled)."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
+        """Stop scoring (idempotent): cancel the queued items, answer the waiting requests now
+        (unfinished items get status UNDECIDED), join the threads for at most ``timeout_s``.
+
+        Args:
+            timeout_s: the longest wait, in seconds, for items already running to end.
+
+        Returns:
+            How many items were still running after the wait. Their threads are daemons that
+            end with the item (bounded by the verifier's own limits) or with the process;
+            their results are dropped. Close the verifier only after this call.
+        """
+        with self._close_lock:
+            if not self._closing.done():
+                self._closing.set_result(None)
+        running = self._pool.close(timeout_s)
+        if running:
+            log.warning(
+                "verifier %s closed with %d item(s) still running after %.1f s; their results "
+                "are dropped (they were answered UNDECIDED)",
+                self.verifier.name,
+                running,
+                timeout_s,
+            )
+        return running
 
     def _deadline(self, context: Any) -> float:
         """Monotonic instant by which the request must be answered."""
@@ -114,28 +150,47 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
             with request_deadline(deadline):
                 return self.verifier.verify(item.task, item.response)
 
-        futures = [self._executor.submit(run, it) for it in items]
-        cf.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        if self._closing.done():
+            raise UnavailableError(f"verifier {self.verifier.name} is closed")
+        futures = [self._pool.submit(run, it) for it in items]
+        self._wait(futures, deadline)
+        closed = self._closing.done()
         scores = []
         for future in futures:
-            if future.done() and future.exception() is None:
+            if future.done() and not future.cancelled() and future.exception() is None:
                 score = future.result()
-            elif future.done():
+            elif future.done() and not future.cancelled():
                 error = future.exception()
                 score = make_score(
                     common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(error).__name__}: {error}"
                 )
             else:
-                future.cancel()
-                score = make_score(
-                    common_pb2.SCORE_STATUS_UNDECIDED, detail="request deadline passed"
-                )
+                queued = future.cancel()  # True: it had not started and never will
+                if not closed:
+                    detail = "request deadline passed"
+                elif queued:
+                    detail = "the verifier closed before scoring the item"
+                else:
+                    detail = "the verifier closed while scoring the item"
+                score = make_score(common_pb2.SCORE_STATUS_UNDECIDED, detail=detail)
                 score.latency_s = time.perf_counter() - started
             score.verifier = self.verifier.name
             SCORES.labels(self.verifier.name, _status_name(score.status)).inc()
             SCORE_SECONDS.labels(self.verifier.name).observe(score.latency_s)
             scores.append(score)
         return scores
+
+    def _wait(self, futures: list[cf.Future[common_pb2.Score]], deadline: float) -> None:
+        """Wait until every future is done, the monotonic ``deadline`` passes, or close()."""
+        pending: set[cf.Future[Any]] = set(futures)
+        while pending and not self._closing.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            _, pending = cf.wait(
+                pending | {self._closing}, timeout=left, return_when=cf.FIRST_COMPLETED
+            )
+            pending.discard(self._closing)
 
     def Describe(
         self, request: verifier_pb2.VerifierDescribeRequest, context: grpc.ServicerContext
