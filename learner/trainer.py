@@ -10,9 +10,12 @@ closed groups:
 2. computes π_old log-probs at batch start without gradient, at the sampler's temperature and
    under the top-k/top-p truncation each rollout records (``token_logprobs(logits, ids,
    temperature, top_k=, top_p=)``; π_θ likewise, so the ratio and the TIS weight compare like
-   with like), and π_ref's (full vocabulary, as the KL term's π_θ) when β > 0. With one PPO
-   epoch and one minibatch the parameters do not move before every token's ratio is formed, so
-   π_old is the detached π_θ of the gradient pass itself and the extra forward is skipped;
+   with like), and π_ref's (full vocabulary, as the KL term's π_θ) when β > 0. The parameters
+   do not move before the first minibatch's optimizer step, so the first epoch's gradient pass
+   over the first minibatch computes π_θ = π_old of its rows: their π_old is that pass's
+   detached log-probs, and the no-grad forward covers only the other minibatches' rows (none
+   with one epoch and one minibatch). Same definition, one forward less per step for those
+   rows (a quarter to a half of π_old's cost at 2 minibatches);
 3. advantages: outcome (``group_advantages`` over rewards [P, G], missing rewards masked) and
    process credit (``process_token_advantages`` on step rewards placed at their step-end
    tokens), combined as ``outcome_weight * A_outcome + process_weight * A_process``; with
@@ -311,20 +314,26 @@ class Trainer:
 
     @torch.no_grad()
     def _logprobs_no_grad(
-        self, model: torch.nn.Module, batch: TrainingBatch, *, truncate: bool
+        self,
+        model: torch.nn.Module,
+        batch: TrainingBatch,
+        *,
+        truncate: bool,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """[N, T] log-probs of every response token under ``model`` (0 beyond each response)."""
-        out: torch.Tensor | None = None
-        rows_all = torch.arange(batch.num_rows, device=self.device)
-        padding = self._fsdp_padding_passes(rows_all) if model is self.model else 0
-        for rows in self._micro_slices(rows_all):
-            lp, _, _, t_mb = self._forward_logprobs(model, batch, rows, truncate=truncate)
-            if out is None:
-                out = lp.new_zeros(batch.response_ids.shape)
-            out[rows, :t_mb] = lp
+        """[N, T] log-probs of the response tokens of ``rows`` (default: every row) under
+        ``model``; 0 beyond each response and in the other rows. Float64 for a float64 model,
+        else float32 (the logits' dtype after ``_forward_logprobs``)."""
+        if rows is None:
+            rows = torch.arange(batch.num_rows, device=self.device)
+        dtype = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
+        out = torch.zeros(batch.response_ids.shape, dtype=dtype, device=self.device)
+        padding = self._fsdp_padding_passes(rows) if model is self.model else 0
+        for micro in self._micro_slices(rows):
+            lp, _, _, t_mb = self._forward_logprobs(model, batch, micro, truncate=truncate)
+            out[micro, :t_mb] = lp.to(dtype)
         for _ in range(padding):
             self._padding_pass(batch, backward=False)
-        assert out is not None  # a batch has at least one row
         return out
 
     def _values(self, batch: TrainingBatch, rows: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -476,8 +485,17 @@ class Trainer:
             )
         else:
             adv, outcome_adv = self.advantages(batch)
-        reuse_old = cfg.ppo_epochs == 1 and cfg.minibatches == 1
-        old = None if reuse_old else self._logprobs_no_grad(self.model, batch, truncate=True)
+        rows_all = torch.arange(batch.num_rows, device=self.device)
+        minibatches = rows_all.tensor_split(cfg.minibatches)
+        # π_old of the first minibatch's rows comes from its epoch-0 gradient pass (module
+        # docstring, 2.); the no-grad forward covers the rest. One pass in all: no π_old tensor.
+        old = (
+            None
+            if cfg.ppo_epochs == 1 and cfg.minibatches == 1
+            else self._logprobs_no_grad(
+                self.model, batch, truncate=True, rows=torch.cat(minibatches[1:] or [rows_all[:0]])
+            )
+        )
         ref = (
             self._logprobs_no_grad(self.ref_model, batch, truncate=False)
             if self.ref_model is not None
@@ -485,7 +503,6 @@ class Trainer:
         )
         t_old = time.perf_counter()
 
-        rows_all = torch.arange(batch.num_rows, device=self.device)
         old_full = torch.zeros_like(batch.behavior_logprobs)  # (N, T) log π_old for diagnostics
         parts: list[dict[str, float]] = []
         entropy_sum = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -493,7 +510,8 @@ class Trainer:
         skipped = 0
         no_signal = 0
         for epoch in range(cfg.ppo_epochs):
-            for mb in rows_all.tensor_split(cfg.minibatches):
+            for index, mb in enumerate(minibatches):
+                first_pass = epoch == 0 and index == 0  # no optimizer step yet: π_θ = π_old
                 # Global denominators of this optimizer step: all micro-batches and ranks.
                 denom = loss_denominators(mask[mb], distributed=self._distributed)
                 self._zero_grad()
@@ -501,8 +519,17 @@ class Trainer:
                 padding = self._fsdp_padding_passes(mb)
                 for rows in self._micro_slices(mb):
                     stats, ent, old_mb, t_mb, ok = self._micro_step(
-                        batch, rows, mask, adv, old, ref, denom, critic_targets
+                        batch,
+                        rows,
+                        mask,
+                        adv,
+                        None if first_pass else old,
+                        ref,
+                        denom,
+                        critic_targets,
                     )
+                    if first_pass and old is not None:  # π_old of these rows, for later passes
+                        old[rows, :t_mb] = old_mb.to(old.dtype)
                     finite_loss &= ok
                     parts.append(stats)
                     if epoch == 0:

@@ -93,6 +93,45 @@ def test_several_epochs_and_minibatches_clip(tiny_model_dir: Path, make_groups) 
     assert metrics["optim/lr"] == pytest.approx(2e-2)
 
 
+def test_first_minibatch_pi_old_is_its_gradient_pass(tiny_model_dir: Path, make_groups) -> None:
+    """π_old of the first minibatch's rows is the detached π_θ of its epoch-0 gradient pass
+    (nothing has moved yet), so the no-grad forward covers only the other rows; the update
+    equals the one with π_old of every row from a no-grad forward at batch start."""
+    groups = make_groups(num_groups=3, group_size=4, seed=1)
+    cfg = {"lr": 2e-2, "ppo_epochs": 2, "minibatches": 2, "micro_batch_size": 4}
+    fast = _trainer(tiny_model_dir, dtype=torch.float64, **cfg)
+    seen: list[list[int]] = []
+    no_grad = fast._logprobs_no_grad
+
+    def counting(model, batch, *, truncate, rows=None):
+        seen.append(rows.tolist())
+        return no_grad(model, batch, truncate=truncate, rows=rows)
+
+    fast._logprobs_no_grad = counting  # type: ignore[method-assign]
+    m_fast = fast.step(_rows(groups))
+    assert seen == [list(range(6, 12))]  # 12 rows: minibatch 0 is rows 0..5
+
+    full = _trainer(tiny_model_dir, dtype=torch.float64, **cfg)  # π_old of all rows up front
+    start: dict[str, torch.Tensor] = {}
+    full_no_grad, micro_step = full._logprobs_no_grad, full._micro_step
+
+    def every_row(model, batch, *, truncate, rows=None):
+        start["old"] = full_no_grad(model, batch, truncate=truncate)
+        return full_no_grad(model, batch, truncate=truncate, rows=rows)
+
+    def with_start_old(batch, rows, mask, adv, old, *rest):
+        return micro_step(batch, rows, mask, adv, start["old"] if old is None else old, *rest)
+
+    full._logprobs_no_grad = every_row  # type: ignore[method-assign]
+    full._micro_step = with_start_old  # type: ignore[method-assign]
+    m_full = full.step(_rows(groups))
+    assert m_fast["loss/total"] == pytest.approx(m_full["loss/total"], rel=1e-9)
+    assert m_fast["loss/ratio_max"] > 1.0 or m_fast["loss/ratio_min"] < 1.0  # epoch 2 moved
+    p_fast, p_full = _params(fast), _params(full)
+    for k in p_fast:
+        torch.testing.assert_close(p_fast[k], p_full[k], rtol=0, atol=1e-9, msg=k)
+
+
 def test_process_credit_changes_the_update(tiny_model_dir: Path, make_groups) -> None:
     groups = make_groups(num_groups=2, group_size=4, seed=2)
     outcome_only = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(process_weight=0.0))
