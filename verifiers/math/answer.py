@@ -262,6 +262,8 @@ def _top_level(text: str) -> list[tuple[int, int]]:
 
 def _split(text: str, separators: tuple[str, ...]) -> list[str]:
     """Split ``text`` at top-level occurrences of any separator (longest first)."""
+    if not any(sep in text for sep in separators):
+        return [text.strip()]  # the common case, without the depth scan
     parts: list[str] = []
     depths = dict(_top_level(text))
     start = 0
