@@ -3,22 +3,37 @@ seconds, from the same SFT checkpoint, prompts and held-out set, per seed and as
 
 ``make bench-vs-trl`` (= ``python -m bench.bench_vs_trl --trl-python .venv-trl/bin/python``)
 builds TRL's own venv on first use (CPU torch 2.13.0 first, then trl; never a dependency of the
-package) and runs, for each seed:
+package) and runs, for each seed, one arm after the other (never two at the same time):
 
-1. the SFT warm start of CONFIG at that seed (``grpo.services.pipeline.policy.prepare_policy``,
-   deterministic per seed) into ``<out>/s<seed>/model/sft``;
-2. ours: ``grpo run CONFIG`` from that checkpoint (SFT off), stopped at ``--token-budget``
-   generated tokens, held-out evaluations every ``eval.every_steps``;
-3. TRL: ``bench/trl_worker.py`` in TRL's venv from the same checkpoint and prompts, G and
-   completions per step as CONFIG, saving the policy every ``--save-every`` tokens;
-   each saved policy is scored here by ``heldout_accuracy`` — greedy decoding, the run's own
-   outcome verifier — exactly as the run scores ours.
+1. the SFT warm start of ``--config`` at that seed (``prepare_policy``, deterministic per seed)
+   into ``<out>/s<seed>/model/sft``: the one starting policy of every arm of that seed;
+2. ``ours``: ``grpo run --config`` (the shipped config, process reward included) from that
+   checkpoint (SFT off), stopped at ``--token-budget`` generated tokens, held-out evaluations
+   every ``eval.every_steps`` learner steps as the run does them;
+3. ``ours-outcome``: the same with ``--outcome-config`` (outcome reward only; skipped with
+   ``--outcome-config ''``);
+4. ``trl``: ``bench/trl_worker.py`` in TRL's venv from the same checkpoint and training prompts,
+   with the config's G, completions per learner step, PPO epochs and minibatches, clip, β = 0,
+   max new tokens, temperature, AdamW settings, gradient clip and the learner's exact learning
+   rate per optimizer step (``grpo.learner.schedule.lr_multiplier``, passed as a table), outcome
+   reward; its policy is saved every ``--save-every`` generated tokens and each saved policy is
+   scored here by ``heldout_accuracy`` (greedy, the run's own outcome verifier), as ours is.
 
-The two systems run one after the other (never at the same time: the machine's cores are the
-budget). CPU seconds: user + system of every process of the run (``RUSAGE_CHILDREN`` of the
-``grpo run`` subprocess: SFT excluded, service start-up included) and of the TRL process.
-Accuracy at a token count is the last evaluation at or below it. Results:
-``<out>/results.json`` and a Markdown table printed and written to ``<out>/report.md``.
+Generated tokens: completion tokens sampled, EOS included, every group counted (ours: the
+assembler's count at the learner step that published the evaluated policy, from
+``metrics.jsonl``; TRL: the completion ids its reward function received up to the save).
+
+CPU seconds: user + system of every process of the arm. A sampler polls the process tree
+(psutil, every ``POLL_S``) and notes the tree's CPU when each line of the run's
+``metrics.jsonl`` / ``eval.jsonl`` appears; the tree's total at the end is checked against
+``RUSAGE_CHILDREN`` of this process (exact: every process is reaped). Ours' held-out
+evaluations run in the driver process; their CPU (the driver subtree's CPU during each
+evaluation's ``eval_s``) is subtracted, since TRL's checkpoints are scored outside its run.
+"train CPU s" below is that figure; "all CPU s" includes the evaluations.
+
+Accuracy at a mark (tokens or CPU seconds) is linearly interpolated between the two evaluated
+policies around it (None past the last one). Results: ``<out>/results.json`` and Markdown tables
+printed and written to ``<out>/report.md``.
 
 ``python -m bench`` skips this module (it installs TRL and takes minutes per seed).
 """
@@ -26,17 +41,25 @@ Accuracy at a token count is the last evaluation at or below it. Results:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
+import os
+import re
 import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
-MARKS = (100_000, 200_000, 400_000)
+TOKEN_MARKS = (100_000, 200_000, 400_000)
+POLL_S = 0.25
 
 
 def _children_cpu_s() -> float:
@@ -44,13 +67,104 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _at(curve: list[tuple[int, float]], tokens: int) -> float | None:
-    """Accuracy of the last point at or below ``tokens`` (None when there is none > 0)."""
-    best = None
-    for t, acc in curve:
-        if t <= tokens and t > 0:
-            best = acc
-    return best
+def interpolate(points: list[tuple[float, float]], x: float) -> float | None:
+    """Linear interpolation of ``(x, y)`` points (sorted by x) at ``x``.
+
+    Returns:
+        y at x; None when x lies outside [first x, last x] or there are no points.
+    """
+    if not points or x < points[0][0] or x > points[-1][0]:
+        return None
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+class TreeSampler(threading.Thread):
+    """CPU seconds (user + system) of a process tree over time, and of the subtree of its
+    process whose command line contains ``sub_match``; notes the tree's CPU when new lines
+    appear in watched JSONL files.
+
+    ``samples``: ``(monotonic s, tree CPU s, subtree CPU s, 1-min load)``; ``lines[name]``:
+    ``(monotonic s, tree CPU s, parsed line)``. An exited process keeps its last sampled CPU.
+    """
+
+    def __init__(self, pid: int, watch: dict[str, Path], sub_match: str | None = None) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.watch = watch
+        self.sub_match = sub_match
+        self.samples: list[tuple[float, float, float, float]] = []
+        self.lines: dict[str, list[tuple[float, float, dict[str, Any]]]] = {k: [] for k in watch}
+        self._last: dict[tuple[int, float], float] = {}
+        self._sub: set[tuple[int, float]] = set()
+        self._offsets = dict.fromkeys(watch, 0)
+        self._halt = threading.Event()
+
+    def _in_sub(self, p: psutil.Process) -> bool:
+        assert self.sub_match is not None
+        if self.sub_match in " ".join(p.cmdline()):
+            return True
+        return any((q.pid, q.create_time()) in self._sub for q in p.parents())
+
+    def _poll(self) -> tuple[float, float]:
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            procs = []
+        for p in procs:
+            try:
+                key = (p.pid, p.create_time())
+                t = p.cpu_times()
+                self._last[key] = t.user + t.system
+                if self.sub_match and key not in self._sub and self._in_sub(p):
+                    self._sub.add(key)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        total = sum(self._last.values())
+        sub = sum(v for k, v in self._last.items() if k in self._sub)
+        return total, sub
+
+    def _read_lines(self, now: float, total: float) -> None:
+        for name, path in self.watch.items():
+            if not path.exists():
+                continue
+            with path.open() as fh:
+                fh.seek(self._offsets[name])
+                chunk = fh.read()
+            complete = chunk[: chunk.rfind("\n") + 1]
+            self._offsets[name] += len(complete.encode())
+            for line in complete.splitlines():
+                if line.strip():
+                    self.lines[name].append((now, total, json.loads(line)))
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            total, sub = self._poll()
+            now = time.monotonic()
+            self.samples.append((now, total, sub, os.getloadavg()[0]))
+            self._read_lines(now, total)
+            self._halt.wait(POLL_S)
+
+    def stop(self) -> None:
+        """Stop sampling and read the lines written since the last poll."""
+        self._halt.set()
+        self.join()
+        last = self.samples[-1] if self.samples else (time.monotonic(), 0.0, 0.0, 0.0)
+        self._read_lines(last[0], last[1])
+
+    def sub_cpu_at(self, t: float) -> float:
+        """Subtree CPU seconds at monotonic time ``t`` (interpolated between samples)."""
+        v = interpolate([(s[0], s[2]) for s in self.samples], t)
+        if v is None:
+            return self.samples[-1][2] if t > self.samples[-1][0] else 0.0
+        return v
+
+    def load(self) -> dict[str, float]:
+        """1-min load average: mean, min and max over the samples."""
+        loads = [s[3] for s in self.samples] or [float("nan")]
+        return {"mean": round(statistics.fmean(loads), 2), "min": min(loads), "max": max(loads)}
 
 
 def _prepare(config_path: Path, seed: int, root: Path) -> tuple[Any, Path]:
@@ -81,99 +195,205 @@ def _score(config: Any, model_dir: Path, out: Path) -> float:
     return float(report.accuracy)
 
 
-def _ours(config_path: Path, seed: int, sft: Path, root: Path, budget: int) -> dict[str, Any]:
-    run_dir = root / "ours"
-    before = _children_cpu_s()
-    started = time.time()
+def _ours(
+    name: str, config_path: Path, seed: int, sft: Path, root: Path, budget: int
+) -> dict[str, Any]:
+    run_dir = root / name
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
     cmd = [
-        str(REPO / ".venv" / "bin" / "grpo"),
-        "run",
-        str(config_path),
-        "--run-dir",
-        str(run_dir),
-        "--set",
-        f"seed={seed}",
-        "--set",
-        f"model.path={sft}",
-        "--set",
-        "model.sft.enabled=false",
-        "--set",
-        f"budget.generated_tokens={budget}",
-        "--set",
-        "budget.steps=100000",
-        "--set",
-        "budget.wall_clock_s=7200",
-    ]
-    subprocess.run(cmd, check=True, cwd=REPO)
-    evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
-    curve = [(int(e["generated_tokens"]), float(e["accuracy"])) for e in evals]
+        str(REPO / ".venv" / "bin" / "grpo"), "run", str(config_path),
+        "--run-dir", str(run_dir),
+        "--set", f"seed={seed}",
+        "--set", f"model.path={sft}",
+        "--set", "model.sft.enabled=false",
+        "--set", f"budget.generated_tokens={budget}",
+        "--set", "budget.steps=100000",
+        "--set", "budget.wall_clock_s=7200",
+    ]  # fmt: skip
+    before = _children_cpu_s()
+    started = time.monotonic()
+    with (root / f"{name}.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(
+            proc.pid,
+            {"metrics": run_dir / "metrics.jsonl", "eval": run_dir / "eval.jsonl"},
+            sub_match="serve driver",
+        )
+        sampler.start()
+        code = proc.wait()
+        sampler.stop()
+    if code != 0:
+        raise SystemExit(f"{name} seed {seed}: grpo run exited {code}; see {root / name}.log")
+    exact = _children_cpu_s() - before
+    evals = [(t, row) for t, _, row in sampler.lines["eval"]]
+    windows = [(t - float(row["eval_s"]), t) for t, row in evals]
+
+    def eval_cpu_before(t: float) -> float:
+        return sum(
+            sampler.sub_cpu_at(min(t, end)) - sampler.sub_cpu_at(start)
+            for start, end in windows
+            if start < t
+        )
+
+    steps = {int(row["policy_version"]): (t, cpu, row) for t, cpu, row in sampler.lines["metrics"]}
+    curve = []
+    for t_end, row in evals:
+        m = re.search(r"/weights/v(\d+)$", str(row["model_dir"]))
+        if m and int(m.group(1)) in steps:
+            t, cpu, mrow = steps[int(m.group(1))]
+            tokens = int(mrow["generated_tokens"])
+        else:  # the starting policy: tokens 0, the CPU of start-up before its evaluation
+            t = t_end - float(row["eval_s"])
+            cpu = interpolate([(s[0], s[1]) for s in sampler.samples], t) or 0.0
+            tokens = 0
+        curve.append(
+            {
+                "tokens": tokens,
+                "cpu_s": round(cpu - eval_cpu_before(t), 1),
+                "all_cpu_s": round(cpu, 1),
+                "accuracy": float(row["accuracy"]),
+                "label": row["label"],
+            }
+        )
+    curve.sort(key=lambda p: (p["tokens"], p["cpu_s"]))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    metrics = [row for _, _, row in sampler.lines["metrics"]]
+    opened = summary["groups_accepted"] + summary["groups_rejected_all_correct"]
+    opened += summary["groups_rejected_all_wrong"]
     return {
         "curve": curve,
-        "cpu_s": round(_children_cpu_s() - before, 1),
-        "wall_s": round(time.time() - started, 1),
-        "tokens": curve[-1][0],
+        "tokens": int(summary["generated_tokens"]),
+        "steps": int(summary["steps"]),
+        "cpu_s_exact": round(exact, 1),
+        "cpu_s_sampled": round(sampler.samples[-1][1], 1),
+        "eval_cpu_s": round(eval_cpu_before(math.inf), 1),
+        "wall_s": round(time.monotonic() - started, 1),
+        "load": sampler.load(),
+        "zero_variance_share": round(1 - summary["groups_accepted"] / max(opened, 1), 3),
+        "staleness_mean": round(
+            statistics.fmean(m.get("policy/staleness_mean", 0.0) for m in metrics), 2
+        ),
     }
 
 
 def _trl(
     config: Any, trl_python: str, sft: Path, root: Path, seed: int, budget: int, save_every: int
 ) -> dict[str, Any]:
+    from grpo.learner.schedule import lr_multiplier
+
     out = root / "trl"
+    out.mkdir(parents=True, exist_ok=True)
     trainer = config.learner.trainer
+    per_step = config.generation.group_size * config.learner.batch_groups
+    if per_step % trainer.minibatches:
+        raise SystemExit(f"{per_step} completions per step do not split in {trainer.minibatches}")
+    # The learner's factor for every optimizer update TRL can take within the budget (2x slack).
+    updates = 2 * trainer.ppo_epochs * trainer.minibatches * (budget // (per_step * 10) + 10)
+    factors = [
+        lr_multiplier(
+            s,
+            warmup_steps=trainer.warmup_steps,
+            schedule=trainer.schedule,
+            total_steps=trainer.total_steps,
+            min_lr_ratio=trainer.min_lr_ratio,
+        )
+        for s in range(updates)
+    ]
+    (out / "lr_factors.json").write_text(json.dumps(factors))
+    algo = config.learner.algo
     cmd = [
-        trl_python,
-        str(REPO / "bench" / "trl_worker.py"),
+        trl_python, str(REPO / "bench" / "trl_worker.py"),
         "--model", str(sft),
         "--train", str(root / "train.jsonl"),
         "--out", str(out),
         "--seed", str(seed),
         "--lr", str(trainer.lr),
-        "--warmup-steps", str(trainer.warmup_steps),
+        "--lr-factors", str(out / "lr_factors.json"),
+        "--adam", str(trainer.adam_beta1), str(trainer.adam_beta2), str(trainer.adam_eps),
+        "--weight-decay", str(trainer.weight_decay),
+        "--max-grad-norm", str(trainer.max_grad_norm),
+        "--epochs", str(trainer.ppo_epochs),
+        "--minibatches", str(trainer.minibatches),
+        "--clip", str(algo.clip_low), str(algo.clip_high),
         "--group-size", str(config.generation.group_size),
-        "--completions-per-step", str(config.generation.group_size * config.learner.batch_groups),
+        "--completions-per-step", str(per_step),
         "--max-new-tokens", str(config.generation.max_new_tokens),
         "--temperature", str(config.generation.temperature),
         "--token-budget", str(budget),
         "--save-every", str(save_every),
     ]  # fmt: skip
-    env = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}  # fmt: skip
-    started = time.time()
-    subprocess.run(cmd, check=True, env=env)
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "PATH": "/usr/bin:/bin",
+           "HOME": str(Path.home())}  # fmt: skip
+    before = _children_cpu_s()
+    started = time.monotonic()
+    with (root / "trl.log").open("w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(proc.pid, {})
+        sampler.start()
+        code = proc.wait()
+        sampler.stop()
+    if code != 0:
+        raise SystemExit(f"TRL seed {seed}: trl_worker exited {code}; see {root / 'trl.log'}")
+    exact = _children_cpu_s() - before
+    wall = time.monotonic() - started
     rows = [json.loads(line) for line in (out / "milestones.jsonl").read_text().splitlines()]
     curve = []
     for row in rows:
         acc = _score(config, Path(row["dir"]), out / "eval" / f"tokens-{row['tokens']}")
-        curve.append((int(row["tokens"]), acc))
+        curve.append({"tokens": int(row["tokens"]), "cpu_s": float(row["cpu_s"]), "accuracy": acc})
         print(f"  [s{seed}] TRL at {row['tokens']} tokens: {acc:.3f}", flush=True)
+    logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+    zero = [x["frac_reward_zero_std"] for x in logs if "frac_reward_zero_std" in x]
     return {
         "curve": curve,
-        "cpu_s": rows[-1]["cpu_s"],
-        "wall_s": round(time.time() - started, 1),
-        "tokens": rows[-1]["tokens"],
+        "tokens": curve[-1]["tokens"],
+        "cpu_s_exact": round(exact, 1),
+        "cpu_s_sampled": round(sampler.samples[-1][1], 1) if sampler.samples else None,
+        "wall_s": round(wall, 1),
+        "load": sampler.load(),
+        "zero_variance_share": round(statistics.fmean(zero), 3) if zero else None,
+        "worker": json.loads((out / "worker.json").read_text()),
     }
 
 
-def _table(results: dict[str, Any]) -> str:
-    head = "| run | seed | SFT | " + " | ".join(f"{m // 1000} k tokens" for m in MARKS)
-    lines = [head + " | final (tokens) | CPU s |", "|" + " --- |" * (len(MARKS) + 5)]
-    medians: dict[str, list[list[float]]] = {"ours": [], "trl": []}
+def _points(arm: dict[str, Any], axis: str) -> list[tuple[float, float]]:
+    return sorted((float(p[axis]), float(p["accuracy"])) for p in arm["curve"])
+
+
+def _fmt(v: float | None) -> str:
+    return "—" if v is None or math.isnan(v) else f"{100 * v:.1f}"
+
+
+def table(results: dict[str, Any], arms: list[str], cpu_marks: list[float]) -> str:
+    """Markdown table: one row per seed and arm, then each arm's median over seeds."""
+    head = ["arm", "seed", "SFT"] + [f"{m // 1000} k tok" for m in TOKEN_MARKS]
+    head += [f"{m:g} CPU s" for m in cpu_marks]
+    head += ["final (tokens)", "train CPU s", "all CPU s", "wall s", "load"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    cols: dict[str, list[list[float]]] = {a: [] for a in arms}
     for seed, res in sorted(results.items()):
-        for name in ("ours", "trl"):
-            r = res[name]
-            pts = [_at(r["curve"], m) for m in MARKS]
-            final = r["curve"][-1][1]
-            cells = " | ".join("—" if p is None else f"{100 * p:.1f}" for p in pts)
+        for arm in arms:
+            r = res[arm]
+            pts = [interpolate(_points(r, "tokens"), m) for m in TOKEN_MARKS]
+            pts += [interpolate(_points(r, "cpu_s"), m) for m in cpu_marks]
+            last = r["curve"][-1]
             lines.append(
-                f"| {name} | {seed} | {100 * res['sft']:.1f} | {cells} | "
-                f"{100 * final:.1f} ({r['tokens'] // 1000} k) | {r['cpu_s']:.0f} |"
+                f"| {arm} | {seed} | {_fmt(res['sft'])} | "
+                + " | ".join(_fmt(p) for p in pts)
+                + f" | {_fmt(last['accuracy'])} ({r['tokens'] // 1000} k) | {last['cpu_s']:.0f}"
+                + f" | {r['cpu_s_exact']:.0f} | {r['wall_s']:.0f} | {r['load']['mean']:.1f} |"
             )
-            medians[name].append([p if p is not None else float("nan") for p in pts] + [final])
-    for name, rows in medians.items():
-        if rows:
-            cols = [statistics.median(c) for c in zip(*rows, strict=True)]
-            cells = " | ".join(f"{100 * c:.1f}" for c in cols[:-1])
-            lines.append(f"| **{name} median** | | | {cells} | {100 * cols[-1]:.1f} | |")
+            cols[arm].append([math.nan if p is None else p for p in pts] + [last["accuracy"]])
+    for arm, rows in cols.items():
+        med = [statistics.median(c) for c in zip(*rows, strict=True)]
+        cells = " | ".join(_fmt(c) for c in med[:-1])
+        lines.append(f"| **{arm} median** | | | {cells} | {_fmt(med[-1])} | | | | |")
     return "\n".join(lines)
 
 
@@ -182,38 +402,64 @@ def main(argv: list[str] | None = None) -> None:
         print("skipped: run `make bench-vs-trl` (installs TRL in its own venv, minutes per seed)")
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=str(REPO / "configs" / "arith-cpu-outcome-only.yaml"))
+    ap.add_argument("--config", default=str(REPO / "configs" / "arith-cpu.yaml"))
+    ap.add_argument(
+        "--outcome-config", default=str(REPO / "configs" / "arith-cpu-outcome-only.yaml")
+    )
     ap.add_argument("--trl-python", default=str(REPO / ".venv-trl" / "bin" / "python"))
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--token-budget", type=int, default=450_000)
-    ap.add_argument("--save-every", type=int, default=50_000)
+    ap.add_argument("--token-budget", type=int, default=410_000)
+    ap.add_argument("--save-every", type=int, default=25_000)
+    ap.add_argument("--cpu-marks", default="60,120,240", help="CPU seconds, comma-separated")
     ap.add_argument("--out", default=str(REPO / "runs" / "bench-vs-trl"))
     ap.add_argument("--skip-trl", action="store_true", help="only our side (no TRL venv needed)")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        help="only build the report from these earlier --out folders' results.json "
+        "(seeds run as separate processes)",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
+    cpu_marks = [float(x) for x in args.cpu_marks.split(",") if x]
+    if args.merge:
+        merged: dict[str, Any] = {}
+        for folder in args.merge:
+            merged.update(json.loads((Path(folder) / "results.json").read_text()))
+        names = [k for k in next(iter(merged.values())) if k != "sft"]
+        report = table(merged, names, cpu_marks)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(report + "\n")
+        print(report)
+        return
     out.mkdir(parents=True, exist_ok=True)
     config_path = Path(args.config).resolve()
+    ours = {"ours": config_path}
+    if args.outcome_config:
+        ours["ours-outcome"] = Path(args.outcome_config).resolve()
+    arms = [*ours, *([] if args.skip_trl else ["trl"])]
     results: dict[str, Any] = {}
+    results_path = out / "results.json"
     for seed in [int(s) for s in args.seeds.split(",")]:
         root = out / f"s{seed}"
         root.mkdir(parents=True, exist_ok=True)
         config, sft = _prepare(config_path, seed, root)
         sft_acc = _score(config, sft, root / "eval-sft")
-        print(f"seed {seed}: SFT start {sft_acc:.3f}", flush=True)
+        print(f"seed {seed}: SFT start {sft_acc:.3f} (load {os.getloadavg()[0]:.1f})", flush=True)
         res: dict[str, Any] = {"sft": sft_acc}
-        res["ours"] = _ours(config_path, seed, sft, root, args.token_budget)
+        for name, path in ours.items():
+            res[name] = _ours(name, path, seed, sft, root, args.token_budget)
+            print(f"  [s{seed}] {name}: {json.dumps(res[name]['curve'][-1])}", flush=True)
         if not args.skip_trl:
             res["trl"] = _trl(
                 config, args.trl_python, sft, root, seed, args.token_budget, args.save_every
             )
         results[str(seed)] = res
-        (out / "results.json").write_text(json.dumps(results, indent=2))
-    if args.skip_trl:
-        for res in results.values():
-            res["trl"] = {"curve": [(0, float("nan"))], "tokens": 0, "cpu_s": float("nan")}
-    table = _table(results)
-    (out / "report.md").write_text(table + "\n")
-    print(table)
+        results_path.write_text(json.dumps(results, indent=2))
+    report = table(results, arms, cpu_marks)
+    (out / "report.md").write_text(report + "\n")
+    print(report)
 
 
 if __name__ == "__main__":

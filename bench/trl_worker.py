@@ -6,17 +6,25 @@ the package). It trains the given SFT checkpoint with ``trl.GRPOTrainer`` on the
 ``--train`` (JSONL rows ``{"prompt", "gold"}``) and saves the policy each time the generated
 completion tokens pass a milestone (``--save-every`` tokens) and at the end, writing one line
 per save to ``<out>/milestones.jsonl``: ``{"tokens", "cpu_s", "wall_s", "dir", "step"}``
-(``cpu_s``: user + system CPU seconds of this process). ``bench_vs_trl`` scores every saved
-policy on the held-out set with the run's own outcome verifier, as it scores ours.
+(``cpu_s``: user + system CPU seconds of this process and its reaped children), and TRL's logs
+(every ``logging_steps``) to ``<out>/logs.jsonl``. ``bench_vs_trl`` scores every saved policy
+on the held-out set with the run's own outcome verifier, as it scores ours.
 
 Reward: 1.0 when the text after the completion's last ``:`` is the gold integer, else 0.0 —
 the worked-solution format of the arithmetic tasks (``7+8=15,4+3+1=8:85``), for which the math
 verifier's verdict is the same integer comparison.
 
-Settings mirror the main job: G completions per prompt (``num_generations``), 64 completions
-per generation, 2 PPO epochs (``num_iterations``) x 2 optimizer steps per generation
-(``steps_per_generation``), clip 0.2, no KL (beta 0), token-mean loss (``loss_type="dapo"``
-where this TRL has it), temperature 1, ``max_completion_length``, one torch thread, CPU.
+Settings mirror the main job's learner (``bench_vs_trl`` passes them from the run config):
+G completions per prompt (``num_generations``), completions per generation, PPO epochs
+(``num_iterations``) x minibatches (``steps_per_generation``, one optimizer step each), clip
+(``epsilon``/``epsilon_high``), no KL (beta 0), token-mean loss (``loss_type="dapo"``),
+temperature, top-p 1 / top-k 0, ``max_completion_length``, AdamW betas/eps/weight decay,
+gradient-norm clip, and the learner's learning rate of every optimizer update (``--lr-factors``:
+a JSON list of factors of ``--lr``, the last one held; a ``LambdaLR`` over TRL's optimizer
+updates); one torch thread, CPU. What TRL keeps its own way: its group std is the sample std
+(ours: population), it trains on every group (zero-advantage ones too; ours drops them with
+dynamic sampling), prompts are drawn uniformly (ours: the curriculum), generation is synchronous
+(no staleness).
 """
 
 from __future__ import annotations
@@ -31,8 +39,9 @@ from typing import Any
 
 
 def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _reward(completions: list[Any], gold: list[str], **_: Any) -> list[float]:
@@ -53,7 +62,13 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--warmup-steps", type=int, default=5)
+    ap.add_argument("--lr-factors", required=True, help="JSON list: lr factor per update")
+    ap.add_argument("--adam", type=float, nargs=3, default=(0.9, 0.999, 1e-8))
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--max-grad-norm", type=float, default=1.0)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--minibatches", type=int, default=2)
+    ap.add_argument("--clip", type=float, nargs=2, default=(0.2, 0.2))
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--completions-per-step", type=int, default=64)
     ap.add_argument("--max-new-tokens", type=int, default=40)
@@ -76,28 +91,36 @@ def main() -> None:
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32)
 
-    per_step = args.completions_per_step // 2  # 2 optimizer steps per generation
-    generations = -(-args.token_budget // (args.completions_per_step * 8)) + 10
+    per_step = args.completions_per_step // args.minibatches  # one optimizer step each
+    updates_per_generation = args.epochs * args.minibatches
+    # Enough updates for the budget at >= 10 tokens per completion; the callback stops earlier.
+    generations = -(-args.token_budget // (args.completions_per_step * 10)) + 10
+    factors = [float(x) for x in json.loads(Path(args.lr_factors).read_text())]
     wanted = {
         "output_dir": str(out / "trainer"),
         "seed": args.seed,
         "learning_rate": args.lr,
-        "warmup_steps": args.warmup_steps,
-        "lr_scheduler_type": "constant_with_warmup",
         "per_device_train_batch_size": per_step,
         "gradient_accumulation_steps": 1,
-        "steps_per_generation": 2,
-        "num_iterations": 2,
+        "steps_per_generation": args.minibatches,
+        "num_iterations": args.epochs,
         "num_generations": args.group_size,
         "max_completion_length": args.max_new_tokens,
         "temperature": args.temperature,
         "top_p": 1.0,
+        "top_k": 0,
         "beta": 0.0,
-        "epsilon": 0.2,
+        "epsilon": args.clip[0],
+        "epsilon_high": args.clip[1],
         "loss_type": "dapo",
-        "max_grad_norm": 1.0,
-        "max_steps": generations * 4,
-        "logging_steps": 10,
+        "scale_rewards": "group",
+        "max_grad_norm": args.max_grad_norm,
+        "weight_decay": args.weight_decay,
+        "adam_beta1": args.adam[0],
+        "adam_beta2": args.adam[1],
+        "adam_epsilon": args.adam[2],
+        "max_steps": generations * updates_per_generation,
+        "logging_steps": updates_per_generation,
         "save_strategy": "no",
         "report_to": "none",
         "use_cpu": True,
@@ -109,6 +132,16 @@ def main() -> None:
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     config = GRPOConfig(**{k: v for k, v in wanted.items() if k in fields})
     dropped = sorted(set(wanted) - fields)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=args.lr,
+        betas=(args.adam[0], args.adam[1]),
+        eps=args.adam[2],
+        weight_decay=args.weight_decay,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: factors[min(s, len(factors) - 1)]
+    )
 
     counted = {"tokens": 0}
 
@@ -124,6 +157,7 @@ def main() -> None:
     reward.__name__ = "outcome"
     started = time.time()
     log = (out / "milestones.jsonl").open("w")
+    trl_log = (out / "logs.jsonl").open("w")
     meta = {"trl_config_dropped": dropped, "args": vars(args)}
     (out / "worker.json").write_text(json.dumps(meta, indent=2))
 
@@ -141,15 +175,25 @@ def main() -> None:
         log.write(json.dumps(row) + "\n")
         log.flush()
 
-    class Milestones(TrainerCallback):  # type: ignore[misc]
-        next_at = args.save_every
+    save_every, budget = args.save_every, args.token_budget  # `args` is TRL's in the callbacks
 
-        def on_step_end(self, _args: Any, state: Any, control: Any, **kw: Any) -> Any:
+    class Milestones(TrainerCallback):  # type: ignore[misc]
+        next_at = save_every
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+            if state.global_step % updates_per_generation:  # mid-generation: not all trained
+                return control
             if counted["tokens"] >= self.next_at:
                 save(state.global_step, kw["model"])
-                self.next_at += args.save_every
-            if counted["tokens"] >= args.token_budget:
+                self.next_at += save_every
+            if counted["tokens"] >= budget:
                 control.should_training_stop = True
+            return control
+
+        def on_log(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+            row = {"step": state.global_step, "tokens": counted["tokens"], **(kw.get("logs") or {})}
+            trl_log.write(json.dumps(row) + "\n")
+            trl_log.flush()
             return control
 
     trainer = GRPOTrainer(
@@ -159,11 +203,13 @@ def main() -> None:
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=[Milestones()],
+        optimizers=(optimizer, scheduler),
     )
     save(0, model)
     trainer.train()
     save(trainer.state.global_step, trainer.model)
     log.close()
+    trl_log.close()
 
 
 if __name__ == "__main__":
