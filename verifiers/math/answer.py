@@ -202,13 +202,18 @@ _REAL_PHRASE = (
     r"(?:s|\s+numbers?|\s+values?)?(?:\s+(?:of\s+)?[a-z])?|reals|real\s+numbers)"
 )
 _REAL_WORDS = re.compile(rf"^{_REAL_PHRASE}$")
+# "all positive real numbers", "the nonnegative reals": half-lines
+_HALF_LINE = re.compile(
+    r"^(?:the\s+)?(?:set\s+of\s+)?(?:all\s+)?(positive|negative|non-?negative|non-?positive)"
+    r"\s+real(?:s|\s+numbers?)$"
+)
 # "all real numbers except 0", "all reals other than x = 1 and x = 2"
 _REAL_EXCEPT = re.compile(
     rf"^{_REAL_PHRASE}\s*,?\s*(?:except(?:\s+for)?|other\s+than|but|excluding|without)\s+(.+)$"
 )
 _SET_BUILDER = (r"\mid", "|", ":")
 _BASE_NUMBER = re.compile(
-    r"^\(?([0-9A-Za-z]+)\)?_\s*(?:\{\s*\(?\s*([0-9]{1,2}|[a-z]+)\s*\)?\s*\}|([0-9]))$"
+    r"^\(?([0-9A-Za-z]+)\)?_\s*(?:\{\s*\(?\s*([0-9]{1,2}|[a-z]+)\s*\)?\s*\}|([0-9]|[a-z]{3,}))$"
 )
 _BASE_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
 _BASE_WORDS |= {"nine": 9, "ten": 10, "twelve": 12, "sixteen": 16}
@@ -353,6 +358,13 @@ def _read(text: str, level: int) -> Answer:
         return Items((), braces=True)
     if text == _REALS or _REAL_WORDS.match(text.lower()):
         return _REAL_LINE
+    half = _HALF_LINE.match(text.lower())
+    if half is not None:
+        sign = half.group(1).replace("-", "")
+        zero, closed = Scalar("0"), sign.startswith("non")
+        if sign in ("positive", "nonnegative"):
+            return Interval(zero, _REAL_LINE.hi, closed, False)
+        return Interval(_REAL_LINE.lo, zero, False, closed)
     except_ = _REAL_EXCEPT.match(text.lower())
     if except_ is not None:
         removed = [re.sub(r"^[a-z]\s*=\s*", "", p) for p in _split(except_.group(1), _LIST_SEPS)]

@@ -125,7 +125,7 @@ _DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\.?\d)")
 # a degree sign, with the temperature scale after it: 72^\circ F, 72^{\circ}\text{C}, 72 °F
 _STRAY_DOLLAR = re.compile(r"(?<!\\)\$")  # math delimiters inside joined segments: "4$ and $6"
 _DEGREE = re.compile(
-    r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree)"
+    r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|(?<=[\d}])\^\s*\{?o\}?(?![A-Za-z]))"
     r"(?:\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*([FCK])\s*\}|\{\s*([FCK])\s*\}|([FCK])(?![A-Za-z])))?"
 )
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
