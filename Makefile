@@ -55,7 +55,7 @@ TRL_VENV ?= .venv-trl
 bench-vs-trl:  ## the main job's task side by side with TRL's GRPOTrainer (TRL in its own venv, 3 seeds; long)
 	test -x $(TRL_VENV)/bin/python || python3 -m venv $(TRL_VENV)
 	scripts/install-torch.sh $(TRL_VENV)
-	$(TRL_VENV)/bin/python -c "import trl" 2>/dev/null || $(TRL_VENV)/bin/python -m pip install -q trl
+	$(TRL_VENV)/bin/python -c "import trl" 2>/dev/null || $(TRL_VENV)/bin/python -m pip install -q trl==1.16.0
 	$(PY) -m bench.bench_vs_trl --trl-python $(TRL_VENV)/bin/python $(BENCH_VS_TRL_ARGS)
 
 run:  ## the main job: SFT warm start then GRPO on arithmetic, on this machine
