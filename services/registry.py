@@ -13,7 +13,8 @@ directly, so a new service needs no edit here to be served.
 2. ``create_server`` + ``start`` (health SERVING), then start every worker;
 3. on the signal: health NOT_SERVING, refuse new calls, let in-flight calls finish within
    ``server.grace_s``, stop workers (each gets ``grace_s``), call ``close``; return normally
-   so the process exits 0.
+   so the process exits 0, or raise ``InternalError`` (exit non-zero) when a worker's
+   ``stop`` raised (its last work failed, e.g. the run driver's final evaluation).
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = No
         InvalidArgumentError: ``settings`` is not a ``spec.settings_cls``.
         NotFoundError: ``spec`` is an unknown name.
         Whatever ``spec.build`` or binding raises; workers already started are stopped first.
+        InternalError: a started worker's loop died, or a worker's ``stop`` raised (after
+            everything else was stopped and closed).
     """
     if isinstance(spec, str):
         spec = load_spec(spec)
@@ -239,6 +242,7 @@ def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = No
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     parts = spec.build(settings)
     started: list[BackgroundWorker] = []
+    stop_failures: list[str] = []
     server = None
     try:
         server = create_server(parts.bindings, server_settings)
@@ -263,10 +267,13 @@ def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = No
         for worker in reversed(started):
             try:
                 worker.stop(server_settings.grace_s)
-            except Exception:
+            except Exception as exc:
                 log.exception("worker failed to stop", extra={"worker": repr(worker)})
+                stop_failures.append(f"{worker!r}: {exc}")
         if parts.close is not None:
             parts.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("service stopped", extra={"service": spec.name})
+    if stop_failures:  # a worker whose last work failed: the process must not exit 0
+        raise InternalError(f"{spec.name}: a worker failed while stopping: {stop_failures[0]}")

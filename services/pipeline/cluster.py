@@ -193,12 +193,19 @@ class LocalCluster:
         proc = self.supervisor.services.get("driver")
         return proc is not None and not proc.alive() and proc.popen.returncode == 0
 
-    def stop_driver(self) -> None:
+    def stop_driver(self) -> int | None:
         """SIGTERM the driver and wait for it: it stops training, evaluates the final policy
-        and writes the summary (bounded by its ``server.grace_s``)."""
+        and writes the summary (bounded by its ``server.grace_s``).
+
+        Returns:
+            The driver's exit code (non-zero: it failed while stopping, no summary written,
+            why is in ``logs/driver.log``), or None when it was not running.
+        """
         proc = self.supervisor.services.get("driver")
-        if proc is not None and proc.alive():
-            self.supervisor.kill("driver", signal.SIGTERM)
+        if proc is None or not proc.alive():
+            return None
+        self.supervisor.kill("driver", signal.SIGTERM)
+        return proc.popen.returncode
 
     def start_learner(self) -> None:
         """(Re)start the learner process; it resumes from its last checkpoint in the run dir."""

@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.errors import FailedPreconditionError
+from grpo.errors import FailedPreconditionError, InternalError
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver import DriverRecord, RunDriver
 from grpo.services.registry import ServiceParts, ServiceSpec
@@ -234,7 +234,14 @@ class PullingRunDriver(RunDriver):
 
 
 class DriverWorker:
-    """Runs ``RunDriver.drive`` in a thread (a ``BackgroundWorker`` of ``grpo serve``)."""
+    """Runs ``RunDriver.drive`` in a thread (a ``BackgroundWorker`` of ``grpo serve``).
+
+    A drive that fails while the service runs ends the thread: ``serve`` sees it dead and
+    exits non-zero (the process is restarted and resumes). A drive that fails while the
+    service stops (SIGTERM: the final evaluation and the summary) or does not end within the
+    stop's timeout makes :meth:`stop` raise, so ``serve`` exits non-zero then as well: the
+    run has no summary, and exit 0 would report it complete.
+    """
 
     def __init__(self, driver: RunDriver, settings: DriverSettings) -> None:
         """Args: driver: the run driver; settings: its settings (initial policy, steps)."""
@@ -243,6 +250,8 @@ class DriverWorker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.summary: dict[str, object] | None = None
+        self.failure: Exception | None = None
+        """What ``drive`` raised (None while it runs or after it succeeded)."""
 
     def start(self) -> None:
         """Start the drive thread (returns at once)."""
@@ -253,8 +262,12 @@ class DriverWorker:
         s = self._settings
         try:
             self.summary = self.driver.drive(s.initial_policy, s.steps or None, started=time.time())
-        except Exception:
-            log.exception("run driver failed; exiting to be restarted")
+        except Exception as exc:
+            self.failure = exc
+            if self._stop.is_set():
+                log.exception("run driver failed while stopping; no summary written")
+            else:
+                log.exception("run driver failed; exiting to be restarted")
             raise
         done = self.summary
         keys = ("stop_reason", "steps", "sft_accuracy", "final_accuracy", "generated_tokens")
@@ -267,11 +280,27 @@ class DriverWorker:
         self._stop.wait()  # alive until stopped, so serve never takes "done" for "died"
 
     def stop(self, timeout_s: float) -> None:
-        """Stop training (the final evaluation and summary still run), join in ``timeout_s``."""
+        """Stop training (the final evaluation and summary still run), join in ``timeout_s``.
+
+        Raises:
+            InternalError: ``drive`` failed (the message holds its error), or it was still
+                running after ``timeout_s`` seconds; either way no summary was written.
+        """
         self.driver.stop_requested.set()
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        if self._thread is None:
+            return
+        self._thread.join(timeout_s)
+        if self.failure is not None:
+            raise InternalError(
+                f"run driver failed: {type(self.failure).__name__}: {self.failure}"
+            ) from self.failure
+        if self._thread.is_alive():
+            log.error("run driver still running %.0f s after the stop; no summary", timeout_s)
+            raise InternalError(
+                f"run driver did not finish within {timeout_s:.0f} s of the stop "
+                "(server.grace_s); no summary written"
+            )
 
     def is_alive(self) -> bool:
         """True while the drive thread runs (False after a failure: the process restarts)."""

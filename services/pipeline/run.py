@@ -49,7 +49,7 @@ from typing import Any
 import grpc
 import yaml
 
-from grpo.errors import FailedPreconditionError
+from grpo.errors import FailedPreconditionError, InternalError
 from grpo.services.assembler.stats import run_accounting
 from grpo.services.pipeline.cluster import LocalCluster
 from grpo.services.pipeline.config import RunConfig
@@ -183,7 +183,13 @@ def run_local(
         say(f"run failed: {exc}")
     finally:
         if interrupted:
-            cluster.stop_driver()
+            code = cluster.stop_driver()
+            if code:  # the final evaluation or the summary failed: the run did not complete
+                failure = InternalError(
+                    f"the run driver failed while stopping (exit code {code}); see "
+                    f"{run_dir / 'logs' / 'driver.log'}"
+                )
+                say(f"run failed: {failure}")
         if monitor is not None:
             _show(monitor, shown, say)
             extra = _accounting(cluster, monitor)

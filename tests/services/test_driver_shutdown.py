@@ -1,0 +1,98 @@
+"""``grpo serve driver`` stopped by SIGTERM: the drive thread still evaluates the final policy
+and writes the summary; when that fails (or outlasts ``server.grace_s``) ``serve`` raises, so
+the process exits non-zero (``grpo serve`` exits 1) instead of 0, and the log says why."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo.errors import InternalError
+from grpo.services.pipeline.driver_service import DriverSettings, DriverWorker
+from grpo.services.registry import ServiceParts, ServiceSpec, serve
+
+HANG_GUARD_S = 60.0  # only a bound on a hang; no assertion is about time
+
+
+class _FakeDriver:
+    """Stands in for ``RunDriver``: ``drive`` trains until ``stop_requested``, then runs its
+    final step (``final``: return a summary, raise, or never end)."""
+
+    def __init__(self, final: str) -> None:
+        self.stop_requested = threading.Event()
+        self.driving = threading.Event()
+        self.final = final
+        self.never = threading.Event()
+
+    def drive(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        self.driving.set()
+        self.stop_requested.wait(HANG_GUARD_S)
+        if self.final == "raise":
+            raise RuntimeError("final evaluation failed: generation backend gone")
+        if self.final == "hang":
+            self.never.wait(HANG_GUARD_S)
+        return {"stop_reason": "interrupted", "steps": 3}
+
+
+def _settings(tmp_path: Path, grace_s: float) -> DriverSettings:
+    return DriverSettings.model_validate(
+        {
+            "server": {"port": 0, "metrics_port": -1, "grace_s": grace_s},
+            "run": {"namespace": "t", "data": {"train_size": 4}},
+            "out_dir": str(tmp_path),
+            "learner_address": "127.0.0.1:1",
+            "assembler_address": "127.0.0.1:1",
+            "exit_when_done": False,
+        }
+    )
+
+
+def _serve_and_sigterm(driver: _FakeDriver, settings: DriverSettings) -> DriverWorker:
+    """Serve a driver worker, SIGTERM this process once it drives, return after serve."""
+    worker = DriverWorker(driver, settings)  # type: ignore[arg-type]
+    spec = ServiceSpec("driver", DriverSettings, lambda _s: ServiceParts([], [worker]))
+
+    def terminate() -> None:
+        if driver.driving.wait(HANG_GUARD_S):
+            os.kill(os.getpid(), signal.SIGTERM)  # serve's handler: drain, stop the worker
+
+    threading.Thread(target=terminate, daemon=True).start()
+    try:
+        serve(spec, settings)
+    finally:
+        driver.never.set()
+    return worker
+
+
+def test_a_clean_stop_returns_normally(tmp_path: Path) -> None:
+    driver = _FakeDriver("summary")
+    worker = _serve_and_sigterm(driver, _settings(tmp_path, grace_s=HANG_GUARD_S))
+    assert worker.summary == {"stop_reason": "interrupted", "steps": 3}
+    assert worker.failure is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_drive_failing_while_stopping_makes_serve_fail_and_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = _FakeDriver("raise")
+    with (
+        caplog.at_level(logging.INFO),
+        pytest.raises(InternalError, match="final evaluation failed: generation backend gone"),
+    ):
+        _serve_and_sigterm(driver, _settings(tmp_path, grace_s=HANG_GUARD_S))
+    messages = [r.getMessage() for r in caplog.records]
+    assert "run driver failed while stopping; no summary written" in messages
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_drive_outlasting_the_grace_makes_serve_fail(tmp_path: Path) -> None:
+    driver = _FakeDriver("hang")
+    with pytest.raises(InternalError, match=r"did not finish within 0 s of the stop"):
+        _serve_and_sigterm(driver, _settings(tmp_path, grace_s=0.2))
