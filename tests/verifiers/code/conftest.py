@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from grpo.v1 import common_pb2
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
 
 CANARY = "grpo-canary-5b1f0c9e2d"
+_PR_GET_CHILD_SUBREAPER = 37  # prctl(2)
+
+
+def own_descendants() -> set[int]:
+    """Pids (zombies included) of every process descended from this test process.
+
+    A verifier's sandbox makes this process the child subreaper (asserted here), so whatever
+    a sample leaves behind, a daemon that double-forked out of its tree included, is
+    reparented to a process of this tree, never to init: the set holds every process the
+    verifier's samples can leave. Another sandbox on the host (another pytest run, a serving
+    verifier) is not in it, even when it runs under the same slot uids.
+    """
+    flag = ctypes.c_int(0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0
+    assert flag.value == 1, "no sandbox open: this process is not the child subreaper"
+    return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
 def need_sandbox() -> None:

@@ -4,7 +4,10 @@ scores a good solution right after."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import textwrap
@@ -18,10 +21,11 @@ from grpo.v1 import common_pb2
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
 from grpo.verifiers.code.processes import processes_of_uid
 
-from .conftest import CANARY, code_task
+from .conftest import CANARY, code_task, own_descendants
 
 CHECK = "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"
 GOOD = "def f(x):\n    return 2 * x\n"
+_PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 SECRET_CHECK = (
     "def check(candidate):\n"
     "    assert candidate('abc') == 'expected-9d2e1f'\n"
@@ -34,26 +38,31 @@ def _score(verifier: CodeVerifier, program: str, check: str = CHECK) -> common_p
 
 
 def _leftovers(verifier: CodeVerifier) -> list[str]:
-    """Processes (zombies included) whose real uid is a slot uid, seen by psutil, but the warm
-    slots' own bwrap + zygote (3 per slot, started before any sample)."""
+    """Processes (zombies included) of this verifier's sandbox, seen by psutil, but the warm
+    slots' own bwrap + zygote (3 per slot, started before any sample): those descended from
+    this process (``own_descendants``) whose real uid is a slot uid."""
     uids = set(verifier.sandbox.slot_uids)
     resident = verifier.sandbox.resident_pids
-    found = [
-        f"{p.info['pid']} {p.info['name']}"
-        for p in psutil.process_iter(["pid", "name", "uids"])
-        if p.info["uids"] is not None
-        and p.info["uids"].real in uids
-        and p.info["pid"] not in resident
-    ]
+    found = []
+    for pid in own_descendants() - resident:
+        try:
+            process = psutil.Process(pid)
+            if process.uids().real in uids:
+                found.append(f"{pid} {process.name()}")
+        except psutil.NoSuchProcess:
+            continue  # reaped since the listing: not left
     return found
 
 
 def _assert_clean(verifier: CodeVerifier, score: common_pb2.Score) -> None:
     assert CANARY not in str(score)
     assert _leftovers(verifier) == []
-    assert len(verifier.sandbox.resident_pids) <= 3 * len(verifier.sandbox.slot_uids)
-    for uid in verifier.sandbox.slot_uids:
-        left = set(processes_of_uid(uid)) - verifier.sandbox.resident_pids
+    resident = verifier.sandbox.resident_pids
+    assert len(resident) <= 3 * len(verifier.sandbox.slot_uids)
+    ours = own_descendants()
+    assert resident <= ours  # the view below sees this sandbox's processes
+    for uid in verifier.sandbox.slot_uids:  # a second reader: /proc by uid, this tree only
+        left = (set(processes_of_uid(uid)) & ours) - resident
         assert left == set(), f"processes left for uid {uid}"
     healthy = _score(verifier, GOOD)
     assert (healthy.status, healthy.reward) == (common_pb2.SCORE_STATUS_OK, 1.0)
@@ -412,3 +421,31 @@ def test_sandbox_process_is_unprivileged(verifier: CodeVerifier) -> None:
     zero = "0000000000000000"
     expected = [[u, u, [], -1, zero, zero, zero, zero, zero, "1"] for u in uids]
     assert any(repr(e) in score.detail for e in expected), score.detail
+
+
+def test_the_leftover_check_counts_this_sandbox_only(verifier: CodeVerifier) -> None:
+    """A process of a slot uid outside this process's tree (another sandbox on the host using
+    the same uid range) is not a leftover; one inside it is, whatever its parent."""
+    uid = verifier.sandbox.slot_uids[0]
+    as_slot = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) == 0  # orphans go to init now
+    try:
+        shell = subprocess.run(
+            [*as_slot, "sh", "-c", "sleep 120 >/dev/null 2>&1 & echo $!"],
+            capture_output=True, text=True, check=True, timeout=30,
+        )  # fmt: skip
+    finally:
+        assert libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    foreign = int(shell.stdout)
+    ours = subprocess.Popen([*as_slot, "sleep", "120"])
+    try:
+        assert foreign in processes_of_uid(uid)  # the uid alone would count it
+        assert foreign not in own_descendants()
+        assert _leftovers(verifier) == [f"{ours.pid} sleep"]
+    finally:
+        ours.kill()
+        ours.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(foreign, signal.SIGKILL)
+    assert _leftovers(verifier) == []

@@ -4,6 +4,7 @@ service leaks no fd, and the spawn path gives the same verdicts."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import textwrap
@@ -16,7 +17,7 @@ import pytest
 from grpo.v1 import common_pb2
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings, codec
 
-from .conftest import code_task, need_sandbox
+from .conftest import code_task, need_sandbox, own_descendants
 
 CHECK = "def check(candidate):\n    assert candidate(0) == []\n"
 
@@ -118,12 +119,15 @@ def _value(v: CodeVerifier, program: str) -> Any:
 
 
 def _slot_processes(v: CodeVerifier) -> set[int]:
+    """Processes of ``v``'s slot uids in this process's tree (``own_descendants``: every
+    process its samples can leave, none of another sandbox sharing the uids)."""
     uids = set(v.sandbox.slot_uids)
-    return {
-        p.info["pid"]
-        for p in psutil.process_iter(["pid", "uids"])
-        if p.info["uids"] is not None and p.info["uids"].real in uids
-    }
+    found = set()
+    for pid in own_descendants():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if psutil.Process(pid).uids().real in uids:
+                found.add(pid)
+    return found
 
 
 def _probe(v: CodeVerifier) -> Any:
