@@ -25,10 +25,17 @@ Applied in order by :func:`normalize_answer` (each with an example):
   ``about``, ``approximately`` before a number is dropped; ``\\$2,450`` -> ``2450`` (a dollar sign
   before a number is dropped); scale words ``3 \\text{ thousand}`` -> ``3\\times10^{3}``
   (hundred, thousand, million, billion, trillion); a trailing period is dropped.
+- Sets and relations: ``ℝ``, ``\\R``, ``\\mathbf{R}``, ``\\Bbb R`` -> ``\\mathbb{R}`` (also Z, N,
+  Q, C); ``<=``/``>=``/``!=`` -> ``\\le``/``\\ge``/``\\ne`` (``5!=120`` stays a factorial);
+  ``\\lor``/``\\vee``/``∨`` -> `` or ``, ``\\land``/``\\wedge``/``∧`` -> `` and ``;
+  ``\\colon`` -> ``:``; a ``$`` left inside the text (joined ``$4$ and $6$`` segments) is a
+  space.
 - Number words: a whole answer ``six`` -> ``6`` (zero to twenty, and the tens to eighty).
 - Units: words after a number are a unit and are dropped: ``12 \\text{ cm}`` -> ``12``,
-  ``5\\text{ cm}^2`` -> ``5``, ``12 apples`` -> ``12``, ``30^\\circ`` -> ``30``; ``\\%`` ->
-  ``%`` (kept: the answer model reads a percent).
+  ``5\\text{ cm}^2`` -> ``5``, ``12 apples`` -> ``12``, ``30^\\circ`` -> ``30``,
+  ``72^\\circ F`` / ``72 °F`` / ``72^o F`` -> ``72``; a known unit is noted
+  (:func:`normalize_with_units`, ``grpo.verifiers.math.units``) so that two answers with
+  different units differ; ``\\%`` -> ``%`` (kept: the answer model reads a percent).
 
 The output is also what ``Score.extracted_answer`` reports. Pure text functions, no sympy.
 """
