@@ -444,6 +444,9 @@ class _Zygote:
         start = time.monotonic()
         for attempt in (0, 1):
             if self.sock is None:
+                if self.sandbox.closing:  # a run outliving close(): its uid may be released
+                    result.start_error = "the sandbox is closed"
+                    return result
                 try:
                     self.start()
                 except InternalError as exc:
@@ -567,6 +570,8 @@ class Sandbox:
         self._lock_fds: list[int] = []
         self._uids: list[int] = []
         self._closed = False
+        self.closing = False
+        """True once :meth:`close` began: no zygote or sandbox starts any more."""
         set_child_subreaper(True)
         self._slots: queue.Queue[int] = queue.Queue()
         self._zygotes: dict[int, _Zygote] = {}
@@ -628,7 +633,13 @@ class Sandbox:
         )
 
     def close(self) -> None:
-        """Stop the zygotes, release the slot uids (their lock files) and the subreaper."""
+        """Stop the zygotes, release the slot uids (their lock files) and the subreaper.
+
+        A run still in progress on another thread (the servicer does not wait for it without
+        bound) then ends with ``start_error`` instead of restarting a zygote or a sandbox
+        under a uid this sandbox no longer holds.
+        """
+        self.closing = True
         for zygote in self._zygotes.values():
             zygote.stop()
         for fd in self._lock_fds:
@@ -737,6 +748,8 @@ class Sandbox:
             The :class:`RunResult`; a timeout is ``timed_out=True`` and a sandbox that could
             not start has ``start_error`` set, never an exception.
         """
+        if self.closing:
+            return RunResult(start_error="the sandbox is closed")
         limit = self.settings.wall_time_s if wall_time_s is None else wall_time_s
         limits = self.limits(limit)
         job_fd = _sealed_memfd("job", marshal.dumps({**job, "limits": limits}))

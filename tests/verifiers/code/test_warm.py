@@ -235,3 +235,18 @@ def test_spawn_path_gives_the_same_verdicts() -> None:
         assert _probe(spawn) == before
     finally:
         spawn.close()
+
+
+def test_a_closed_sandbox_starts_nothing_more() -> None:
+    """A run that outlives close() (the servicer's thread still in an item) must not restart
+    a zygote under a uid the sandbox released: it ends INTERNAL, a status, never a 0."""
+    need_sandbox()
+    v = CodeVerifier(CodeConfig(sandbox=SandboxSettings(slots=1, uid_base=62700, wall_time_s=3.0)))
+    v.close()
+    check = "def check(candidate):\n    assert candidate(2) == 4\n"
+    score = v.verify(code_task(check), "```python\ndef f(x):\n    return 2 * x\n```")
+    assert (score.status, score.detail) == (
+        common_pb2.SCORE_STATUS_INTERNAL,
+        "the sandbox is closed",
+    ), score
+    assert v.sandbox.zygote_pids == [None]  # no zygote was started again
