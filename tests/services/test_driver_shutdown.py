@@ -8,13 +8,18 @@ import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from grpo.errors import InternalError
+from grpo.services.pipeline.cluster import LocalCluster
+from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver_service import DriverSettings, DriverWorker
+from grpo.services.pipeline.processes import ProcessSupervisor
 from grpo.services.registry import ServiceParts, ServiceSpec, serve
 
 HANG_GUARD_S = 60.0  # only a bound on a hang; no assertion is about time
@@ -40,17 +45,27 @@ class _FakeDriver:
         return {"stop_reason": "interrupted", "steps": 3}
 
 
+def _settings_dict(tmp_path: Path, grace_s: float) -> dict[str, Any]:
+    return {
+        "server": {"port": 0, "metrics_port": -1, "grace_s": grace_s},
+        "run": {"namespace": "t", "data": {"train_size": 4}},
+        "out_dir": str(tmp_path),
+        "learner_address": "127.0.0.1:1",
+        "assembler_address": "127.0.0.1:1",
+        "exit_when_done": False,
+    }
+
+
 def _settings(tmp_path: Path, grace_s: float) -> DriverSettings:
-    return DriverSettings.model_validate(
-        {
-            "server": {"port": 0, "metrics_port": -1, "grace_s": grace_s},
-            "run": {"namespace": "t", "data": {"train_size": 4}},
-            "out_dir": str(tmp_path),
-            "learner_address": "127.0.0.1:1",
-            "assembler_address": "127.0.0.1:1",
-            "exit_when_done": False,
-        }
-    )
+    return DriverSettings.model_validate(_settings_dict(tmp_path, grace_s))
+
+
+FAILING_DRIVER = ServiceSpec(
+    "driver",
+    DriverSettings,
+    lambda s: ServiceParts([], [DriverWorker(_FakeDriver("raise"), s)]),  # type: ignore[arg-type]
+)
+"""``grpo serve test_driver_shutdown:FAILING_DRIVER``: a driver whose final evaluation fails."""
 
 
 def _serve_and_sigterm(driver: _FakeDriver, settings: DriverSettings) -> DriverWorker:
@@ -96,3 +111,26 @@ def test_a_drive_outlasting_the_grace_makes_serve_fail(tmp_path: Path) -> None:
     driver = _FakeDriver("hang")
     with pytest.raises(InternalError, match=r"did not finish within 0 s of the stop"):
         _serve_and_sigterm(driver, _settings(tmp_path, grace_s=0.2))
+
+
+def test_grpo_run_sees_the_driver_process_fail_while_stopping(tmp_path: Path) -> None:
+    """The real process: ``grpo serve`` exits 1 and ``LocalCluster.stop_driver`` returns it
+    (``run_local`` then writes the failure into the summary and exits 1)."""
+    config = tmp_path / "driver.yaml"
+    config.write_text(yaml.safe_dump(_settings_dict(tmp_path, grace_s=HANG_GUARD_S)))
+    cluster = LocalCluster(RunConfig.model_validate({"data": {"train_size": 4}}), tmp_path)
+    path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    cluster.supervisor = ProcessSupervisor(tmp_path / "logs", env={"PYTHONPATH": path})
+    proc = cluster.supervisor.start("driver", config, service="test_driver_shutdown:FAILING_DRIVER")
+    try:
+        until = time.monotonic() + HANG_GUARD_S
+        while "service ready" not in proc.log.read_text() and proc.alive():
+            assert time.monotonic() < until, proc.log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert proc.alive(), proc.log.read_text()[-2000:]
+        assert cluster.stop_driver() == 1
+    finally:
+        cluster.supervisor.stop_all(5.0)
+    log_text = proc.log.read_text()
+    assert "run driver failed while stopping; no summary written" in log_text
+    assert "final evaluation failed: generation backend gone" in log_text
