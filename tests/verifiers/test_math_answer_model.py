@@ -4,6 +4,8 @@ real-set fallback), beside the table rows that exercise them end to end."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from grpo.verifiers.math import answers_equal, normalize_answer, read_answer
 from grpo.verifiers.math.answer import (
@@ -20,7 +22,7 @@ from grpo.verifiers.math.answer import (
 )
 from grpo.verifiers.math.normalize import normalize_with_units
 from grpo.verifiers.math.realsets import sets_equal, to_set
-from grpo.verifiers.math.units import canonical_unit, units_conflict
+from grpo.verifiers.math.units import UNITS, canonical_unit, units_conflict
 
 REALS = Interval(Scalar(r"-\infty"), Scalar(r"\infty"), False, False)
 
@@ -148,3 +150,124 @@ def test_units_conflict_only_when_both_are_known_and_differ() -> None:
     assert not units_conflict(frozenset(), frozenset({"degC"}))  # a unit may be omitted
     assert canonical_unit("apples") is None
     assert canonical_unit("centimetres") == canonical_unit("cm") == "cm"
+
+
+# ---- properties: equal renderings stay equal, any change stays unequal (no false positive) ----
+
+_ENDS = st.lists(st.integers(-50, 50), min_size=2, max_size=6, unique=True).map(sorted)
+
+
+def _spread(ends: list[int]) -> list[int]:
+    return [e * 3 for e in ends]  # gaps of 3 or more: no two parts touch, shifts by 1 matter
+
+
+def _parts(data: st.DataObject) -> list[tuple[str, str, bool, bool]]:
+    """Disjoint intervals (lo, hi, lo_closed, hi_closed); the outer ends may be infinite."""
+    ends = _spread(data.draw(_ENDS))
+    if len(ends) % 2:
+        ends = ends[:-1]
+    parts = []
+    for k in range(0, len(ends), 2):
+        lo, hi = str(ends[k]), str(ends[k + 1])
+        parts.append((lo, hi, data.draw(st.booleans()), data.draw(st.booleans())))
+    if data.draw(st.booleans()):
+        parts[0] = (r"-\infty", parts[0][1], False, parts[0][3])
+    if data.draw(st.booleans()):
+        parts[-1] = (parts[-1][0], r"\infty", parts[-1][2], False)
+    return parts
+
+
+def _interval_text(lo: str, hi: str, lo_closed: bool, hi_closed: bool) -> str:
+    return f"{'[' if lo_closed else '('}{lo}, {hi}{']' if hi_closed else ')'}"
+
+
+def _condition_text(lo: str, hi: str, lo_closed: bool, hi_closed: bool) -> str:
+    le = r"\le"
+    left = "" if lo == r"-\infty" else f"{lo} {le if lo_closed else '<'} "
+    right = "" if hi == r"\infty" else f" {le if hi_closed else '<'} {hi}"
+    return f"{left}x{right}" if left or right else r"x \in \mathbb{R}"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_real_sets_equal_in_any_rendering_and_unequal_after_any_change(data: st.DataObject) -> None:
+    parts = _parts(data)
+    gold = _read(r" \cup ".join(_interval_text(*p) for p in parts))
+    shuffled = data.draw(st.permutations(parts))
+    assert answers_equal(gold, _read(r" \cup ".join(_interval_text(*p) for p in shuffled)))
+    if len(parts) > 1 or parts[0][:2] != (r"-\infty", r"\infty"):
+        conditions = r" \text{ or } ".join(_condition_text(*p) for p in shuffled)
+        assert answers_equal(gold, _read(conditions)), conditions
+    k = data.draw(st.integers(0, len(parts) - 1))
+    lo, hi, lo_closed, hi_closed = parts[k]
+    changes = []
+    if lo != r"-\infty":
+        changes += [
+            (lo, hi, not lo_closed, hi_closed),
+            (str(int(lo) + 1), hi, lo_closed, hi_closed),
+        ]
+    if hi != r"\infty":
+        changes += [
+            (lo, hi, lo_closed, not hi_closed),
+            (lo, str(int(hi) - 1), lo_closed, hi_closed),
+        ]
+    for change in changes:
+        changed = [change if i == k else p for i, p in enumerate(parts)]
+        text = r" \cup ".join(_interval_text(*p) for p in changed)
+        assert not answers_equal(gold, _read(text)), text
+        conditions = r" \text{ or } ".join(_condition_text(*p) for p in changed)
+        assert not answers_equal(gold, _read(conditions)), conditions
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(1, 30), min_size=2, max_size=4),
+    st.integers(2, 7),
+    st.integers(0, 3),
+)
+def test_ratios_equal_when_proportional_only(terms: list[int], factor: int, bump: int) -> None:
+    gold = _read(":".join(map(str, terms)))
+    assert answers_equal(gold, _read(":".join(str(t * factor) for t in terms)))
+    bumped = [t + (1 if i == bump % len(terms) else 0) for i, t in enumerate(terms)]
+    proportional = all(
+        terms[i] * bumped[j] == terms[j] * bumped[i]
+        for i in range(len(terms))
+        for j in range(i + 1, len(terms))
+    )
+    assert answers_equal(gold, _read(":".join(map(str, bumped)))) is proportional
+
+
+def _digits(n: int, base: int) -> str:
+    out = ""
+    while True:
+        n, d = divmod(n, base)
+        out = "0123456789ABCDEF"[d] + out
+        if n == 0:
+            return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10**6), st.integers(2, 16), st.integers(2, 16))
+def test_base_numbers_need_the_gold_digits_in_the_gold_base(n: int, base: int, other: int) -> None:
+    digits = _digits(n, base)
+    assume(any(ch.isdigit() for ch in digits) or len(digits) > 1)  # A_{11}: a variable
+    gold = _read(f"{digits}_{{{base}}}")
+    assert answers_equal(gold, _read(digits))
+    assert answers_equal(gold, _read(f"{digits}_{{{base}}}"))
+    if other != base and all(int(ch, 16) < other for ch in digits):
+        assert not answers_equal(gold, _read(f"{digits}_{{{other}}}"))
+    if str(n) != digits:
+        assert not answers_equal(gold, _read(str(n)))  # its value in base ten
+
+
+_KNOWN = sorted({u for u in UNITS if u != "deg"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_KNOWN), st.sampled_from(_KNOWN), st.integers(0, 500))
+def test_two_known_units_agree_only_when_the_same(a: str, b: str, n: int) -> None:
+    spell_a, spell_b = UNITS[a][-1], UNITS[b][-1]
+    _, units_a = normalize_with_units(rf"{n} \text{{ {spell_a}}}")
+    _, units_b = normalize_with_units(rf"{n} \text{{ {spell_b}}}")
+    assert units_a == {a} and units_b == {b}
+    assert units_conflict(units_a, units_b) is (a != b)

@@ -246,6 +246,8 @@ def _words_after(units: list[str], m: re.Match[str]) -> str:
         return m.group(0)
     if len(first) == 1 and len(words) == 1:
         return m.group(0)  # "2 x": a variable, not a unit
+    if not m.group(1) and len(words) == 1 and re.fullmatch(r"[A-F]+", words[0]):
+        return m.group(0)  # "27DA": hexadecimal digits, not a unit
     _note_unit(units, m.group(2), _power(m.group(3)))
     return ""
 

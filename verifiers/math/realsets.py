@@ -118,10 +118,23 @@ def to_set(node: Answer) -> Any | None:
 def sets_equal(gold: Answer, answer: Answer) -> bool | None:
     """Whether two real-line answers are the same set; None when either does not convert.
 
-    Equal means the symmetric difference evaluates to the empty set; an unevaluated result
-    counts as not equal.
+    Both sets are evaluated by sympy into its canonical form (intervals sorted and merged,
+    points), so equal sets compare equal; when either is left unevaluated, equal means the
+    symmetric difference evaluates to the empty set, and an unevaluated result counts as not
+    equal.
     """
     g, a = to_set(gold), to_set(answer)
     if g is None or a is None:
         return None
+    if g == a:
+        return True
+    if _simple(g) and _simple(a):
+        return False  # both in sympy's canonical form (sorted, merged): unequal forms differ
     return bool(sympy.SymmetricDifference(g, a) == sympy.EmptySet)
+
+
+def _simple(s: Any) -> bool:
+    """Evaluated to intervals and points only (no unevaluated complement or intersection)."""
+    if isinstance(s, sympy.Union):
+        return all(isinstance(p, sympy.Interval | sympy.FiniteSet) for p in s.args)
+    return isinstance(s, sympy.Interval | sympy.FiniteSet) or s == sympy.EmptySet
