@@ -315,15 +315,22 @@ def _based(g: Answer, a: Answer) -> bool:
     if isinstance(g, BaseNumber) and isinstance(a, BaseNumber):
         return g.base == a.base and g.digits == a.digits
     if isinstance(g, BaseNumber):
-        return isinstance(a, Scalar) and _digits(a) == g.digits
+        return _digits(a) == g.digits
     assert isinstance(a, BaseNumber)
-    return a.base == 10 and isinstance(g, Scalar) and _digits(g) == a.digits
+    return a.base == 10 and _digits(g) == a.digits
 
 
-def _digits(s: Scalar) -> str | None:
-    if s.percent or not _NUMERAL.match(s.text):
+def _digits(s: Answer) -> str | None:
+    """A plain numeral's digits, upper-cased without leading zeros (``ABA`` reads as words)."""
+    if isinstance(s, Text):
+        text = s.words
+    elif isinstance(s, Scalar) and not s.percent:
+        text = s.text
+    else:
         return None
-    return s.text.upper().lstrip("0") or "0"
+    if not _NUMERAL.match(text):
+        return None
+    return text.upper().lstrip("0") or "0"
 
 
 def _exact(text: str, side: str) -> Value | TooLargeError | None:
