@@ -208,6 +208,8 @@ class ServiceCpu:
     (verifier pool workers), summed per ``grpo serve`` name. Linux only."""
 
     def __init__(self, run_dir: Path, period_s: float = 0.25) -> None:
+        self._metrics = run_dir / "metrics.jsonl"
+        self.at_first_step: dict[str, float] | None = None  # per_service() once step 1 logged
         self._marker = str(run_dir.resolve())
         self._period = period_s
         self._tick = os.sysconf("SC_CLK_TCK")
@@ -252,6 +254,12 @@ class ServiceCpu:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._sample()
+            if (
+                self.at_first_step is None
+                and self._metrics.is_file()
+                and self._metrics.stat().st_size
+            ):
+                self.at_first_step = self.per_service()
             self._stop.wait(self._period)
 
     def per_service(self) -> dict[str, float]:
@@ -289,12 +297,26 @@ def _main_job(policy: Path, per_call: int, tmp: Path) -> dict[str, float]:
     services = cpu.per_service()
     wall = float(summary["grpo_wall_clock_s"])
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    idle = [m["learner/idle_frac"] for m in metrics if m.get("learner/idle_frac") is not None]
+    # After its first step (whose wait includes the run's start and the SFT evaluation): the
+    # share of the learner's wall time spent waiting for groups, and spent in Trainer.step.
+    later = [m for m in metrics if m["step"] > metrics[0]["step"]]
+    span = later[-1]["wall_clock_s"] - metrics[0]["wall_clock_s"] if later else float("nan")
     worker_cpu = sum(v for k, v in services.items() if k.startswith("rollout-worker"))
+    first = cpu.at_first_step or {}
+    steps_after = max(int(summary["steps"]) - int(metrics[0]["step"]), 1)
     return {
+        # CPU s of the learner process per step after step 1 (start-up and model load excluded;
+        # sampled every 0.25 s, so up to one sample late), and of all services together.
+        "learner_cpu_s_per_step": (services.get("learner", 0.0) - first.get("learner", 0.0))
+        / steps_after,
+        "all_cpu_s_per_step": (sum(services.values()) - sum(first.values())) / steps_after,
         "tokens_per_s": float(summary["generated_tokens"]) / wall,
         "steps_per_s": float(summary["steps"]) / wall,
-        "learner_idle": statistics.fmean(idle) if idle else float("nan"),
+        "learner_idle": sum(m["time/wait_groups_s"] for m in later) / span,
+        "learner_busy": sum(m["time/step_s"] for m in later) / span,
+        "learner_step_s": statistics.median(m["time/step_s"] for m in metrics),
+        "generated_tokens_per_step": float(summary["generated_tokens"]) / float(summary["steps"]),
+        "load_1min": os.getloadavg()[0],  # the machine's load at the run's end (all users)
         "worker_tokens_per_cpu_s": float(summary["generated_tokens"]) / max(worker_cpu, 1e-9),
         "rollouts": float(summary["rollouts"]),
         "wall_s": wall,
@@ -347,11 +369,25 @@ def main() -> None:
             for key, what in (
                 ("tokens_per_s", "generated tokens per wall s"),
                 ("steps_per_s", "learner steps per wall s"),
-                ("learner_idle", "learner idle share"),
+                ("learner_idle", "learner idle share after step 1"),
+                ("learner_busy", "learner in Trainer.step, share"),
+                ("learner_step_s", "Trainer.step wall s (median step)"),
+                ("learner_cpu_s_per_step", "learner CPU s per step after step 1"),
+                ("all_cpu_s_per_step", "all services' CPU s per step after 1"),
+                ("generated_tokens_per_step", "generated tokens per learner step"),
                 ("worker_tokens_per_cpu_s", "generated tokens per worker CPU s"),
+                ("load_1min", "machine load average (1 min) at end"),
             ):
                 values = [r[key] for r in rows]
-                shown = _share(values) if key == "learner_idle" else _summary(values)
+                shares = (
+                    "learner_idle",
+                    "learner_busy",
+                    "learner_step_s",
+                    "learner_cpu_s_per_step",
+                    "all_cpu_s_per_step",
+                    "load_1min",
+                )
+                shown = _share(values) if key in shares else _summary(values)
                 print(f"    {what:34s} {shown}")
             cpu_keys = sorted({k for r in rows for k in r if k.startswith("cpu_s/")})
             print(
