@@ -22,9 +22,11 @@ from grpo.verifiers.math.answer import (
 )
 from grpo.verifiers.math.normalize import normalize_with_units
 from grpo.verifiers.math.realsets import sets_equal, to_set
+from grpo.verifiers.math.symbolic import to_sympy
 from grpo.verifiers.math.units import UNITS, canonical_unit, units_conflict
 
 REALS = Interval(Scalar(r"-\infty"), Scalar(r"\infty"), False, False)
+to_sympy("1")  # raises the recursion limit once, before hypothesis records it
 
 
 def _read(text: str):  # type: ignore[no-untyped-def]
