@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.errors import FailedPreconditionError, InternalError
+from grpo.errors import FailedPreconditionError, GrpoError, InternalError
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver import DriverRecord, RunDriver
 from grpo.services.registry import ServiceParts, ServiceSpec
@@ -44,6 +44,7 @@ __all__ = [
     "DriverWorker",
     "PullingRunDriver",
     "RemoteEndpoints",
+    "StoppedBeforeRunError",
     "build",
     "published_version_of",
 ]
@@ -153,6 +154,11 @@ def published_version_of(folder: Path | str) -> int:
     return int(match.group(1))
 
 
+class StoppedBeforeRunError(GrpoError):
+    """The driver was stopped before its run began (while waiting for version 0): nothing
+    was trained or evaluated, so there is no summary to write and nothing failed."""
+
+
 class PullingRunDriver(RunDriver):
     """A ``RunDriver`` that evaluates local, verified copies of the published versions,
     pulled from the learner's weight server (``weights.mode: grpc``), and adds the run's
@@ -181,7 +187,11 @@ class PullingRunDriver(RunDriver):
         started: float | None = None,
     ) -> dict[str, Any]:
         """``RunDriver.drive``, first waiting up to ``initial_wait_s`` for version 0 when no
-        initial policy is given (then ``RunDriver.drive`` raises FailedPreconditionError)."""
+        initial policy is given (then ``RunDriver.drive`` raises FailedPreconditionError).
+
+        Raises:
+            StoppedBeforeRunError: ``stop_requested`` was set during that wait.
+        """
         from grpo.services.streams import REDIS_ERRORS
 
         deadline = time.monotonic() + self.initial_wait_s
@@ -194,7 +204,9 @@ class PullingRunDriver(RunDriver):
             if policy is not None and policy.path:
                 break
             if self.stop_requested.wait(1.0):
-                break
+                raise StoppedBeforeRunError(
+                    "stopped while waiting for the learner's version 0: no run began"
+                )
         return super().drive(initial_model, steps, started=started)
 
     def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
@@ -240,7 +252,8 @@ class DriverWorker:
     exits non-zero (the process is restarted and resumes). A drive that fails while the
     service stops (SIGTERM: the final evaluation and the summary) or does not end within the
     stop's timeout makes :meth:`stop` raise, so ``serve`` exits non-zero then as well: the
-    run has no summary, and exit 0 would report it complete.
+    run has no summary, and exit 0 would report it complete. A driver stopped before its
+    run began (still waiting for the learner's version 0) exits 0: nothing failed.
     """
 
     def __init__(self, driver: RunDriver, settings: DriverSettings) -> None:
@@ -262,6 +275,9 @@ class DriverWorker:
         s = self._settings
         try:
             self.summary = self.driver.drive(s.initial_policy, s.steps or None, started=time.time())
+        except StoppedBeforeRunError as exc:
+            log.info("run driver stopped: %s", exc)
+            return
         except Exception as exc:
             self.failure = exc
             if self._stop.is_set():
