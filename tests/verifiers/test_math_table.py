@@ -1,6 +1,6 @@
 """The hand-written equivalence table (tests/verifiers/data/math_equivalence.py), every row.
 
-Runs the check function directly (the same code a worker runs), so the ~430 rows take about
+Runs the check function directly (the same code a worker runs), so the ~580 rows take about
 a second; ``test_math_verifier.py`` covers the worker pool, statuses and time limits. Expected
 rewards are what is right; a reward 1 on an expected 0 is a false positive, which must never
 happen.
