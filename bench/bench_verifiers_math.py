@@ -1,7 +1,7 @@
 """Math verifier benchmark and dataset figures, measured side by side in one run.
 
-0. The equivalence table (``tests/verifiers/data/math_equivalence.py``, hand-written rows in
-   categories, counted when it runs): accuracy per category, false positives (reward 1 where 0 is right) and
+0. The equivalence table (``tests/verifiers/data/math_equivalence.py``, hand-written rows by
+   category): accuracy per category, false positives (reward 1 where 0 is right) and
    false negatives of ours (``MathVerifier``, one worker process, one caller) and of
    math-verify called directly (``verify(parse("$gold$"), parse(response))`` in this
    process's main thread, its own 5 s signal timeouts), and answers/s of both on the same
