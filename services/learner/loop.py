@@ -406,6 +406,7 @@ class LearnerLoop:
             self._redis(lambda: self.groups.ack(dup))
 
     def _train(self, entries: list[StreamEntry[common_pb2.Group]], wait_s: float) -> None:
+        busy_from = time.perf_counter()
         s = self.settings
         groups = [e.message for e in entries]
         shard = groups
@@ -433,6 +434,7 @@ class LearnerLoop:
         if step % s.publish_every == 0:
             self._publish(self.policy_version + 1)
         wall = time.time() - self.run_start_unix_s
+        busy_s = time.perf_counter() - busy_from
         counters = self._assembler_stats()
         record: dict[str, Any] = {
             mn.STEP: step,
@@ -442,7 +444,10 @@ class LearnerLoop:
             "trained_tokens": self.trained_tokens,
             "groups_consumed": len(self.consumed),
             "time/wait_groups_s": wait_s,
+            # since the run's first learner start (start-up and the first groups' wait
+            # included); the step's own share is the one that says what bounds the run now
             "learner/idle_frac": self.wait_s_total / max(wall, 1e-9),
+            "learner/idle_frac_step": wait_s / max(wait_s + busy_s, 1e-9),
             "policy/staleness_mean": staleness,
             "learner/redis_outage_s": self.outage.total_s,
         }

@@ -98,6 +98,9 @@ def test_loop_trains_publishes_checkpoints_and_acks(
         *metric_names.LOOP_RECORD,  # what test_metric_names counts as written by the loop
     ):
         assert key in metrics[-1], key
+    for m in metrics:  # shares of wall-clock time: the step's own and since the start
+        assert 0.0 <= m["learner/idle_frac_step"] <= 1.0
+        assert 0.0 <= m["learner/idle_frac"] <= 1.0
     logged = [
         json.loads(x)["group_id"] for x in (tmp_path / "groups.jsonl").read_text().splitlines()
     ]
