@@ -7,8 +7,9 @@ the package). It trains the given SFT checkpoint with ``trl.GRPOTrainer`` on the
 completion tokens pass a milestone (``--save-every`` tokens) and at the end, writing one line
 per save to ``<out>/milestones.jsonl``: ``{"tokens", "cpu_s", "wall_s", "dir", "step"}``
 (``cpu_s``: user + system CPU seconds of this process and its reaped children), and TRL's logs
-(every ``logging_steps``) to ``<out>/logs.jsonl``. ``bench_vs_trl`` scores every saved policy
-on the held-out set with the run's own outcome verifier, as it scores ours.
+(every ``logging_steps``) to ``<out>/logs.jsonl``. A file ``<out>/STOP`` ends training at the
+next generation boundary (saved and recorded like the budget's end). ``bench_vs_trl`` scores
+every saved policy on the held-out set with the run's own outcome verifier, as it scores ours.
 
 Reward: 1.0 when the text after the completion's last ``:`` is the gold integer, else 0.0 —
 the worked-solution format of the arithmetic tasks (``7+8=15,4+3+1=8:85``), for which the math
@@ -186,7 +187,7 @@ def main() -> None:
             if counted["tokens"] >= self.next_at:
                 save(state.global_step, kw["model"])
                 self.next_at += save_every
-            if counted["tokens"] >= budget:
+            if counted["tokens"] >= budget or (out / "STOP").exists():
                 control.should_training_stop = True
             return control
 
