@@ -8,7 +8,11 @@ Both write each finished result to disk as it arrives, so stopping them early lo
   callback it yields;
 - Ctrl-C / SIGTERM: ``interrupted: <kept>; rerun with --resume<hint>`` and exit
   :data:`EXIT_INTERRUPTED`;
-- a ``GrpoError``, ``OSError`` or ``ValueError``: ``error: <type>: <message>`` and exit
+- a ``grpo.errors.UsageError`` (a bad option value, options that exclude each other, an
+  input that cannot be read; raised before anything is written): re-raised as
+  ``typer.BadParameter`` naming its option(s), so the command exits :data:`EXIT_USAGE` with
+  ``Invalid value for '--field': ...``, as typer does for its own parsing errors;
+- another ``GrpoError``, ``OSError`` or ``ValueError``: ``error: <type>: <message>`` and exit
   :data:`EXIT_FAILED`; when the work was cut short (the verifier was lost: ``UnavailableError``;
   it broke the contract: ``ContractError``), also ``<kept>; rerun with --resume``.
 
@@ -16,9 +20,12 @@ The resume hint is given only when the results file holds something; when nothin
 written, the message says so instead (there is nothing to resume).
 
 A finished run ends with :func:`exit_for_unscored`, the one exit-code rule of both commands:
-the number of result rows without a reward (``scoring.has_reward``), capped at
-:data:`MAX_COUNT_EXIT`. :func:`table_console` prints their tables uncut when the output is not
+0 when every result row has a reward (``scoring.has_reward``), else :data:`EXIT_UNSCORED`,
+with the count printed. :func:`table_console` prints their tables uncut when the output is not
 a terminal.
+
+The codes do not overlap: 0 done, 2 usage, 3 done with rows without a reward, 101 could not
+finish, 130 interrupted (1 is left to an unexpected crash).
 """
 
 from __future__ import annotations
@@ -35,12 +42,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from grpo.errors import ContractError, GrpoError, UnavailableError
+from grpo.errors import ContractError, GrpoError, UnavailableError, UsageError
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
-    "MAX_COUNT_EXIT",
+    "EXIT_UNSCORED",
+    "EXIT_USAGE",
     "exit_for_unscored",
     "resumable_run",
     "table_console",
@@ -50,8 +58,12 @@ EXIT_FAILED = 101
 """Exit code when the command could not finish (its finished rows are kept)."""
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C / SIGTERM (finished rows are kept; rerun with --resume)."""
-MAX_COUNT_EXIT = 100
-"""A finished run exits with the number of rows that got no reward, capped here."""
+EXIT_USAGE = 2
+"""Exit code of a bad invocation (typer's own, for an unknown option or a bad value too):
+nothing was written."""
+EXIT_UNSCORED = 3
+"""Exit code of a finished run in which at least one row got no reward (the count is printed,
+and in ``grpo eval``'s ``summary.json``: ``unscored_samples``)."""
 UNBOUNDED_WIDTH = 100_000
 """Console width when the output is not a terminal and COLUMNS is unset: tables keep their
 natural width (rich pads nothing to the console width), never cut to 80 columns."""
@@ -67,21 +79,22 @@ def table_console(*, stderr: bool = False) -> Console:
 
 
 def exit_for_unscored(console: Console, unscored: int, *, rows: str) -> NoReturn:
-    """End a finished run: exit code = rows without a reward, at most :data:`MAX_COUNT_EXIT`.
+    """End a finished run: exit 0 when every row has a reward, else :data:`EXIT_UNSCORED`.
 
     The rule of ``grpo score`` and ``grpo eval`` alike; ``unscored`` counts the result rows
     for which ``grpo.services.evaluation.scoring.has_reward`` is False (``invalid_input``,
-    ``too_large``, and statuses that are no verdict: ``undecided``, ``internal``).
+    ``too_large``, and statuses that are no verdict: ``undecided``, ``internal``). A fixed code,
+    not the count: a count would meet the usage code 2 and the crash code 1.
 
     Args:
-        console: where the warning goes (stderr) when ``unscored`` > 0.
+        console: where the warning with the count goes (stderr) when ``unscored`` > 0.
         unscored: rows without a reward (>= 0).
         rows: what a row is, for the message (``line(s)``, ``sample(s)``).
 
     Raises:
         typer.Exit: always, with the exit code.
     """
-    code = min(unscored, MAX_COUNT_EXIT)
+    code = EXIT_UNSCORED if unscored else 0
     if unscored:
         console.print(
             f"[yellow]{unscored} {rows} got no reward (invalid_input, too_large or a status "
@@ -122,8 +135,10 @@ def resumable_run(
         interrupt_hint: appended to the interrupted message (`` to score the rest``).
 
     Raises:
+        typer.BadParameter: after a ``UsageError``; the command line prints it, naming the
+            option, and exits :data:`EXIT_USAGE`.
         typer.Exit: :data:`EXIT_INTERRUPTED` after Ctrl-C / SIGTERM, :data:`EXIT_FAILED`
-            after a ``GrpoError``, ``OSError`` or ``ValueError`` (printed on ``console``).
+            after another ``GrpoError``, ``OSError`` or ``ValueError`` (printed on ``console``).
     """
     previous = signal.signal(signal.SIGTERM, _interrupt)
     progress = Progress(
@@ -147,6 +162,9 @@ def resumable_run(
         else:
             console.print(f"[yellow]interrupted before any result was written to {results}")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except UsageError as exc:
+        hint = " / ".join(f"'{o.strip()}'" for o in exc.option.split("/")) if exc.option else None
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
     except (GrpoError, OSError, ValueError) as exc:
         console.print(f"[red]error: {type(exc).__name__}: {exc}")
         if isinstance(exc, UnavailableError | ContractError):

@@ -27,12 +27,13 @@ from grpo import __version__
 from grpo.cli_resumable import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
-    MAX_COUNT_EXIT,
+    EXIT_UNSCORED,
+    EXIT_USAGE,
     exit_for_unscored,
     resumable_run,
     table_console,
 )
-from grpo.errors import InvalidArgumentError
+from grpo.errors import UsageError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, ScoreItem, read_lines
 from grpo.services.evaluation.provenance import RunRecord, bytes_sha256, verifier_identity
 from grpo.services.evaluation.results import ResultsFile
@@ -50,8 +51,9 @@ from grpo.v1 import verifier_pb2
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_UNSCORED",
+    "EXIT_USAGE",
     "KINDS",
-    "MAX_COUNT_EXIT",
     "ScoreRun",
     "app",
     "record_path",
@@ -147,7 +149,9 @@ def _scorer(kind: str, options: dict[str, Any]) -> Any:
 
     service = options["service"] or KINDS[kind].service
     if not options["endpoint"] and service is None:
-        raise InvalidArgumentError("grpo score custom needs --endpoint or --service")
+        raise UsageError(
+            "grpo score custom needs --endpoint or --service", option="--endpoint / --service"
+        )
     return open_scorer(
         endpoint=options["endpoint"], service=service, deadline_s=options["deadline_s"],
         workers=options["workers"], max_attempts=options["max_attempts"],
@@ -204,8 +208,10 @@ def score_file(
         A :class:`ScoreRun`.
 
     Raises:
-        InvalidArgumentError: bad options, the output is the input, an output with
-            results without ``resume``/``overwrite``, or a resume of another run.
+        UsageError: bad options (the error names the option): the input cannot be read (not
+            found, a directory, no permission), the output is the input, an output with
+            results without ``resume``/``overwrite``, both of these; nothing is written.
+        InvalidArgumentError: a resume of another run (nothing is written), bad settings.
         FailedPreconditionError: the verifier does not serve this task type or kind.
         UnavailableError: the verifier was lost (every finished row is in the output).
         KeyboardInterrupt: interrupted (every finished row is in the output).
@@ -214,20 +220,24 @@ def score_file(
     from grpo.services.evaluation.scorers import check_verifier
 
     if kind not in KINDS:
-        raise InvalidArgumentError(f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
+        raise UsageError(f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
     spec_kind = KINDS[kind]
     task_type = task_type or spec_kind.task_type
     if not task_type:
-        raise InvalidArgumentError("grpo score custom needs --task-type (the verifier's)")
+        raise UsageError(
+            "grpo score custom needs --task-type (the verifier's)", option="--task-type"
+        )
     if workers < 1 or batch_size < 1 or max_request_bytes < 1:
-        raise InvalidArgumentError("--workers, --batch-size, --max-request-bytes must be >= 1")
+        raise UsageError("must be >= 1", option="--workers / --batch-size / --max-request-bytes")
     spec = InputSpec(
         task_type=task_type,
         require_gold=spec_kind.require_gold,
         require_code_tests=spec_kind.require_code_tests,
     )
     stdin = str(input_path) == "-"
+    data = sys.stdin.buffer.read() if stdin else _read_input(input_path)
     created = not output_path.exists()
+    started = False  # past the verifier check: the output stays, even empty
     fields = fields or FieldMap()
     results = ResultsFile(
         output_path,
@@ -237,9 +247,9 @@ def score_file(
         inputs=() if stdin else (input_path,),
         keep=is_final,
         record_path=record_path(output_path),
+        option="--output",
     )
     try:
-        data = sys.stdin.buffer.read() if stdin else input_path.read_bytes()
         entries = list(read_lines(io.BytesIO(data), spec, fields))
         todo = [e for e in entries if e.id not in results.done]
         retried = sum(e.id in results.retry for e in todo)
@@ -249,7 +259,6 @@ def score_file(
             tls_cert=tls_cert, tls_key=tls_key,
         )  # fmt: skip
         written = 0
-        started = False  # past the verifier check: the output stays, even empty
         with _scorer(kind, options) as scorer:
             info = scorer.describe()
             start = time.perf_counter()  # items/s: scoring only, not the verifier's start
@@ -307,6 +316,27 @@ def score_file(
             output_path.unlink()  # refused before any row (a mismatched verifier): no stray file
 
 
+def _read_input(path: Path) -> bytes:
+    """The bytes of the input file.
+
+    Raises:
+        UsageError: (``option="--input"``) the file does not exist, is a directory, or
+            cannot be read; the message names the path.
+    """
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"input file not found: {path}", option="--input") from None
+    except IsADirectoryError:
+        raise UsageError(
+            f"input {path} is a directory, not a JSONL file", option="--input"
+        ) from None
+    except OSError as exc:
+        raise UsageError(
+            f"input file {path} cannot be read: {exc.strerror or exc}", option="--input"
+        ) from None
+
+
 def _status_names(verdicts: bool) -> str:
     """The statuses that are (or are not) verdicts, by ``grpo.services.score_status``."""
     from grpo.services.evaluation.scoring import status_name
@@ -354,8 +384,9 @@ def _command(kind: str) -> Callable[..., None]:
             bool,
             typer.Option(
                 help="Continue --output: keep its rows with a verdict or invalid_input, score "
-                "the rest (undecided/internal/too_large rows again). Refused if --output was "
-                "made from another input, kind, task type, --field map or verifier."
+                "the rest, and score again the rows without a verdict (undecided, internal, "
+                "too_large). Refused if --output was made from another input, kind, task type, "
+                "--field map or verifier."
             ),
         ] = False,
         overwrite: Annotated[
@@ -425,8 +456,11 @@ def _command(kind: str) -> Callable[..., None]:
         "unless a verdict), extracted, detail, latency_s, verifier, and steps or tests; a bad "
         "line gets status invalid_input with the reason. Results are appended as they "
         "arrive; OUTPUT.run.json records the input's hash and the verifier for --resume. "
-        "Exit code: the number of lines without a reward (at most 100), 101 when the run "
-        "could not finish, 130 when interrupted."
+        "The in-process verifier reads GRPO_* settings variables as grpo serve does "
+        "(docs/configuration.md; --workers and --deadline win). Exit code: 0 when every line "
+        "has a reward, 2 for a bad invocation (nothing written), 3 when some lines got no "
+        "reward (the count is printed), 101 when the run could not finish, 130 when "
+        "interrupted."
     )
     return command
 

@@ -19,6 +19,7 @@ __all__ = [
     "NotFoundError",
     "ResourceExhaustedError",
     "UnavailableError",
+    "UsageError",
 ]
 
 
@@ -32,6 +33,21 @@ class InvalidArgumentError(GrpoError, ValueError):
 
 class ContractError(InvalidArgumentError):
     """A message violates the grpo.v1 contract (missing required field, wrong lengths)."""
+
+
+class UsageError(InvalidArgumentError):
+    """A command was invoked wrongly (an option's value, options that exclude each other, an
+    input file that cannot be read): nothing was done. Command lines exit 2 with the message,
+    as for their parser's own errors (``grpo.cli_resumable``).
+
+    Attributes:
+        option: the option at fault (``--field``; ``--resume / --overwrite`` for two that
+            exclude each other), or None when no option is at fault (a bad environment).
+    """
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 class NotFoundError(GrpoError, LookupError):

@@ -6,7 +6,8 @@ problem to generate for). A line becomes a ``common_pb2.Task`` (+ the response t
 
 Canonical field names (``TASK_FIELDS``) and the ``Task`` field each fills:
 
-- ``id`` -> ``Task.id`` (text or number; default ``line-N``);
+- ``id`` -> ``Task.id`` (text or number; ``line-N`` when the line has none; an empty ``""``
+  is a bad line, not ``line-N``: a typo'd id must not pass for a default one);
 - ``response`` -> the response to score (``grpo score`` only);
 - ``prompt`` -> ``Task.prompt`` (and ``CodeTests.program_prefix`` for code when
   ``program_prefix`` is absent);
@@ -25,8 +26,12 @@ A :class:`FieldMap` renames them (``gold=answer``: the gold answer is the line's
 key; a dotted key ``meta.level`` reads a nested object). Bad lines: not UTF-8, not JSON, not a
 JSON object, a required field missing, a field of the wrong type, a string with a lone
 surrogate (``"\\ud800"``: valid JSON, not valid Unicode, and refused by protobuf), an unknown
-``output_compare`` or a ``float_tolerance`` out of range, a duplicate id. Each is an
-:class:`InvalidLine` whose ``reason`` names the field.
+``output_compare`` or a ``float_tolerance`` out of range, an empty or duplicate id. Each is an
+:class:`InvalidLine` whose ``reason`` names the field, and which keeps what could still be read
+of the line (its id, and its metadata for ``grpo eval --by``).
+
+A field map that names a field by its own key (``gold=gold``) is the default one: the map
+keeps only real renames, so ``--field gold=gold`` and no ``--field`` are the same run.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError, UsageError
 from grpo.services.jsonl import decode_line
 from grpo.v1 import common_pb2
 
@@ -82,12 +87,14 @@ class FieldMap:
     """Canonical field name -> the JSON key (dotted for nested objects) it is read from.
 
     Attributes:
-        keys: only the renamed fields; every other field is read from its canonical name.
+        keys: only the renamed fields; every other field is read from its canonical name (an
+            entry ``name -> name`` is dropped: it is the default).
     """
 
     keys: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", {n: k for n, k in self.keys.items() if n != k})
         unknown = sorted(set(self.keys) - set(TASK_FIELDS))
         if unknown:
             raise InvalidArgumentError(
@@ -103,19 +110,22 @@ class FieldMap:
         """Build from ``NAME=KEY`` strings (the ``--field`` option), e.g. ``gold=answer``.
 
         Raises:
-            InvalidArgumentError: a spec without ``=``, an unknown NAME, an empty KEY, or a
-                NAME given twice.
+            UsageError: (``option="--field"``) a spec without ``=``, an unknown NAME, an empty
+                KEY, or a NAME given twice.
         """
         keys: dict[str, str] = {}
         for spec in specs:
             name, sep, key = spec.partition("=")
             name, key = name.strip(), key.strip()
             if not sep:
-                raise InvalidArgumentError(f"--field {spec!r} is not NAME=KEY (e.g. gold=answer)")
+                raise UsageError(f"{spec!r} is not NAME=KEY (e.g. gold=answer)", option="--field")
             if name in keys:
-                raise InvalidArgumentError(f"--field {name} is given twice")
+                raise UsageError(f"{name} is given twice", option="--field")
             keys[name] = key
-        return cls(keys)
+        try:
+            return cls(keys)
+        except InvalidArgumentError as exc:
+            raise UsageError(str(exc), option="--field") from None
 
     def key(self, name: str) -> str:
         """The JSON key field ``name`` is read from."""
@@ -169,11 +179,13 @@ class ScoreItem:
 
 @dataclass(frozen=True)
 class InvalidLine:
-    """A line that cannot be used: its line number, id (``line-N`` when unreadable), why."""
+    """A line that cannot be used: its line number, id (``line-N`` when unreadable), why, and
+    the metadata that could still be read from it (``grpo eval --by`` slices it with them)."""
 
     line: int
     id: str
     reason: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 def _check_unicode(value: str, what: str) -> str:
@@ -365,7 +377,14 @@ def parse_line(spec: InputSpec, fields: FieldMap, line_no: int, raw: bytes) -> S
     obj = decode_line(raw, line_no)
     if obj is None:
         return None
-    item_id = _text(fields, obj, "id", required=False) or f"line-{line_no}"
+    item_id = _text(fields, obj, "id", required=False)
+    if not item_id:
+        if fields.get(obj, "id") is not None:
+            raise InvalidArgumentError(
+                f"field {fields.key('id')!r} is empty: give a non-empty id, or leave the field "
+                f"out for the default line-{line_no}"
+            )
+        item_id = f"line-{line_no}"
     response = _text(fields, obj, "response", required=spec.require_response)
     task = common_pb2.Task(
         id=item_id,
@@ -394,6 +413,35 @@ def _unreadable_id(raw: bytes, fields: FieldMap, line_no: int) -> str:
     return f"line-{line_no}"
 
 
+def _readable_metadata(
+    raw: bytes, spec: InputSpec, fields: FieldMap, line_no: int
+) -> dict[str, str]:
+    """The metadata of a bad line that can still be read: each value :func:`_metadata` would
+    take that is valid on its own (a bad value, or a line that is no JSON object, gives none)."""
+    try:
+        obj = decode_line(raw, line_no)
+    except (ValueError, InvalidArgumentError):
+        return {}
+    if obj is None:
+        return {}
+    out: dict[str, str] = {}
+    candidates: list[tuple[Any, Any]] = []
+    if spec.extra_metadata:
+        mapped = fields.mapped_keys()
+        candidates += [(k, v) for k, v in obj.items() if k not in mapped]
+    nested = fields.get(obj, "metadata")
+    if isinstance(nested, dict):
+        candidates += list(nested.items())
+    for key, value in candidates:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            continue
+        try:
+            out[_check_unicode(str(key), "a key")] = _check_unicode(str(value), "a value")
+        except InvalidArgumentError:
+            continue
+    return out
+
+
 def read_lines(
     lines: Iterable[bytes], spec: InputSpec, fields: FieldMap
 ) -> Iterator[ScoreItem | InvalidLine]:
@@ -415,7 +463,8 @@ def read_lines(
             if item_id in first_line:
                 item_id = f"line-{line_no}"
             first_line.setdefault(item_id, line_no)
-            yield InvalidLine(line_no, item_id, str(exc))
+            metadata = _readable_metadata(raw, spec, fields, line_no)
+            yield InvalidLine(line_no, item_id, str(exc), metadata)
             continue
         if item is None:
             continue
@@ -424,6 +473,7 @@ def read_lines(
                 line_no,
                 f"line-{line_no}",
                 f"duplicate id {item.id!r} (first on line {first_line[item.id]})",
+                dict(item.task.metadata),
             )
             continue
         first_line[item.id] = line_no

@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.errors import InvalidArgumentError, NotFoundError, UsageError
 from grpo.services.evaluation.provenance import RunRecord
 
 __all__ = ["ResultsFile", "same_file"]
@@ -60,6 +60,8 @@ class ResultsFile:
             :attr:`retry` to be computed again (default: every row is final).
         record_path: where the run record lives (``provenance``); when set, :meth:`claim`
             must be called before the first :meth:`append`.
+        option: the command-line option that names ``path`` (``--output``), for the
+            messages of the refusals that are usage errors.
 
     Attributes:
         done: keys of the final rows already in the file when it was opened (skip them).
@@ -68,8 +70,9 @@ class ResultsFile:
         dropped_partial: True when a cut-off last line was removed on opening.
 
     Raises:
-        InvalidArgumentError: ``path`` is one of ``inputs``; it holds results and neither
-            ``resume`` nor ``overwrite`` is set; or a line of it (not the last) is not JSON.
+        UsageError: ``path`` is one of ``inputs``; it holds results and neither ``resume``
+            nor ``overwrite`` is set; or both are (``option`` names the option at fault).
+        InvalidArgumentError: a line of it (not the last) is not JSON.
         NotFoundError: the folder of ``path`` does not exist.
         OSError: the file cannot be read or written.
     """
@@ -84,6 +87,7 @@ class ResultsFile:
         inputs: Iterable[Path] = (),
         keep: Callable[[Row], bool] | None = None,
         record_path: Path | None = None,
+        option: str | None = None,
     ) -> None:
         self.path = path
         self._key = key
@@ -92,23 +96,29 @@ class ResultsFile:
         self._claimed = record_path is None
         for source in inputs:
             if same_file(path, source):
-                raise InvalidArgumentError(
+                raise UsageError(
                     f"the output {path} is the input file: choose another output path "
-                    "(writing it would destroy the input)"
+                    "(writing it would destroy the input)",
+                    option=option,
                 )
         if not path.parent.is_dir():
             raise NotFoundError(f"output folder {path.parent} does not exist")
         if resume and overwrite:
-            raise InvalidArgumentError("--resume and --overwrite exclude each other")
+            raise UsageError(
+                "--resume and --overwrite exclude each other: --resume continues the output, "
+                "--overwrite starts it over; pass one",
+                option="--resume / --overwrite",
+            )
         self.done: set[Hashable] = set()
         self.retry: dict[Hashable, Row] = {}
         self.resumed_rows = 0
         self.dropped_partial = False
         has_results = path.is_file() and path.stat().st_size > 0
         if has_results and not (resume or overwrite):
-            raise InvalidArgumentError(
+            raise UsageError(
                 f"the output {path} already holds results: pass --resume to continue it, or "
-                "--overwrite to start over"
+                "--overwrite to start over",
+                option=option,
             )
         self._resuming = resume and has_results
         if self._resuming:

@@ -24,6 +24,7 @@ type, and outcome vs process) and refuses a mismatch with a message naming what 
 from __future__ import annotations
 
 import abc
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from grpo.errors import (
     InvalidArgumentError,
     ResourceExhaustedError,
     UnavailableError,
+    UsageError,
 )
 from grpo.services.assembler.config import VerifierClientConfig
 from grpo.services.evaluation.inputs import ScoreItem
@@ -199,25 +201,39 @@ class LocalScorer(BatchScorer):
         self._close = close
 
     @classmethod
-    def from_service(cls, service: str, settings: Mapping[str, Any] | None = None) -> LocalScorer:
+    def from_service(
+        cls,
+        service: str,
+        settings: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> LocalScorer:
         """Build the verifier of a ``grpo serve`` service in this process.
 
         Args:
             service: a registered name (``verifier-math``) or ``module:ATTRIBUTE`` of a
                 ``ServiceSpec`` made with ``verifier_service_spec``.
             settings: the service's settings mapping (``server`` is ignored); defaults if None.
+                It wins over ``environ``, as ``grpo serve``'s flags win over its environment.
+            environ: an environment whose ``GRPO_*`` settings variables feed the settings
+                through ``grpo serve``'s loader (``grpo.services.config.load_settings``:
+                ``GRPO_VERIFIER__REL_TOL=0.01``); None reads no environment.
 
         Raises:
-            InvalidArgumentError: an unknown service, bad settings, or a service that is not a
-                verifier built with ``verifier_service_spec``.
+            UsageError: bad settings (a bad environment value is named with its layer).
+            InvalidArgumentError: an unknown service, or a service that is not a verifier
+                built with ``verifier_service_spec``.
         """
+        from grpo.services.config import load_settings
         from grpo.services.registry import load_spec
 
         spec = load_spec(service)
         try:
-            parsed = spec.settings_cls.model_validate(dict(settings or {}))
-        except ValueError as exc:
-            raise InvalidArgumentError(f"settings of {service}: {exc}") from None
+            parsed = load_settings(
+                spec.settings_cls, overrides=dict(settings or {}), environ=environ or {}
+            )
+        except InvalidArgumentError as exc:  # a bad GRPO_* value: the caller's to fix
+            raise UsageError(f"settings of {service}: {exc}") from None
         parts = spec.build(parsed)
         servicers = [b.servicer for b in parts.bindings if b.name == "grpo.v1.Verifier"]
         if not servicers:
@@ -376,7 +392,9 @@ def open_scorer(
             ``deadline_s`` per attempt, ``max_attempts`` attempts and a backoff of 0.5 s
             doubling up to 8 s (``VerifierClientConfig``), over TLS when ``tls_ca`` is set.
         service: the verifier service to build in this process when there is no endpoint
-            (a registered name or ``module:SERVICE``; :meth:`LocalScorer.from_service`).
+            (a registered name or ``module:SERVICE``; :meth:`LocalScorer.from_service`), with
+            its settings from the ``GRPO_*`` environment variables as ``grpo serve`` reads
+            them (docs/configuration.md), ``deadline_s`` and ``workers`` winning.
         deadline_s: the remote per-attempt deadline, or the in-process request deadline
             (``scoring.request_timeout_s``), in seconds.
         workers: in process, the math/steps verifiers' worker processes, or the code
@@ -410,4 +428,4 @@ def open_scorer(
         settings["verifier"] = {"pool": {"workers": workers}}
     elif service == "verifier-code":
         settings["scoring"]["concurrency"] = workers
-    return LocalScorer.from_service(service, settings)
+    return LocalScorer.from_service(service, settings, environ=os.environ)

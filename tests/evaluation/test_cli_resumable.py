@@ -15,11 +15,12 @@ from rich.console import Console
 from grpo.cli_resumable import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
-    MAX_COUNT_EXIT,
+    EXIT_UNSCORED,
+    EXIT_USAGE,
     exit_for_unscored,
     resumable_run,
 )
-from grpo.errors import InvalidArgumentError, UnavailableError
+from grpo.errors import InvalidArgumentError, UnavailableError, UsageError
 
 
 def _console() -> tuple[Console, io.StringIO]:
@@ -94,10 +95,33 @@ def test_no_resume_hint_when_nothing_was_written(tmp_path: Path, content: bytes 
         assert f"written to {results}" in text
 
 
-@pytest.mark.parametrize(("unscored", "code"), [(0, 0), (7, 7), (250, MAX_COUNT_EXIT)])
-def test_exit_for_unscored_is_the_count_capped(unscored: int, code: int) -> None:
+@pytest.mark.parametrize(("unscored", "code"), [(0, 0), (1, EXIT_UNSCORED), (2, EXIT_UNSCORED),
+                                              (250, EXIT_UNSCORED)])  # fmt: skip
+def test_exit_for_unscored_is_one_code_apart_from_the_usage_code(unscored: int, code: int) -> None:
+    """Rows without a reward exit 3 whatever their count (2 rows used to exit 2, typer's usage
+    code); the count is in the message."""
     console, out = _console()
     with pytest.raises(typer.Exit) as ended:
         exit_for_unscored(console, unscored, rows="sample(s)")
     assert ended.value.exit_code == code
+    assert EXIT_UNSCORED not in (0, 1, EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED)
     assert (f"{unscored} sample(s) got no reward" in out.getvalue()) is (unscored > 0)
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [(UsageError("'gold' is not NAME=KEY", option="--field"),
+      "Invalid value for '--field': 'gold' is not NAME=KEY"),
+     (UsageError("exclude each other", option="--resume / --overwrite"),
+      "Invalid value for '--resume' / '--overwrite': exclude each other")],
+)  # fmt: skip
+def test_a_usage_error_exits_2_naming_the_option(
+    error: UsageError, shown: str, tmp_path: Path
+) -> None:
+    console, out = _console()
+    run = resumable_run(console, "score", results=tmp_path / "o", kept="k")
+    with pytest.raises(typer.BadParameter) as raised, run:
+        raise error
+    assert raised.value.exit_code == EXIT_USAGE
+    assert raised.value.format_message() == shown
+    assert "error:" not in out.getvalue()  # not the "could not finish" path

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError, UsageError
 from grpo.services.evaluation.batching import plan_batches
 from grpo.services.evaluation.inputs import (
     OUTPUT_COMPARE_NAMES,
@@ -68,10 +68,43 @@ def test_reader_field_map_metadata_and_bad_lines() -> None:
     assert dict(first.task.metadata) == {"level": "3"}  # mapped keys are not metadata
     assert isinstance(missing, InvalidLine) and "missing field 'meta.answer'" in missing.reason
     assert isinstance(duplicate, InvalidLine) and "duplicate id '1'" in duplicate.reason
-    with pytest.raises(InvalidArgumentError, match=r"unknown field.*valid: id, response"):
+    with pytest.raises(UsageError, match=r"unknown field.*valid: id, response") as exc:
         FieldMap.parse(["answer=gold"])
-    with pytest.raises(InvalidArgumentError, match="NAME=KEY"):
+    assert exc.value.option == "--field"
+    with pytest.raises(UsageError, match="NAME=KEY"):
         FieldMap.parse(["gold"])
+    assert FieldMap.parse(["gold=gold", "id=uid"]).keys == {"id": "uid"}  # a no-op rename
+    assert FieldMap({"gold": "gold"}) == FieldMap()
+
+
+def test_reader_refuses_an_empty_id_naming_the_field() -> None:
+    """``"id": ""`` is a bad line naming the field, not a silent ``line-N``; an absent id is."""
+    spec = InputSpec(task_type="math")
+    lines = [b'{"id": "", "response": "1"}', b'{"response": "2"}', b'{"qid": "", "response": "3"}']
+    empty, absent = read_lines(lines[:2], spec, FieldMap())
+    assert isinstance(empty, InvalidLine) and empty.id == "line-1"
+    assert "field 'id' is empty" in empty.reason
+    assert isinstance(absent, ScoreItem) and absent.id == "line-2"
+    (renamed,) = read_lines(lines[2:], spec, FieldMap.parse(["id=qid"]))
+    assert isinstance(renamed, InvalidLine) and "field 'qid' is empty" in renamed.reason
+
+
+def test_an_invalid_line_keeps_the_metadata_it_can_read() -> None:
+    """grpo eval --by slices bad lines too: what can be read of their metadata is kept."""
+    spec = InputSpec(task_type="math", require_response=False, require_prompt=True,
+                     require_gold=True, extra_metadata=True)  # fmt: skip
+    lines = [
+        json.dumps({"id": "p", "prompt": 5, "gold": "1", "subject": "algebra", "level": 2,
+                    "tags": ["x"], "metadata": {"src": "book", "bad": [1]}}).encode(),
+        b"{not json",
+        json.dumps({"id": "q", "prompt": "1+1", "gold": "2", "subject": "geo"}).encode(),
+        json.dumps({"id": "q", "prompt": "1+2", "gold": "3", "subject": "arith"}).encode(),
+    ]  # fmt: skip
+    bad, unreadable, _, duplicate = read_lines(lines, spec, FieldMap())
+    assert isinstance(bad, InvalidLine) and "field 'prompt' must be a string" in bad.reason
+    assert dict(bad.metadata) == {"subject": "algebra", "level": "2", "src": "book"}
+    assert isinstance(unreadable, InvalidLine) and dict(unreadable.metadata) == {}
+    assert isinstance(duplicate, InvalidLine) and dict(duplicate.metadata) == {"subject": "arith"}
 
 
 def test_every_output_comparison_has_an_input_name() -> None:

@@ -73,6 +73,22 @@ def test_resume_refuses_another_input_field_map_or_verifier(tmp_path: Path) -> N
     assert run.resumed == 2 and run.scored_now == 0
 
 
+def test_the_default_field_map_spelled_out_is_the_default(tmp_path: Path) -> None:
+    """``--field gold=gold`` names the default key: the same run as no --field, recorded as
+    such (it used to be refused: fields.gold: recorded null, now "gold")."""
+    src, out = _math_input(tmp_path), tmp_path / "out.jsonl"
+    score_file("math", src, out, workers=1, fields=FieldMap.parse(["gold=gold", "id=id"]))
+    assert json.loads(record_path(out).read_text())["identity"]["fields"] == {}
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text(lines[0])  # cut short after its first row
+    run = score_file("math", src, out, workers=1, resume=True)
+    assert (run.resumed, run.scored_now) == (1, 1)
+    out.write_text(lines[0])
+    run = score_file("math", src, out, workers=1, resume=True,
+                     fields=FieldMap.parse(["gold=gold"]))  # fmt: skip
+    assert (run.resumed, run.scored_now) == (1, 1)
+
+
 def test_resume_refuses_an_output_without_a_record(tmp_path: Path) -> None:
     """An output written before run records existed cannot be checked: refused, clearly."""
     src, out = _math_input(tmp_path), tmp_path / "out.jsonl"

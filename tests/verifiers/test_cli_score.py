@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from grpo.cli_score import EXIT_FAILED, app, score_file
+from grpo.cli_score import EXIT_FAILED, EXIT_UNSCORED, EXIT_USAGE, app, record_path, score_file
 from grpo.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     UnavailableError,
+    UsageError,
 )
 from grpo.services.evaluation.inputs import FieldMap
 from grpo.services.server import create_server
@@ -129,8 +130,8 @@ def test_exit_code_counts_lines_without_a_score(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["math", "-i", str(_write_input(tmp_path)), "-o", str(out), "--workers", "1"]
     )
-    assert result.exit_code == 7, result.output
-    assert "7 line(s) got no reward" in result.output
+    assert result.exit_code == EXIT_UNSCORED, result.output
+    assert "7 line(s) got no reward" in result.output and "exit code 3" in result.output
     # the summary label is the shared verdict rule (grpo.services.score_status)
     assert "reward mean over verdicts (no_answer, ok, parse_error" in result.output
 
@@ -301,3 +302,103 @@ def test_score_code_output_comparison_from_the_input(tmp_path: Path) -> None:
         "strict": ("ok", 0.0), "bad": ("invalid_input", None),
     }  # fmt: skip
     assert "field 'output_compare' must be one of" in got["bad"]["detail"]
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, ["math", *args, "--workers", "1"], env={"COLUMNS": "300"})
+
+
+@pytest.mark.parametrize(
+    ("case", "option", "message"),
+    [
+        ("missing", "--input", "input file not found: {src}"),
+        ("directory", "--input", "is a directory, not a JSONL file"),
+        ("unreadable", "--input", "cannot be read: Permission denied"),
+        ("field", "--field", "'gold' is not NAME=KEY"),
+        ("unknown-field", "--field", "unknown field(s) answer"),
+        ("exists", "--output", "already holds results: pass --resume"),
+        ("both", "'--resume' / '--overwrite'", "exclude each other"),
+        ("is-input", "--output", "is the input file"),
+    ],
+)
+def test_a_bad_invocation_exits_2_naming_the_option_and_writes_nothing(
+    case: str, option: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A usage error is typer's exit 2 with the option named, never 101 or a traceback, and
+    neither the output nor its run record is created or touched (a missing input with a new
+    output used to crash with UnboundLocalError and leave an empty output)."""
+    src, out = _write_input(tmp_path), tmp_path / "out.jsonl"
+    args = ["-i", str(src), "-o", str(out)]
+    if case == "missing":
+        src = tmp_path / "nope.jsonl"
+        args[1] = str(src)
+    elif case == "directory":
+        args[1] = str(tmp_path)
+    elif case == "unreadable":  # root reads a mode-000 file: refuse the read itself
+        real = Path.read_bytes
+
+        def refuse(self: Path) -> bytes:
+            if self == src:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self)
+
+        monkeypatch.setattr(Path, "read_bytes", refuse)
+    elif case == "field":
+        args += ["--field", "gold"]
+    elif case == "unknown-field":
+        args += ["--field", "answer=gold"]
+    elif case in ("exists", "both"):
+        out.write_text('{"line": 1, "id": "right", "status": "ok", "reward": 1.0}\n')
+        args += ["--resume", "--overwrite"] if case == "both" else []
+    elif case == "is-input":
+        args[3] = str(src)
+    before = out.read_bytes() if out.exists() else None
+    result = _invoke(*args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    text = " ".join(result.output.split())
+    quoted = option if option.startswith("'") else f"'{option}'"
+    assert f"Invalid value for {quoted}: " in text, text
+    assert message.format(src=src) in text, text
+    assert "Traceback" not in text and "error:" not in text
+    assert (out.read_bytes() if out.exists() else None) == before
+    assert not record_path(out).exists()
+    if src.is_file():
+        assert src.open("rb").read().startswith(LINES[0][0])  # the input is untouched
+
+
+def test_grpo_verifier_environment_reaches_the_in_process_verifier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GRPO_VERIFIER__* variables feed the in-process verifier as they feed grpo serve's
+    (one loader); the value is in the run record, so a resume under another one is refused;
+    a bad value is a usage error that writes nothing."""
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"id": "a", "response": "x" * 150 + r" \boxed{1}", "gold": "1"}))
+    monkeypatch.setenv("GRPO_VERIFIER__MAX_RESPONSE_CHARS", "100")
+    score_file("math", src, out, workers=1)
+    (row,) = _rows(out)
+    assert (row["status"], row["detail"]) == (
+        "parse_error", "response has 160 characters, more than max_response_chars=100"
+    )  # fmt: skip
+    record = json.loads(record_path(out).read_text())
+    assert record["identity"]["verifier"]["config"]["max_response_chars"] == "100"
+    monkeypatch.delenv("GRPO_VERIFIER__MAX_RESPONSE_CHARS")
+    with pytest.raises(InvalidArgumentError, match=r"verifier\.config\.max_response_chars"):
+        score_file("math", src, out, workers=1, resume=True)
+    monkeypatch.setenv("GRPO_VERIFIER__REL_TOL", "abc")
+    with pytest.raises(UsageError, match=r"verifier\.rel_tol.*from environment GRPO_"):
+        score_file("math", src, tmp_path / "bad.jsonl", workers=1)
+    assert not (tmp_path / "bad.jsonl").exists()
+    assert not record_path(tmp_path / "bad.jsonl").exists()
+    result = _invoke("-i", str(src), "-o", str(tmp_path / "bad.jsonl"))
+    assert result.exit_code == EXIT_USAGE and "rel_tol" in result.output, result.output
+
+
+def test_help_names_every_status_resume_scores_again() -> None:
+    """--help says what --resume rescores (too_large too), unbroken at 80 columns, and the exit
+    codes."""
+    result = CliRunner().invoke(app, ["math", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "(undecided, internal, too_large)" in text, text
+    assert "2 for a bad invocation" in text and "3 when some lines got no reward" in text
