@@ -30,7 +30,7 @@ from grpo.cli_resumable import (
     resumable_run,
     table_console,
 )
-from grpo.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "eval", "report_table"]
 
@@ -106,7 +106,12 @@ _RUN_DEFINES = (
 
 
 def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, int], None]) -> Any:
-    from grpo.services.evaluation.evaluate import EvalSettings, evaluate, sample_key
+    from grpo.services.evaluation.evaluate import (
+        EvalSettings,
+        check_by_fields,
+        evaluate,
+        sample_key,
+    )
     from grpo.services.evaluation.inputs import FieldMap
     from grpo.services.evaluation.provenance import file_sha256
     from grpo.services.evaluation.results import ResultsFile
@@ -130,7 +135,10 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
             on_progress=on_progress,
         )  # fmt: skip
     if options["dataset"] is None:
-        raise InvalidArgumentError("pass --dataset (a source or a JSONL file) or --run-config")
+        raise UsageError(
+            "pass --dataset (a source or a JSONL file) or --run-config",
+            option="--dataset / --run-config",
+        )
     fields = FieldMap.parse(options["field"])
     problems = load_problems(
         options["dataset"], limit=options["limit"], seed=options["seed"],
@@ -163,13 +171,17 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
         batch_prompts=options["batch_size"],
         by=tuple(options["by"]),
     )
+    check_by_fields(problems.tasks, problems.invalid, settings.by)
     if (options["model"] is None) == (options["generation"] is None):
-        raise InvalidArgumentError("pass exactly one of --model (in process) or --generation")
+        raise UsageError(
+            "pass exactly one of --model (in process) or --generation",
+            option="--model / --generation",
+        )
     output_dir.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(
         output_dir / "samples.jsonl", key=sample_key, resume=options["resume"],
         overwrite=options["overwrite"], inputs=[dataset_file] if dataset_file else [],
-        keep=is_final, record_path=output_dir / "run.json",
+        keep=is_final, record_path=output_dir / "run.json", option="--output-dir",
     )  # fmt: skip
     try:
         sampler = (
@@ -183,7 +195,7 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
             )
             report = evaluate(
                 problems.tasks, sampler, scorer, results, settings, invalid=problems.invalid,
-                source=source, about=about, on_progress=on_progress,
+                lines=problems.lines, source=source, about=about, on_progress=on_progress,
             )  # fmt: skip
     finally:
         results.close()
@@ -232,7 +244,9 @@ def eval(
     ] = None,
     temperature: Annotated[
         float | None,
-        typer.Option(min=0.0, help="Temperature (default 0 if n = 1, else 1)."),
+        typer.Option(
+            min=0.0, help="Temperature (default 0 if n = 1, else 1; 0 is refused with n > 1)."
+        ),
     ] = None,
     top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus mass.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Tokens per sample, at most.")] = 256,
@@ -265,7 +279,11 @@ def eval(
     ] = 1.0,
     by: Annotated[
         list[str] | None,
-        typer.Option("--by", help="Break the metrics down by this task field (repeatable)."),
+        typer.Option(
+            "--by",
+            help="Break the metrics down by this task field (repeatable); refused when no "
+            "problem has it.",
+        ),
     ] = None,
     resume: Annotated[
         bool,
@@ -281,9 +299,12 @@ def eval(
 
     Writes OUTPUT_DIR/samples.jsonl (one row per sample, appended as scored),
     OUTPUT_DIR/run.json (what it was made from, checked by --resume) and
-    OUTPUT_DIR/summary.json. Exit code: the number of samples without a reward (invalid_input,
-    too_large, undecided, internal; at most 100), 101 when the evaluation could not finish,
-    130 when interrupted (finished samples are kept: rerun with --resume).
+    OUTPUT_DIR/summary.json. The in-process verifier reads GRPO_* settings variables as grpo
+    serve does (docs/configuration.md; --workers and --deadline win). Exit code: 0 when every
+    sample has a reward, 2 for a bad invocation (nothing written), 3 when some samples got no
+    reward (invalid_input, too_large, undecided, internal; the count is printed and in
+    summary.json), 101 when the evaluation could not finish, 130 when interrupted (finished
+    samples are kept: rerun with --resume).
     """
     import torch
     from transformers.utils import logging as hf_logging

@@ -15,14 +15,15 @@ the verifier decides would bias pass@k), and the new row supersedes the old one.
 first row, the run record (``provenance``: problems, policy, sampling, threshold, verifier) is
 written, or on resume checked against the earlier run's. A problem the model cannot take (a
 prompt over its context) gets rows with status ``invalid_input`` and the reason, never a
-silent 0; so does a dataset line that could not be read (one row, sample 0, ``index`` minus its
-line number), and both count in the summary as samples without a verdict.
+silent 0; so does a dataset line that could not be read (one row, sample 0, with the ``by``
+fields it still has), and both count in the summary as samples without a verdict.
 
-A sample row (``samples.jsonl``): ``index`` (problem position in the dataset), ``problem`` (its
-id), ``sample`` (0..n-1), ``fields`` (the ``by`` fields' values), ``response``,
-``finish_reason``, ``completion_tokens``, ``policy_version``, ``correct`` (null when missing),
-and the score fields of ``grpo score`` (``status``, ``reward``, ``extracted``, ``detail``,
-``latency_s``, ``verifier``, ``steps``/``tests``).
+A sample row (``samples.jsonl``): ``index`` (problem position in the dataset, unreadable lines
+counted: rows are in input order), ``line`` (its 1-based line when the problems come from a
+file), ``problem`` (its id), ``sample`` (0..n-1), ``fields`` (the ``by`` fields' values),
+``response``, ``finish_reason``, ``completion_tokens``, ``policy_version``, ``correct`` (null
+when missing), and the score fields of ``grpo score`` (``status``, ``reward``, ``extracted``,
+``detail``, ``latency_s``, ``verifier``, ``steps``/``tests``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo import __version__
-from grpo.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError, UsageError
 from grpo.services.evaluation.inputs import InvalidLine, ScoreItem
 from grpo.services.evaluation.metrics import (
     EvalMetrics,
@@ -56,7 +57,15 @@ from grpo.services.evaluation.scoring import (
 )
 from grpo.v1 import common_pb2
 
-__all__ = ["EvalReport", "EvalSettings", "evaluate", "evaluate_model", "sample_key", "summarize"]
+__all__ = [
+    "EvalReport",
+    "EvalSettings",
+    "check_by_fields",
+    "evaluate",
+    "evaluate_model",
+    "sample_key",
+    "summarize",
+]
 
 Row = dict[str, Any]
 
@@ -79,6 +88,10 @@ class EvalSettings:
         by: task metadata fields to break the metrics down by.
         score_workers: scoring batches in flight.
         score_batch_items, score_batch_bytes: limits of one ScoreBatch request.
+
+    Raises:
+        InvalidArgumentError: ``samples`` or ``batch_prompts`` below 1, a k out of 1..samples.
+        UsageError: (``option="--temperature"``) more than one sample at temperature 0.
     """
 
     samples: int = 1
@@ -112,6 +125,13 @@ class EvalSettings:
             from grpo.services.generation.backend import SamplingConfig
 
             object.__setattr__(self, "sampling", SamplingConfig(temperature=0.0))
+        if self.samples > 1 and self.sampling.temperature == 0:
+            raise UsageError(
+                f"{self.samples} samples per problem at temperature 0 are {self.samples} copies "
+                "of one greedy answer: pass@k with k > 1 and maj@k need sampling. Set a "
+                "temperature > 0 (the default with --samples > 1 is 1.0), or --samples 1",
+                option="--temperature",
+            )
 
 
 @dataclass
@@ -179,6 +199,30 @@ class EvalReport:
         }
 
 
+def check_by_fields(
+    tasks: Sequence[common_pb2.Task], invalid: Sequence[InvalidLine], by: Sequence[str]
+) -> None:
+    """Refuse a ``--by`` field that no problem has (it would put every problem in one slice).
+
+    Args:
+        tasks: the problems; their ``metadata`` keys are the fields.
+        invalid: unreadable lines (their readable metadata counts too).
+        by: the breakdown fields.
+
+    Raises:
+        UsageError: (``option="--by"``) a field no problem has; the message lists the fields
+            the problems have.
+    """
+    have = {k for t in tasks for k in t.metadata} | {k for b in invalid for k in b.metadata}
+    missing = [name for name in by if name not in have]
+    if missing:
+        listed = ", ".join(sorted(have)) if have else "none: the problems carry no metadata"
+        raise UsageError(
+            f"no problem has the field(s) {', '.join(missing)}; the problems' fields: {listed}",
+            option="--by",
+        )
+
+
 def _missing(task_id: str, n: int, done: set[Any]) -> list[int]:
     return [j for j in range(n) if (task_id, j) not in done]
 
@@ -206,6 +250,7 @@ def evaluate(
     settings: EvalSettings,
     *,
     invalid: Sequence[InvalidLine] = (),
+    lines: Sequence[int] | None = None,
     source: Mapping[str, Any] | None = None,
     about: Mapping[str, Any] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
@@ -223,6 +268,9 @@ def evaluate(
         settings: samples, sampling, threshold, breakdown fields.
         invalid: dataset lines that could not be read: one ``invalid_input`` row each, in the
             summary as a problem without a verdict.
+        lines: the 1-based input line of each task (problems read from a file): rows carry
+            it, and ``index`` orders tasks and ``invalid`` lines together in input order.
+            None: ``index`` is the task's position, the ``invalid`` lines after the tasks.
         source: where the problems come from, compared on resume (``dataset``, its
             ``sha256``, ``limit``...); the tasks' own hash is always compared.
         about: facts for the record that are not compared (the dataset path).
@@ -247,9 +295,16 @@ def evaluate(
     if empty:
         raise InvalidArgumentError(f"task {empty[0]!r} has no prompt")
     n = settings.samples
+    if lines is not None and len(lines) != len(tasks):
+        raise InvalidArgumentError(f"{len(lines)} line numbers for {len(tasks)} tasks")
+    positions = _positions(len(tasks), [bad.line for bad in invalid], lines)
     if results.record_path is not None:
         results.claim(_record(tasks, sampler, scorer, settings, source, about))
-    results.append(_invalid_row(bad) for bad in invalid if (bad.id, 0) not in results.done)
+    results.append(
+        _invalid_row(bad, positions[len(tasks) + j], settings)
+        for j, bad in enumerate(invalid)
+        if (bad.id, 0) not in results.done
+    )
     total = n * len(tasks)
     retry = {
         key: row for key, row in results.retry.items() if isinstance(row.get("response"), str)
@@ -266,13 +321,21 @@ def evaluate(
         rows = []
         for item, scored in batch:
             index, task, pos, completion = context.pop(item.line)
-            rows.append(_row(index, task, pos, completion, scored, settings))
+            rows.append(_row(index, task, pos, completion, scored, settings, line_of(index)))
         progress += results.append(rows)
         if on_progress is not None:
             on_progress(progress, total)
 
+    line_by_index = {positions[i]: lines[i] for i in range(len(tasks))} if lines else {}
+
+    def line_of(index: int) -> int | None:
+        return line_by_index.get(index)
+
     for lo in range(0, len(tasks), settings.batch_prompts):
-        chunk = list(enumerate(tasks[lo : lo + settings.batch_prompts], start=lo))
+        chunk = [
+            (positions[i], tasks[i])
+            for i in range(lo, min(lo + settings.batch_prompts, len(tasks)))
+        ]
         by_missing: dict[int, list[tuple[int, common_pb2.Task, list[int]]]] = {}
         for index, task in chunk:
             todo = _missing(task.id, n, done)
@@ -286,7 +349,9 @@ def evaluate(
                 for j, pos in enumerate(todo):
                     if isinstance(outcome, str):
                         refusal = Refusal(INVALID_INPUT, outcome)
-                        refused_rows.append(_row(index, task, pos, None, refusal, settings))
+                        refused_rows.append(
+                            _row(index, task, pos, None, refusal, settings, line_of(index))
+                        )
                         continue
                     line = index * n + pos
                     context[line] = (index, task, pos, outcome[j])
@@ -305,6 +370,7 @@ def evaluate(
     wanted = set(ids) | {bad.id for bad in invalid}
     rows = [row for row in results.rows() if str(row["problem"]) in wanted]
     fields = {t.id: {name: t.metadata.get(name, "") for name in settings.by} for t in tasks}
+    fields.update({b.id: {name: b.metadata.get(name, "") for name in settings.by} for b in invalid})
     report = summarize(rows, settings, fields=fields)
     report.generated_now = generated
     report.resumed = results.resumed_rows
@@ -340,16 +406,29 @@ def _record(
     )
 
 
-def _invalid_row(bad: InvalidLine) -> Row:
-    """The one ``invalid_input`` row (sample 0) of a dataset line that could not be read."""
+def _positions(tasks: int, invalid_lines: Sequence[int], lines: Sequence[int] | None) -> list[int]:
+    """``index`` of each task, then of each invalid line: their rank in input order (by line
+    number when the tasks' lines are known; else tasks first, in order)."""
+    if lines is None:
+        return list(range(tasks + len(invalid_lines)))
+    keyed = [(line, k) for k, line in enumerate([*lines, *invalid_lines])]
+    out = [0] * len(keyed)
+    for rank, (_, k) in enumerate(sorted(keyed)):
+        out[k] = rank
+    return out
+
+
+def _invalid_row(bad: InvalidLine, index: int, settings: EvalSettings) -> Row:
+    """The one ``invalid_input`` row (sample 0) of a dataset line that could not be read, at
+    its input position, with the ``by`` fields it still has."""
     return {
-        "index": -bad.line,
+        "index": index,
+        "line": bad.line,
         "problem": bad.id,
         "sample": 0,
-        "fields": {},
+        "fields": {name: bad.metadata.get(name, "") for name in settings.by},
         "correct": None,
         **refusal_fields(Refusal(INVALID_INPUT, bad.reason)),
-        "line": bad.line,
     }
 
 
@@ -412,9 +491,12 @@ def _row(
     completion: common_pb2.Completion | None,
     outcome: Outcome,
     settings: EvalSettings,
+    line: int | None = None,
 ) -> Row:
-    row: Row = {
-        "index": index,
+    row: Row = {"index": index}
+    if line is not None:
+        row["line"] = line
+    row |= {
         "problem": task.id,
         "sample": sample,
         "fields": {name: task.metadata.get(name, "") for name in settings.by},

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo.errors import InvalidArgumentError
+from grpo.errors import InvalidArgumentError, UsageError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, InvalidLine, ScoreItem, read_lines
 from grpo.v1 import common_pb2
 
@@ -26,11 +26,13 @@ SOURCES = ("arith", "gsm8k", "math500", "humaneval")
 
 @dataclass(frozen=True)
 class ProblemSet:
-    """Problems to evaluate, their task type, and the input lines that could not be read."""
+    """Problems to evaluate, their task type, the input lines that could not be read, and
+    (a JSONL file) the 1-based line of each task, None for a shipped source."""
 
     tasks: list[common_pb2.Task]
     task_type: str
     invalid: list[InvalidLine] = field(default_factory=list)
+    lines: list[int] | None = None
 
 
 def load_problems(
@@ -52,8 +54,9 @@ def load_problems(
         fields: where a JSONL file's fields are read from.
 
     Raises:
-        InvalidArgumentError: an unknown source, a path that does not exist, a negative
-            ``limit``, or ``task_type`` conflicting with a source's.
+        UsageError: (``option="--dataset"``) neither a source nor a file.
+        InvalidArgumentError: a negative ``limit``, or ``task_type`` conflicting with a
+            source's.
         NotFoundError: the data folder is missing.
     """
     from grpo.services import datasets
@@ -77,8 +80,9 @@ def load_problems(
         return ProblemSet(tasks[:limit] if limit else tasks, own)
     path = Path(dataset)
     if not path.is_file():
-        raise InvalidArgumentError(
-            f"--dataset {dataset!r} is neither a source ({', '.join(SOURCES)}) nor a file"
+        raise UsageError(
+            f"{dataset!r} is neither a source ({', '.join(SOURCES)}) nor a file",
+            option="--dataset",
         )
     kind = task_type or "math"
     spec = InputSpec(
@@ -89,13 +93,14 @@ def load_problems(
         require_code_tests=kind == "code",
         extra_metadata=True,
     )
-    tasks, invalid = [], []
+    tasks, invalid, lines = [], [], []
     with path.open("rb") as fh:
         for entry in read_lines(fh, spec, fields or FieldMap()):
             if isinstance(entry, ScoreItem):
                 tasks.append(entry.task)
+                lines.append(entry.line)
             else:
                 invalid.append(entry)
             if limit and len(tasks) + len(invalid) >= limit:
                 break
-    return ProblemSet(tasks, kind, invalid)
+    return ProblemSet(tasks, kind, invalid, lines)

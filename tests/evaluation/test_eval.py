@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo.cli import app
+from grpo.cli_resumable import EXIT_UNSCORED, EXIT_USAGE
 from grpo.errors import InvalidArgumentError
 from grpo.services.pipeline.config import load_run_config
 from grpo.services.pipeline.heldout import heldout_accuracy
@@ -28,7 +29,8 @@ def _problems(tmp_path: Path) -> Path:
     ]
     path = tmp_path / "problems.jsonl"
     lines = [json.dumps(r) for r in rows]
-    lines.insert(2, '{"qid": "e", "q": 5, "answer": "ok"}')  # a prompt that is no string
+    # a prompt that is no string: invalid, but its subject can be read
+    lines.insert(2, '{"qid": "e", "q": 5, "answer": "ok", "subject": "greet"}')
     lines.append("{not json")
     path.write_text("".join(line + "\n" for line in lines))
     return path
@@ -38,7 +40,7 @@ def _eval(tuned_model: Path, src: Path, out: Path, *extra: str) -> Any:
     args = ["eval", "--model", str(tuned_model), "--dataset", str(src), "-o", str(out),
             "--task-type", "exact", "--verifier", "grpo.verifiers.example:SERVICE",
             "--field", "id=qid", "--field", "prompt=q", "--field", "gold=answer",
-            "--samples", "2", "-k", "1", "-k", "2", "--temperature", "0",
+            "--samples", "2", "-k", "1", "-k", "2", "--temperature", "0.01", "--seed", "1",
             "--max-new-tokens", "6", "--by", "subject", *extra]  # fmt: skip
     return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
 
@@ -53,7 +55,7 @@ def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
     src, out = _problems(tmp_path), tmp_path / "eval"
     result = _eval(tuned_model, src, out)
     # d's 2 samples and the 2 unreadable lines have no reward: the exit code counts them
-    assert result.exit_code == 4, result.output
+    assert result.exit_code == EXIT_UNSCORED, result.output
     assert "pass@2" in result.output and "subject=greet" in result.output
     assert "4 sample(s) got no reward" in result.output
     assert "missing: 4 of 10 samples have no verdict (invalid_input 4); they are left out" in (
@@ -69,7 +71,16 @@ def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
     assert summary["unscored_samples"] == 4 and summary["missing_samples"] == 4
     assert summary["by"]["subject"]["greet"]["pass@1"] == 1.0
     assert summary["by"]["subject"]["refuse"]["pass@1"] == 0.0
+    # the invalid line e keeps its subject (it was reported under subject=(none))
+    greet = summary["by"]["subject"]["greet"]
+    assert (greet["problems"], greet["samples"], greet["missing_samples"]) == (3, 5, 1)
+    assert "subject=greet " in " ".join(result.output.split())
     rows = _rows(out / "samples.jsonl")
+    # input order, invalid lines at their place (they came first, with negative indices)
+    assert [(r["line"], r["index"], r["problem"], r["sample"]) for r in rows] == [
+        (1, 0, "a", 0), (1, 0, "a", 1), (2, 1, "b", 0), (2, 1, "b", 1), (3, 2, "e", 0),
+        (4, 3, "c", 0), (4, 3, "c", 1), (5, 4, "d", 0), (5, 4, "d", 1), (6, 5, "line-6", 0),
+    ]  # fmt: skip
     scored = [r for r in rows if r["status"] == "ok"]
     assert [(r["problem"], r["sample"], r["correct"]) for r in scored] == [
         ("a", 0, True), ("a", 1, True), ("b", 0, True), ("b", 1, True),
@@ -78,24 +89,28 @@ def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
     assert all(r["response"].strip() == "ok" and r["fields"]["subject"] for r in scored)
     bad = {(r["problem"], r["sample"]): r for r in rows if r["status"] == "invalid_input"}
     assert set(bad) == {("d", 0), ("d", 1), ("e", 0), ("line-6", 0)}
+    assert bad["e", 0]["fields"] == {"subject": "greet"}
+    assert bad["line-6", 0]["fields"] == {"subject": ""}
     assert all(r["reward"] is None and r["correct"] is None for r in bad.values())
     assert "gold_answer is required" in bad["d", 0]["detail"]
     assert bad["e", 0]["detail"] == "field 'q' must be a string, got number 5"
     assert "invalid JSON" in bad["line-6", 0]["detail"]
 
-    # an interrupted run: the last two samples never got written; --resume does only those
+    # an interrupted run: the last three rows (d's two samples, the unreadable line) never
+    # got written; --resume generates only d's two and writes the line's row again
     samples = out / "samples.jsonl"
-    samples.write_text("".join(json.dumps(r) + "\n" for r in rows[:-2]))
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows[:-3]))
     again = _eval(tuned_model, src, out, "--resume")
-    assert again.exit_code == 4, again.output
+    assert again.exit_code == EXIT_UNSCORED, again.output
     resumed = json.loads((out / "summary.json").read_text())
-    assert resumed["generated_now"] == 2 and resumed["resumed_rows"] == 8
+    assert resumed["generated_now"] == 2 and resumed["resumed_rows"] == 7
     assert {k: resumed[k] for k in ("pass@1", "pass@2", "maj@2", "statuses")} == {
         k: summary[k] for k in ("pass@1", "pass@2", "maj@2", "statuses")
     }
     assert _rows(samples) == rows  # no duplicate, no gap, same order
     refused = _eval(tuned_model, src, out)
-    assert refused.exit_code == 101 and "--resume" in refused.output
+    assert refused.exit_code == EXIT_USAGE, refused.output
+    assert "Invalid value for '--output-dir'" in refused.output and "--resume" in refused.output
 
 
 def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(
@@ -104,7 +119,7 @@ def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(
     """A sample whose row has no verdict keeps its response; --resume scores that response
     again (never a new sample) and the new row supersedes the old one."""
     src, out = _problems(tmp_path), tmp_path / "eval"
-    assert _eval(tuned_model, src, out).exit_code == 4
+    assert _eval(tuned_model, src, out).exit_code == EXIT_UNSCORED
     samples = out / "samples.jsonl"
     rows = _rows(samples)
     (i,) = [n for n, r in enumerate(rows) if (r["problem"], r["sample"]) == ("a", 1)]
@@ -112,7 +127,7 @@ def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(
     rows[i].update(status="undecided", reward=None, correct=None, detail="sympy timed out")
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     again = _eval(tuned_model, src, out, "--resume")
-    assert again.exit_code == 4, again.output
+    assert again.exit_code == EXIT_UNSCORED, again.output
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["generated_now"], summary["retried_now"], summary["samples"]) == (0, 1, 10)
     assert summary["statuses"] == {"invalid_input": 4, "ok": 6}
@@ -125,7 +140,7 @@ def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(
 
 def test_grpo_eval_resume_refuses_another_run(tuned_model: Path, tmp_path: Path) -> None:
     src, out = _problems(tmp_path), tmp_path / "eval"
-    assert _eval(tuned_model, src, out).exit_code == 4
+    assert _eval(tuned_model, src, out).exit_code == EXIT_UNSCORED
     record = json.loads((out / "run.json").read_text())
     assert record["identity"]["sampling"]["samples"] == 2
     assert record["identity"]["problems"]["dataset"] == "file"
@@ -137,9 +152,9 @@ def test_grpo_eval_resume_refuses_another_run(tuned_model: Path, tmp_path: Path)
         assert result.exit_code == 101, result.output
         return " ".join(result.output.split())
 
-    assert "sampling.temperature: recorded 0.0, now 0.5" in refused("--temperature", "0.5")
+    assert "sampling.temperature: recorded 0.01, now 0.5" in refused("--temperature", "0.5")
     assert "sampling.max_new_tokens: recorded 6, now 7" in refused("--max-new-tokens", "7")
-    assert "sampling.seed: recorded 0, now 3" in refused("--seed", "3")
+    assert "sampling.seed: recorded 1, now 3" in refused("--seed", "3")
     assert "correct_threshold: recorded 1.0, now 0.5" in refused("--correct-threshold", "0.5")
     other = tmp_path / "other.jsonl"
     other.write_bytes(src.read_bytes().replace(b'"answer": "no"', b'"answer": "ok"'))
@@ -151,6 +166,29 @@ def test_grpo_eval_resume_refuses_another_run(tuned_model: Path, tmp_path: Path)
     assert "policy.model_sha256" in refused(model=model)
     assert "drop --resume and pass --overwrite" in refused("--seed", "3")
     assert (out / "samples.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "option", "message"),
+    [
+        (["--by", "nosuch"], "--by",
+         "no problem has the field(s) nosuch; the problems' fields: subject"),
+        (["--temperature", "0"], "--temperature",
+         "2 samples per problem at temperature 0 are 2 copies of one greedy answer"),
+        (["--field", "gold"], "--field", "'gold' is not NAME=KEY"),
+    ],
+)  # fmt: skip
+def test_grpo_eval_bad_invocations_exit_2_naming_the_option(
+    extra: list[str], option: str, message: str, tuned_model: Path, tmp_path: Path
+) -> None:
+    """``--by`` a field no problem has (every problem fell in one '(none)' slice) and pass@2
+    over identical greedy samples are refused before anything is written."""
+    out = tmp_path / "eval"
+    result = _eval(tuned_model, _problems(tmp_path), out, *extra)
+    assert result.exit_code == EXIT_USAGE, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert f"Invalid value for '{option}': {message}" in text, text
+    assert not (out / "samples.jsonl").exists() and not (out / "run.json").exists()
 
 
 def test_grpo_eval_k_zero_names_the_option(tuned_model: Path, tmp_path: Path) -> None:
