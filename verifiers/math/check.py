@@ -3,8 +3,10 @@
 :func:`check_answer` does extraction, normalization, the answer model and the comparison, so
 everything that may be slow on hostile input is bounded by the worker pool's hard wall-clock
 limit. It returns plain data (status, reward, extracted answer, detail) that crosses the
-process pipe. Multiple-choice golds (one letter A-E, optionally in parentheses) are compared
-with the answer's leading letter before any parsing, so ``(B) 42`` matches gold ``B``.
+process pipe. Multiple-choice golds (one capital letter A-E, optionally in parentheses) are
+compared with the answer when it is one single choice (``B``, ``(B) 42``, ``B.``, ``option
+B``) before any parsing; a hedge (``A, B``, ``A or B``) is no choice and a lowercase gold
+(``e``, ``a``) is a symbol (Euler's number, a variable), never a choice.
 
 What is a verdict and what is undecided (docs/verifiers.md):
 
@@ -42,20 +44,36 @@ CheckResult = tuple[int, float, str, str]
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
 
-_CHOICE_GOLD = re.compile(r"^\(?([A-Ea-e])\)?$")
-_CHOICE_ANSWER = re.compile(r"^\(?([A-Ea-e])\)?(?=$|[\s.:,;])")
+_CHOICE_GOLD = re.compile(r"^\(?([A-E])\)?$")
+# one choice letter: "C", "(C)", "C)", "C.", "C:", "option C", "choice (C)"; after the
+# delimiter may come that option's text ("(C) 42", "C. 42"), never a bare "C 42" or "C = 5"
+_CHOICE_ANSWER = re.compile(
+    r"^(?:(?:option|choice|answer)\s*)?"
+    r"(?:\(([A-E])\)|([A-E])(?:[).:](?=\s|$))?(?=\s*$)|([A-E])[).:](?=\s))(.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
 
 
 def _choice(gold: str, answer: str) -> bool | None:
-    """Multiple choice: when gold is one letter A-E, compare it with the answer's leading letter.
+    """Multiple choice: gold is one capital letter A-E (optionally in parentheses).
 
-    Returns None when gold is not a choice letter or the answer does not start with one.
+    The answer must be a single choice (``C``, ``(C)``, ``C)``, ``C.``, ``option C``, the
+    delimited forms optionally followed by that option's text). A lowercase gold (``e``,
+    ``a``) is a symbol, never a choice. Returns None when gold is not a choice letter or the
+    answer is not one single choice (``A, B``, ``A and C``, ``E = 5``): the answer is then
+    compared as any other (a list of letters never equals one letter).
     """
     gold_letter = _CHOICE_GOLD.match(gold)
-    answer_letter = _CHOICE_ANSWER.match(answer)
-    if gold_letter is None or answer_letter is None:
+    if gold_letter is None:
         return None
-    return gold_letter.group(1).upper() == answer_letter.group(1).upper()
+    m = _CHOICE_ANSWER.match(answer.strip())
+    if m is None:
+        return None
+    letter = (m.group(1) or m.group(2) or m.group(3)).upper()
+    if _OTHER_LETTER.search(m.group(4)):
+        return None  # "(A) or (B)", "(A) and C": a hedge of several choices
+    return gold_letter.group(1) == letter
 
 
 def read_gold(gold: str) -> tuple[str, Answer, frozenset[str]]:
@@ -114,6 +132,24 @@ def _same(a: Answer, b: Answer) -> bool:
         return False
 
 
+def _early_choice(gold: str, response: str) -> CheckResult | None:
+    """A choice gold against a one-part answer, before the answer model reads ``C) 42``."""
+    if _CHOICE_GOLD.match(gold.strip()) is None:
+        return None
+    try:
+        found = extract_answer(response)
+    except UnclosedBoxError:
+        return None
+    if found is None or len(found.parts) != 1:
+        return None
+    text = normalize_with_units(found.parts[0][1])[0]
+    choice = _choice(gold.strip(), text)
+    if choice is None:
+        return None
+    verdict = "same choice" if choice else "different choice"
+    return common_pb2.SCORE_STATUS_OK, float(choice), text, f"{found.rule}: {verdict}"
+
+
 def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     """Score ``response`` against ``gold``: 1.0 when its final answer is equivalent, else 0.0.
 
@@ -125,6 +161,9 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     Returns:
         ``(status, reward, extracted, detail)`` with the statuses of the module docstring.
     """
+    early = _early_choice(gold, response)
+    if early is not None:
+        return early
     try:
         read = read_response(response)
     except AnswerSyntaxError as exc:

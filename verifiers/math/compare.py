@@ -5,11 +5,13 @@ entries are types, not special cases:
 
 - an :class:`Equation` that assigns a bare variable equals its right side (``y = 5`` vs
   ``5``); any other equation never equals a non-equation (``2x = 4`` vs ``4``, ``x^2 = 16``
-  vs ``16`` are not equal); two equations are equal when they assign equal values (to the
-  same variable, or when the values are numbers) or are proportional (``2y = 4x + 6`` vs
-  ``y = 2x + 3``);
+  vs ``16`` are not equal); two equations are equal when they assign equal values to the
+  same variable (``z = 7`` vs ``x = 7`` is not equal, nor ``a=1, b=2`` vs ``a=2, b=1``) or
+  are proportional (``2y = 4x + 6`` vs ``y = 2x + 3``);
 - :class:`Items` vs :class:`Items`: the same number of items, matched one to one in any
-  order; a one-item collection equals its item (``\\{5\\}`` vs ``5``);
+  order (a list keeps multiplicity: ``1, 1, 2`` vs ``1, 2`` is not equal); when either side
+  is a set ``\\{..\\}``, repeats count once first (``\\{1, 1, 2\\}`` = ``\\{1, 2\\}``);
+  a one-item collection equals its item (``\\{5\\}`` vs ``5``);
 - :class:`Tuple` vs :class:`Tuple`: same length, in order; a two-item ``( )`` tuple equals the
   open :class:`Interval` with those endpoints; a tuple equals a one-row or one-column
   :class:`Matrix` with the same entries (a vector);
@@ -172,10 +174,11 @@ class _Comparer:
 
     def _equations(self, g: Answer, a: Answer) -> bool:
         if isinstance(g, Equation) and isinstance(a, Equation):
-            same_variable = g.variable and g.variable == a.variable
-            both_constant = g.variable and a.variable and _constant(g.rhs) and _constant(a.rhs)
-            if same_variable or both_constant:
+            if g.variable and g.variable == a.variable:
                 return self.equal(g.rhs, a.rhs)
+            if g.variable and a.variable and (_constant(g.rhs) or _constant(a.rhs)):
+                return False  # z = 7 vs x = 7: another variable's value
+            # proportional: y = 2x + 3 vs x = (y - 3)/2, 2y = 4x + 6 vs y = 2x + 3
             if isinstance(g.rhs, Scalar) and isinstance(a.rhs, Scalar):
                 from grpo.verifiers.math import symbolic
 
@@ -188,6 +191,8 @@ class _Comparer:
 
     def _collections(self, g: Answer, a: Answer) -> bool:
         gi, ai = _members(g), _members(a)
+        if _is_set(g) or _is_set(a):  # a set: duplicates count once (\{1, 1, 2\} = \{1, 2\})
+            gi, ai = self._distinct(gi), self._distinct(ai)
         if len(gi) == 1 and len(ai) == 1 and (gi[0] is not g or ai[0] is not a):
             return self.equal(gi[0], ai[0])
         if isinstance(g, Items | Union) != isinstance(a, Items | Union):
@@ -195,6 +200,14 @@ class _Comparer:
         if type(g) is not type(a) or len(gi) != len(ai):
             return False
         return self._match(gi, ai)
+
+    def _distinct(self, items: tuple[Answer, ...]) -> tuple[Answer, ...]:
+        """The items without repeats (the first of equal items kept)."""
+        kept: list[Answer] = []
+        for item in items:
+            if not any(self.equal(k, item) for k in kept):
+                kept.append(item)
+        return tuple(kept)
 
     def _match(self, gi: tuple[Answer, ...], ai: tuple[Answer, ...]) -> bool:
         """A one-to-one matching of equal items exists (augmenting paths, Kuhn)."""
@@ -246,7 +259,7 @@ class _Comparer:
         av = _exact(a.text, "answer")
         if isinstance(gv, Value) and isinstance(av, Value):
             return any(
-                self._values_equal(x, y, gv.decimal or av.decimal)
+                self._values_equal(x, y, _rounded(g, gv), _rounded(a, av))
                 for x in _readings(gv.exact, g.percent, a.percent)
                 for y in _readings(av.exact, a.percent, g.percent)
             )
@@ -257,13 +270,27 @@ class _Comparer:
         texts = [(x, y) for x in _texts(g, a) for y in _texts(a, g)]
         return any(self._sympy(symbolic.leaves_equal, x, y, self.rel_tol) for x, y in texts)
 
-    def _values_equal(self, g: Fraction, a: Fraction, decimal: bool) -> bool:
+    def _values_equal(
+        self, g: Fraction, a: Fraction, g_rounded: int | None, a_rounded: int | None
+    ) -> bool:
+        """Exact values exactly; a written decimal within tolerance only of a value that no
+        finite decimal is (``0.333333`` vs ``\\frac{1}{3}``, never ``1234568.0`` vs 1234567).
+
+        ``*_rounded`` is the side's decimal places when it is a written decimal (-1: a decimal
+        without a point, ``1e-4``), else None. The tolerance is ``rel_tol`` relative and, when
+        the places are known, under one unit in the last written place.
+        """
         if g == a:
             return True
-        if not decimal:
-            return False
-        scale = max(abs(g), abs(a))
-        return abs(g - a) <= Fraction(self.rel_tol) * scale
+        for places, other in ((a_rounded, g), (g_rounded, a)):
+            if places is None or _finite_decimal(other):
+                continue
+            d = abs(g - a)
+            if d > Fraction(str(self.rel_tol)) * max(abs(g), abs(a)):
+                continue
+            if places < 0 or d < Fraction(1, 10**places):
+                return True
+        return False
 
     def _huge(
         self,
@@ -347,6 +374,28 @@ def _exact(text: str, side: str) -> Value | TooLargeError | None:
         raise AnswerParseError(side, str(exc)) from exc
 
 
+_PLACES = re.compile(r"\.(\d+)")
+
+
+def _rounded(s: Scalar, value: Value) -> int | None:
+    """Decimal places written (the most of any literal), -1 for ``1e-4``; None: no decimal."""
+    if not value.decimal:
+        return None
+    if s.percent:
+        return -1
+    places = [len(m.group(1)) for m in _PLACES.finditer(s.text)]
+    return max(places) if places else -1
+
+
+def _finite_decimal(value: Fraction) -> bool:
+    """The value has a finite decimal expansion (its denominator is 2^a 5^b)."""
+    den = value.denominator
+    for p in (2, 5):
+        while den % p == 0:
+            den //= p
+    return den == 1
+
+
 def _readings(value: Fraction, percent: bool, other_percent: bool) -> tuple[Fraction, ...]:
     """``50%`` against a side without ``%``: 50 as written, or 0.5."""
     if percent and not other_percent:
@@ -370,6 +419,10 @@ def _words(a: Answer) -> str | None:
     if isinstance(a, Scalar) and a.text.replace(" ", "").isalpha():
         return " ".join(a.text.lower().split())
     return None
+
+
+def _is_set(a: Answer) -> bool:
+    return isinstance(a, Items) and a.braces
 
 
 def _members(a: Answer) -> tuple[Answer, ...]:

@@ -158,6 +158,15 @@ _WORDS_AFTER = re.compile(
 )
 
 
+_SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "0123456789+-=()ni")
+_SUB = str.maketrans("₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎", "0123456789+-=()")
+# a run of superscript (subscript) characters is one exponent (index): 2³ is 2^{3}, 10²
+# is 10^{2}, never the digits 23 or 102; x₁ is x_{1}
+_SUPERSCRIPTS = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ]+")
+_SUBSCRIPTS = re.compile("[₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎]+")
+_EMOJI_MARKS = frozenset("\ufe0f\ufe0e\u20e3")  # variation selectors, keycap
+
+
 def _fraction_char(ch: str) -> str | None:
     """LaTeX for a vulgar-fraction character (``½`` -> ``\\frac{1}{2}``), else None."""
     if unicodedata.category(ch) != "No":
@@ -173,10 +182,14 @@ def _unicode_to_latex(text: str) -> str:
     text = text.translate(_ZERO_WIDTH)
     text = _SQRT_PAREN.sub(r"\\sqrt{\1}", text)
     text = _SQRT_TOKEN.sub(r"\\sqrt{\1}", text)
+    text = _SUPERSCRIPTS.sub(lambda m: "^{" + m.group(0).translate(_SUPER) + "}", text)
+    text = _SUBSCRIPTS.sub(lambda m: "_{" + m.group(0).translate(_SUB) + "}", text)
     out = []
     for ch in text:
         if ch in _SYMBOLS:
             out.append(_SYMBOLS[ch])
+        elif unicodedata.category(ch) == "So" or ch in _EMOJI_MARKS:
+            continue  # an emoji or pictograph after the answer (5 🙂): no value
         elif ord(ch) > 127 and ch.isdigit() and unicodedata.digit(ch, None) is not None:
             out.append(str(unicodedata.digit(ch)))
         elif ord(ch) > 127 and (frac := _fraction_char(ch)) is not None:

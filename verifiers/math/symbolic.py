@@ -43,7 +43,10 @@ __all__ = [
 logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
 
 _EXACT_REL = sympy.Float("1e-30", 50)
-_PROBES = (sympy.Float("0.7312"), sympy.Float("1.3719"), sympy.Float("2.4111"))
+_PROBES = tuple(
+    sympy.Float(p, 40) for p in ("-1.2917", "-0.6183", "0.3541", "0.7312", "1.3719", "2.4111")
+)
+_PROBE_REL = sympy.Float("1e-20", 40)
 _E_NOTATION = re.compile(r"(?<![A-Za-z\d.\\])(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![A-Za-z\d])")
 
 
@@ -119,26 +122,100 @@ def _numbers_equal(gold: Any, answer: Any, rel_tol: float) -> bool:
     g, a = gold.evalf(50), answer.evalf(50)
     d = abs((g - a).evalf(50))
     scale = sympy.Max(abs(g), abs(a))
-    for value in (g, a, d):
+    for value in (abs(g), abs(a), d):  # complex values compare by modulus of the difference
         if not value.is_finite or not value.is_comparable:
             raise ValueError("a value that cannot be evaluated to 50 digits")
     if gold.has(sympy.Float) or answer.has(sympy.Float):
+        if not _approximates(gold, answer):
+            return False
         return bool(d <= sympy.Float(rel_tol, 50) * scale) if scale > 0 else bool(d == 0)
     return bool(d == 0 or d <= _EXACT_REL * scale)
 
 
-def _zero_everywhere(diff: Any, scale_of: Any) -> bool:
-    """``simplify(diff) == 0``, else ``diff`` vanishes at every probe point."""
-    if sympy.simplify(diff) == 0:
+def _approximates(gold: Any, answer: Any) -> bool:
+    """A decimal may approximate only a value that no finite decimal is (an irrational, 1/3).
+
+    Decimals are read as the rationals they spell (``1234568.0`` is 1234568); when both sides
+    are then rationals and the side without a decimal has a finite decimal expansion, only
+    equality counts (``1234567`` vs ``1234568.0`` is not equal).
+    """
+    g, a = (sympy.nsimplify(v, rational=True) for v in (gold, answer))
+    if not (isinstance(g, sympy.Rational) and isinstance(a, sympy.Rational)):
         return True
-    symbols = sorted(diff.free_symbols, key=str)
+    exact = [v for v, orig in ((g, gold), (a, answer)) if not orig.has(sympy.Float)]
+    return any(not _finite_decimal(int(v.q)) for v in exact)
+
+
+def _finite_decimal(den: int) -> bool:
+    for p in (2, 5):
+        while den % p == 0:
+            den //= p
+    return den == 1
+
+
+def _undefined(value: Any) -> bool:
+    return not value.is_number or bool(value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo))
+
+
+def _zero_everywhere(gold: Any, answer: Any) -> bool:
+    """``simplify(gold - answer) == 0``; else the two agree at every probe point.
+
+    The probe points put every symbol of either side (their union: ``x + 2`` vs ``x + 1``
+    differ by a constant) at negative, fractional and positive values (``_PROBES``). Each side
+    is evaluated on its own at 40 digits: a point where one side is undefined (``nan``,
+    ``zoo``) and the other is not is a disagreement, one where both are is skipped; values
+    (complex allowed: ``\\sqrt{x}`` at ``x < 0``) agree when ``|g - a| <= 1e-20 · max(|g|,
+    |a|)``, a relative test (``x + e^{-100x}`` vs ``x`` differs at ``x < 0``).
+
+    Raises:
+        ValueError: no probe point where both sides are defined (the caller's undecided).
+    """
+    diff = sympy.simplify(gold - answer)
+    if diff == 0:
+        return True
+    if diff.is_number and not _undefined(diff):
+        return False  # a non-zero constant: x + 2 vs x + 1
+    symbols = sorted(gold.free_symbols | answer.free_symbols, key=str)
+    decided = False
     for probe in _PROBES:
         point = {s: probe + sympy.Float("0.1137") * j for j, s in enumerate(symbols)}
-        value = complex(diff.evalf(30, subs=point))
-        scale = max(1.0, abs(complex(scale_of.evalf(30, subs=point))))
-        if abs(value) > 1e-12 * scale:
+        g = gold.evalf(40, subs=point)
+        a = answer.evalf(40, subs=point)
+        g_undefined, a_undefined = _undefined(g), _undefined(a)
+        if g_undefined and a_undefined:
+            continue
+        if g_undefined or a_undefined:
             return False
+        decided = True
+        gc, ac = complex(g), complex(a)
+        if abs(gc - ac) > _PROBE_REL * max(abs(gc), abs(ac)):
+            return False
+    if not decided:
+        raise ValueError("no probe point where both sides are defined")
     return True
+
+
+def _imaginary_unit(gold: Any, answer: Any) -> tuple[Any, Any]:
+    """Read the symbol ``i`` as the imaginary unit when the other side is a non-real number.
+
+    ``i`` vs ``\\sqrt{-1}`` is equal; otherwise ``i`` stays a variable (an index, ``a_i``).
+    """
+    g_unit = [s for s in gold.free_symbols if str(s) == "i"]
+    a_unit = [s for s in answer.free_symbols if str(s) == "i"]
+    if g_unit and _non_real(answer):
+        gold = gold.subs(g_unit[0], sympy.I)
+    elif a_unit and _non_real(gold):
+        answer = answer.subs(a_unit[0], sympy.I)
+    return gold, answer
+
+
+def _non_real(value: Any) -> bool:
+    if not _is_number(value) or _infinite(value):
+        return False
+    try:
+        return complex(value.evalf(30)).imag != 0
+    except (TypeError, ValueError):
+        return False
 
 
 def leaves_equal(gold: str, answer: str, rel_tol: float) -> bool:
@@ -152,15 +229,14 @@ def leaves_equal(gold: str, answer: str, rel_tol: float) -> bool:
         SympyParseError: one side cannot be parsed; ``side`` is set to ``"gold"`` or
             ``"answer"``.
     """
-    g = _parse(gold, "gold")
-    a = _parse(answer, "answer")
+    g, a = _imaginary_unit(_parse(gold, "gold"), _parse(answer, "answer"))
     if _is_number(g) != _is_number(a):  # the parser does not evaluate: x - x, sin^2 + cos^2
         g, a = (g, sympy.simplify(a)) if _is_number(g) else (sympy.simplify(g), a)
     if _is_number(g) and _is_number(a):
         return _numbers_equal(g, a, rel_tol)
     if _is_number(g) != _is_number(a):
         return False
-    return _zero_everywhere(g - a, g)
+    return _zero_everywhere(g, a)
 
 
 def proportional(gold: tuple[str, str], answer: tuple[str, str]) -> bool:
