@@ -7,8 +7,9 @@ A thin command over ``grpo.services.evaluation.evaluate``: problems come from
 evaluates it (``grpo.services.pipeline.heldout``). Writes ``samples.jsonl`` (one row per
 sample, appended as scored; ``--resume``), ``run.json`` (what the folder was made from:
 ``--resume`` refuses another dataset, model, sampling settings or verifier) and
-``summary.json`` into ``--output-dir`` and prints a table. Exits with the number of samples
-without a reward, as ``grpo score`` does with lines (``cli_resumable.exit_for_unscored``).
+``summary.json`` into ``--output-dir`` and prints a table. Exits 3 when some samples got no
+reward (the count is printed), as ``grpo score`` does with lines
+(``cli_resumable.exit_for_unscored``), and 2 for a bad invocation.
 docs/evaluation.md has the formats, the metric definitions and examples.
 """
 
@@ -289,8 +290,9 @@ def eval(
         bool,
         typer.Option(
             help="Continue --output-dir: keep its samples with a verdict or invalid_input, "
-            "generate the missing ones, score undecided/internal/too_large ones again. Refused "
-            "if it was made from another dataset, model, sampling settings or verifier."
+            "generate the missing ones, and score again those without a verdict (undecided, "
+            "internal, too_large). Refused if it was made from another dataset, model, "
+            "sampling settings or verifier."
         ),
     ] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace earlier results.")] = False,

@@ -139,8 +139,9 @@ class ScoreRun:
 
     @property
     def unscored(self) -> int:
-        """Rows without a reward (the exit code): ``invalid_input``, ``too_large``, and rows the
-        verifier could not decide (a status that is no verdict: ``grpo.services.score_status``)."""
+        """Rows without a reward (exit code 3 when > 0): ``invalid_input``, ``too_large``, and
+        rows the verifier could not decide (a status that is no verdict,
+        ``grpo.services.score_status``)."""
         return self.summary.refused + self.summary.missing
 
 

@@ -159,7 +159,7 @@ class EvalReport:
     @property
     def unscored(self) -> int:
         """Sample rows without a reward (``scoring.has_reward`` False: ``invalid_input``,
-        ``too_large``, a status that is no verdict): the exit code of ``grpo eval``."""
+        ``too_large``, a status that is no verdict); ``grpo eval`` exits 3 when > 0."""
         return self.overall.samples - self.overall.verdict_samples
 
     @property
