@@ -3,7 +3,7 @@
 :func:`check_answer` does extraction, normalization, the answer model and the comparison, so
 everything that may be slow on hostile input is bounded by the worker pool's hard wall-clock
 limit. It returns plain data (status, reward, extracted answer, detail) that crosses the
-process pipe. Multiple-choice golds (one capital letter A-E, optionally in parentheses) are
+process pipe. Multiple-choice golds (one capital letter A-E, or a letter in parentheses) are
 compared with the answer when it is one single choice (``B``, ``(B) 42``, ``B.``, ``option
 B``) before any parsing; a hedge (``A, B``, ``A or B``) is no choice and a lowercase gold
 (``e``, ``a``) is a symbol (Euler's number, a variable), never a choice.
@@ -44,19 +44,21 @@ CheckResult = tuple[int, float, str, str]
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
 
-_CHOICE_GOLD = re.compile(r"^\(?([A-E])\)?$")
+_CHOICE_GOLD = re.compile(r"^(?:\(([A-Ea-e])\)|([A-E]))$")
 # one choice letter: "C", "(C)", "C)", "C.", "C:", "option C", "choice (C)"; after the
 # delimiter may come that option's text ("(C) 42", "C. 42"), never a bare "C 42" or "C = 5"
 _CHOICE_ANSWER = re.compile(
     r"^(?:(?:option|choice|answer)\s*)?"
-    r"(?:\(([A-E])\)|([A-E])(?:[).:](?=\s|$))?(?=\s*$)|([A-E])[).:](?=\s))(.*)$",
+    r"(?:\(([A-E])\)(?=\s|$)|([A-E])(?:[).:](?=\s|$))?(?=\s*$)|([A-E])[).:](?=\s))(.*)$",
     re.IGNORECASE | re.DOTALL,
 )
+_OPERATORS = frozenset("+-*/^=<>_")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
 _OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
 
 
 def _choice(gold: str, answer: str) -> bool | None:
-    """Multiple choice: gold is one capital letter A-E (optionally in parentheses).
+    """Multiple choice: gold is one capital letter A-E, or one letter in parentheses ``(b)``.
 
     The answer must be a single choice (``C``, ``(C)``, ``C)``, ``C.``, ``option C``, the
     delimited forms optionally followed by that option's text). A lowercase gold (``e``,
@@ -71,9 +73,12 @@ def _choice(gold: str, answer: str) -> bool | None:
     if m is None:
         return None
     letter = (m.group(1) or m.group(2) or m.group(3)).upper()
-    if _OTHER_LETTER.search(m.group(4)):
+    rest = m.group(4).strip()
+    if _OTHER_LETTER.search(rest):
         return None  # "(A) or (B)", "(A) and C": a hedge of several choices
-    return gold_letter.group(1) == letter
+    if rest[:1] in _OPERATORS:
+        return None  # "(b) + 1", "(C) = 5": an expression, not the option's text
+    return (gold_letter.group(1) or gold_letter.group(2)).upper() == letter
 
 
 def read_gold(gold: str) -> tuple[str, Answer, frozenset[str]]:
@@ -132,8 +137,21 @@ def _same(a: Answer, b: Answer) -> bool:
         return False
 
 
+def _gold_key(gold: str) -> str:
+    """A short gold's normalized text (``\\boxed{C}``, ``\\text{(C)}`` give ``C``, ``(C)``)."""
+    if len(gold) > 40:  # no choice letter, not worth normalizing twice
+        return gold.strip()
+    try:
+        return read_gold(gold)[0]
+    except (AnswerSyntaxError, RecursionError):
+        return gold.strip()
+
+
 def _early_choice(gold: str, response: str) -> CheckResult | None:
-    """A choice gold against a one-part answer, before the answer model reads ``C) 42``."""
+    """A choice gold against a one-part answer, before the answer model reads ``C) 42``.
+
+    None when the gold is no choice letter or the answer is not one single choice.
+    """
     if _CHOICE_GOLD.match(gold.strip()) is None:
         return None
     try:
@@ -142,7 +160,10 @@ def _early_choice(gold: str, response: str) -> CheckResult | None:
         return None
     if found is None or len(found.parts) != 1:
         return None
-    text = normalize_with_units(found.parts[0][1])[0]
+    raw = found.parts[0][1]
+    if len(set(_OTHER_LETTER.findall(_COMMAND.sub(" ", raw)))) > 1:
+        return None  # \text{A}\text{B}: several letters, whatever normalization keeps
+    text = normalize_with_units(raw)[0]
     choice = _choice(gold.strip(), text)
     if choice is None:
         return None
@@ -161,7 +182,7 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
     Returns:
         ``(status, reward, extracted, detail)`` with the statuses of the module docstring.
     """
-    early = _early_choice(gold, response)
+    early = _early_choice(_gold_key(gold), response)
     if early is not None:
         return early
     try:
@@ -175,13 +196,9 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
         return status, 0.0, "", read
     rule, answer_text, answer, answer_units = read
     try:
-        gold_text, gold_model, gold_units = read_gold(gold)
+        _, gold_model, gold_units = read_gold(gold)
     except (AnswerSyntaxError, RecursionError) as exc:
         return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer_text, f"gold answer: {exc}"[:500]
-    choice = _choice(gold_text, answer_text)
-    if choice is not None:
-        verdict = "same choice" if choice else "different choice"
-        return common_pb2.SCORE_STATUS_OK, float(choice), answer_text, f"{rule}: {verdict}"
     if units_conflict(gold_units, answer_units):
         detail = f"{rule}: different units ({', '.join(sorted(answer_units))})"
         return common_pb2.SCORE_STATUS_OK, 0.0, answer_text, detail

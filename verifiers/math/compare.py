@@ -11,7 +11,8 @@ entries are types, not special cases:
 - :class:`Items` vs :class:`Items`: the same number of items, matched one to one in any
   order (a list keeps multiplicity: ``1, 1, 2`` vs ``1, 2`` is not equal); when either side
   is a set ``\\{..\\}``, repeats count once first (``\\{1, 1, 2\\}`` = ``\\{1, 2\\}``);
-  a one-item collection equals its item (``\\{5\\}`` vs ``5``);
+  a one-item collection equals its item (``\\{5\\}`` vs ``5``); assignments against
+  unnamed values are matched in order (``a=1, b=2`` vs ``1, 2`` is equal, vs ``2, 1`` not);
 - :class:`Tuple` vs :class:`Tuple`: same length, in order; a two-item ``( )`` tuple equals the
   open :class:`Interval` with those endpoints; a tuple equals a one-row or one-column
   :class:`Matrix` with the same entries (a vector);
@@ -174,8 +175,8 @@ class _Comparer:
 
     def _equations(self, g: Answer, a: Answer) -> bool:
         if isinstance(g, Equation) and isinstance(a, Equation):
-            if g.variable and g.variable == a.variable:
-                return self.equal(g.rhs, a.rhs)
+            if (g.variable and _name(g.variable) == _name(a.variable)) or _same_lhs(g, a):
+                return self.equal(g.rhs, a.rhs)  # (a, b) = (1, 2) vs (a, b) = (1, 2) too
             if g.variable and a.variable and (_constant(g.rhs) or _constant(a.rhs)):
                 return False  # z = 7 vs x = 7: another variable's value
             # proportional: y = 2x + 3 vs x = (y - 3)/2, 2y = 4x + 6 vs y = 2x + 3
@@ -199,6 +200,9 @@ class _Comparer:
             return False
         if type(g) is not type(a) or len(gi) != len(ai):
             return False
+        if _named(gi) != _named(ai):
+            # a=1, b=2 vs 2, 1: unnamed values answer the named variables in their order
+            return all(self.equal(x, y) for x, y in zip(gi, ai, strict=True))
         return self._match(gi, ai)
 
     def _distinct(self, items: tuple[Answer, ...]) -> tuple[Answer, ...]:
@@ -419,6 +423,21 @@ def _words(a: Answer) -> str | None:
     if isinstance(a, Scalar) and a.text.replace(" ", "").isalpha():
         return " ".join(a.text.lower().split())
     return None
+
+
+def _same_lhs(g: Equation, a: Equation) -> bool:
+    return g.lhs.replace(" ", "") == a.lhs.replace(" ", "")
+
+
+def _name(variable: str) -> str:
+    """A variable's name without subscript braces: ``x_{1}`` and ``x_1`` are one."""
+    return variable.replace("{", "").replace("}", "")
+
+
+def _named(items: tuple[Answer, ...]) -> bool:
+    """The items assign two or more variables (``a = 1, b = 2``; not the roots ``n = 4, 3``)."""
+    names = {_name(x.variable) for x in items if isinstance(x, Equation) and x.variable}
+    return len(names) > 1
 
 
 def _is_set(a: Answer) -> bool:

@@ -90,7 +90,9 @@ _SCALE = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 1
 _CONNECTORS = {"and", "or"}
 _TEXT_CMD = r"\\(?:text|textbf|textrm|textit|mathrm|mathbf|mathit|mbox|operatorname)\s*"
 _TEXT_WORDS = re.compile(
-    r"(?<=[\d})])\s*" + _TEXT_CMD + r"\{\s*([A-Za-z][A-Za-z .'-]*?)\s*\}(?:\^\{?[23]\}?)?"
+    r"(?<=[\d})])(?<!\\text\{[A-Za-z]\})\s*"
+    + _TEXT_CMD
+    + r"\{\s*([A-Za-z][A-Za-z .'-]*?)\s*\}(?:\^\{?[23]\}?)?"
 )
 _NUMBER_WORDS = {
     w: i
@@ -167,6 +169,14 @@ _SUBSCRIPTS = re.compile("[₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎]+")
 _EMOJI_MARKS = frozenset("\ufe0f\ufe0e\u20e3")  # variation selectors, keycap
 
 
+def _emoji(ch: str) -> bool:
+    """An emoji, dingbat or pictograph (``🙂``, ``✅``, ``★``), never a math sign (``△``)."""
+    code = ord(ch)
+    if ch in _EMOJI_MARKS or code >= 0x1F000:
+        return unicodedata.category(ch) in ("So", "Sk", "Mn", "Cf") or ch in _EMOJI_MARKS
+    return 0x2600 <= code <= 0x27BF or 0x2B00 <= code <= 0x2BFF
+
+
 def _fraction_char(ch: str) -> str | None:
     """LaTeX for a vulgar-fraction character (``½`` -> ``\\frac{1}{2}``), else None."""
     if unicodedata.category(ch) != "No":
@@ -188,7 +198,7 @@ def _unicode_to_latex(text: str) -> str:
     for ch in text:
         if ch in _SYMBOLS:
             out.append(_SYMBOLS[ch])
-        elif unicodedata.category(ch) == "So" or ch in _EMOJI_MARKS:
+        elif _emoji(ch):
             continue  # an emoji or pictograph after the answer (5 🙂): no value
         elif ord(ch) > 127 and ch.isdigit() and unicodedata.digit(ch, None) is not None:
             out.append(str(unicodedata.digit(ch)))
