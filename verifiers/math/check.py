@@ -52,6 +52,7 @@ _CHOICE_ANSWER = re.compile(
     r"(?:\(([A-E])\)(?=\s|$)|([A-E])(?:[).:](?=\s|$))?(?=\s*$)|([A-E])[).:](?=\s))(.*)$",
     re.IGNORECASE | re.DOTALL,
 )
+_LONE_LETTER = re.compile(r"(?<![A-Za-z\\])[A-Ea-e](?![A-Za-z])")
 _OPERATORS = frozenset("+-*/^=<>_")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
@@ -139,8 +140,8 @@ def _same(a: Answer, b: Answer) -> bool:
 
 def _gold_key(gold: str) -> str:
     """A short gold's normalized text (``\\boxed{C}``, ``\\text{(C)}`` give ``C``, ``(C)``)."""
-    if len(gold) > 40:  # no choice letter, not worth normalizing twice
-        return gold.strip()
+    if len(gold) > 40 or _LONE_LETTER.search(gold) is None:
+        return gold.strip()  # no choice letter: not worth normalizing twice
     try:
         return read_gold(gold)[0]
     except (AnswerSyntaxError, RecursionError):

@@ -5,18 +5,20 @@ importing extraction, normalization or the answer model never loads sympy. Parsi
 latex2sympy2_extended (math-verify's LaTeX engine) with no timeout of its own: the pool's
 hard wall-clock limit bounds it.
 
-:func:`leaves_equal` decides two expressions, in order:
+:func:`leaves_equal` decides two expressions, in order (the symbol ``i`` is first read as the
+imaginary unit when the other side is a non-real number: ``i`` vs ``\\sqrt{-1}``):
 
 1. both are numbers (no free symbols): infinities must be identical; otherwise exact values
    must be equal exactly (the difference simplifies to 0, or is below 1e-30 of their magnitude
-   at 50 digits) and, when either side holds a decimal (``Float``), ``|g - a| <= rel_tol ·
-   max(|g|, |a|)``;
+   at 50 digits); when either side holds a decimal (``Float``), ``|g - a| <= rel_tol ·
+   max(|g|, |a|)`` only if a decimal may approximate the other side (``_approximates``: not
+   when both are rationals and the exact side has a finite decimal expansion, so
+   ``1234568.0`` vs ``1234567`` is not equal);
 2. free symbols on one side only, after that side is simplified (``x - x`` is 0; ``12`` vs
    ``x^5 - 1``) -> not equal;
-3. both symbolic: ``simplify(g - a) == 0`` -> equal; else the difference is evaluated at
-   three fixed points with every symbol replaced (``x = 0.7312, 1.3719, 2.4111`` ...): not
-   zero at one of them -> not equal; zero at all three -> equal (an identity sympy could not
-   simplify).
+3. both symbolic: ``simplify(g - a) == 0`` -> equal; a non-zero constant difference -> not
+   equal; else both sides are evaluated at six probe points (negative, fractional and
+   positive, every symbol of either side): they must agree at each (``_zero_everywhere``).
 """
 
 from __future__ import annotations
