@@ -141,7 +141,10 @@ def _approximates(gold: Any, answer: Any) -> bool:
     are then rationals and the side without a decimal has a finite decimal expansion, only
     equality counts (``1234567`` vs ``1234568.0`` is not equal).
     """
-    g, a = (sympy.nsimplify(v, rational=True) for v in (gold, answer))
+    g, a = (
+        sympy.nsimplify(v, rational=True) if v.has(sympy.Float) else sympy.simplify(v)
+        for v in (gold, answer)
+    )  # the exact side simplified: \\sqrt{2}^2 is the rational 2
     if not (isinstance(g, sympy.Rational) and isinstance(a, sympy.Rational)):
         return True
     exact = [v for v, orig in ((g, gold), (a, answer)) if not orig.has(sympy.Float)]
@@ -167,7 +170,9 @@ def _zero_everywhere(gold: Any, answer: Any) -> bool:
     is evaluated on its own at 40 digits: a point where one side is undefined (``nan``,
     ``zoo``) and the other is not is a disagreement, one where both are is skipped; values
     (complex allowed: ``\\sqrt{x}`` at ``x < 0``) agree when ``|g - a| <= 1e-30 · max(|g|,
-    |a|)``, a relative test (``x + e^{-100x}`` vs ``x`` differs at ``x < 0``).
+    |a|)``, a relative test (``x + e^{-100x}`` vs ``x`` differs at ``x < 0``). Agreement at
+    every point is then checked by sympy's ``equals(0)`` on the difference: a difference it
+    proves non-zero (``x + 10^{-40} \\sin x`` vs ``x``) is not equal.
 
     Raises:
         ValueError: no probe point where both sides are defined (the caller's undecided).
@@ -195,7 +200,8 @@ def _zero_everywhere(gold: Any, answer: Any) -> bool:
             return False
     if not decided:
         raise ValueError("no probe point where both sides are defined")
-    return True
+    # the probes cannot see a tiny term (x + 10^{-40} \\sin x); sympy's own zero test can
+    return diff.equals(0) is not False
 
 
 def _imaginary_unit(gold: Any, answer: Any) -> tuple[Any, Any]:
