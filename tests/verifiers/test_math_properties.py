@@ -118,3 +118,20 @@ def test_sets_ignore_repeats_and_order(items: list[int], rng: object) -> None:
     assert _score(gold, r"\{" + ", ".join(map(str, shuffled)) + r"\}") == (OK, 1.0)
     extra = max(distinct) + 1
     assert _score(gold, r"\{" + ", ".join(map(str, [*shuffled, extra])) + r"\}") == (OK, 0.0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.integers(min_value=10, max_value=60),
+    st.sampled_from([r"\sin x", "x", "x^{2}", r"e^{x}", "1"]),
+)
+def test_a_tiny_extra_term_is_wrong(k: int, term: str) -> None:
+    assert _score(r"x^{2} + \cos x", rf"x^{{2}} + \cos x + 10^{{-{k}}} {term}") == (OK, 0.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=1, max_value=10**6), st.sampled_from([1, 2, 7, 11]))
+def test_a_decimal_is_never_close_enough_to_another_finite_decimal(n: int, d: int) -> None:
+    exact = f"{n}.{d:02d}"  # n.01 and its neighbour one unit further in the last place
+    assert _score(exact, f"{n}.{d + 1:02d}") == (OK, 0.0)
+    assert _score(rf"\sqrt{{{n}}}^{{2}}", f"{n}.0000001") == (OK, 0.0)
