@@ -17,6 +17,13 @@ import pytest
 from grpo.cli_score import EXIT_INTERRUPTED
 
 
+def _terminal_sigint() -> None:
+    """In the child before exec: SIGINT as in a terminal. A test run started in the background
+    (``cmd &`` in a script) ignores SIGINT, the child would inherit that, and Python then never
+    turns Ctrl-C into KeyboardInterrupt (a CI run went on to score all 6 rows and exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_with_looping_code_exits_at_once_and_keeps_output(
     tmp_path: Path, sig: signal.Signals
@@ -28,7 +35,9 @@ def test_interrupt_with_looping_code_exits_at_once_and_keeps_output(
     cmd = [sys.executable, "-m", "grpo.cli", "score", "code", "-i", str(src), "-o", str(out),
            "--workers", "2", "--deadline", "300"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=_terminal_sigint
+    )
     try:
         deadline = time.monotonic() + 60
         while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
