@@ -40,7 +40,7 @@ from grpo.services.streams import StreamNames
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
 REPO = Path(__file__).resolve().parents[2]
-G, B, STEPS = 4, 2, 16
+G, B, STEPS = 4, 2, 24  # 48 groups: the run still needs every service after a fault
 
 
 # ---- the run --------------------------------------------------------------------------
