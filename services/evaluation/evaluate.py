@@ -358,14 +358,7 @@ def evaluate(
                     items.append(ScoreItem(line, f"{task.id}#{pos}", task, outcome[j].text))
             generated += len(items)
             progress += results.append(refused_rows)
-            score_stream(
-                items,
-                scorer,
-                sink,
-                workers=settings.score_workers,
-                max_items=settings.score_batch_items,
-                max_bytes=settings.score_batch_bytes,
-            )
+            _score(items, scorer, sink, settings)
     results.sort(lambda row: (int(row["index"]), int(row["sample"])))
     wanted = set(ids) | {bad.id for bad in invalid}
     rows = [row for row in results.rows() if str(row["problem"]) in wanted]
@@ -466,6 +459,17 @@ def _rescore(
             rows.append(row)
         written += results.append(rows)
 
+    _score(items, scorer, sink, settings)
+    return written
+
+
+def _score(
+    items: list[ScoreItem],
+    scorer: BatchScorer,
+    sink: Callable[[list[tuple[ScoreItem, Outcome]]], None],
+    settings: EvalSettings,
+) -> None:
+    """``score_stream`` with the run's scoring workers and batch limits."""
     score_stream(
         items,
         scorer,
@@ -474,7 +478,6 @@ def _rescore(
         max_items=settings.score_batch_items,
         max_bytes=settings.score_batch_bytes,
     )
-    return written
 
 
 def _scored(outcome: Outcome, settings: EvalSettings) -> Row:
