@@ -105,14 +105,20 @@ def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
 
 
 def run_accounting(
-    stats: assembler_pb2.AssemblerStats, rollouts_produced: int
+    stats: assembler_pb2.AssemblerStats,
+    rollouts_produced: int | None,
+    rollouts_queued: int | None,
 ) -> dict[str, object]:
     """The accounting block of ``summary.json``: groups and rollouts, each checkable.
 
     Args:
         stats: the assembler's counters at the end of the run.
         rollouts_produced: entries on the rollouts stream (one per (group id, index): the
-            workers write with a dedup key).
+            workers write with a dedup key); None when it could not be read.
+        rollouts_queued: entries of the rollouts stream the assembler has not acknowledged
+            (never delivered + delivered and pending, which includes the held ones): durable
+            in the stream, scored by the next assembler that reads it (a resumed run); None
+            when it could not be read.
 
     Returns:
         ``groups`` (opened, accepted, rejected = the sum of ``rejected_by_reason``: all
@@ -121,10 +127,18 @@ def run_accounting(
         timed-out group is already counted as accepted or rejected, so it is no term) and
         closed short); ``rewards`` (missing members, of which undecided) and ``rollouts``
         (produced, scored = recorded in a group, in closed groups, late = arrived after
-        their group closed, held = waiting for a verifier, and ``unaccounted`` = produced -
-        scored - late - held, 0 when nothing was lost).
+        their group closed, queued = not yet acknowledged by the assembler, of which held =
+        waiting for a verifier, and ``unaccounted`` = produced - scored - late - queued: 0
+        when nothing was lost, exact once the assembler has stopped; read while it runs it
+        can be off by the batch it has recorded but not yet acknowledged; None when produced
+        or queued is None).
     """
     by_reason = {name.removeprefix("groups_rejected_"): getattr(stats, name) for name in REJECTIONS}
+    unaccounted = None
+    if rollouts_produced is not None and rollouts_queued is not None:
+        unaccounted = (
+            rollouts_produced - stats.rollouts_received - stats.rollouts_late - rollouts_queued
+        )
     return {
         "groups": {
             "opened": stats.groups_opened,
@@ -143,10 +157,9 @@ def run_accounting(
             "scored": stats.rollouts_received,
             "in_closed_groups": stats.rollouts_in_closed_groups,
             "late": stats.rollouts_late,
+            "queued": rollouts_queued,
             "held": stats.rollouts_held,
-            "unaccounted": rollouts_produced
-            - stats.rollouts_received
-            - stats.rollouts_late
-            - stats.rollouts_held,
+            "identity": "produced = scored + late + queued + unaccounted",
+            "unaccounted": unaccounted,
         },
     }

@@ -26,10 +26,11 @@ import redis
 
 from grpo.errors import ContractError, UnavailableError
 from grpo.services.assembler.group import GroupPhase
-from grpo.services.assembler.stats import COUNTERS
-from grpo.v1 import common_pb2
+from grpo.services.assembler.stats import COUNTERS, stats_from_counters
+from grpo.services.streams import Streams
+from grpo.v1 import assembler_pb2, common_pb2
 
-__all__ = ["GroupMeta", "GroupStore", "RecordResult"]
+__all__ = ["GroupMeta", "GroupStore", "RecordResult", "read_accounting"]
 
 # KEYS: meta, members, open, stats
 # ARGV: index, payload, group_size, now, deadline, tokens, group_id
@@ -96,6 +97,14 @@ return 1
 """
 
 
+def _open_key(namespace: str) -> str:
+    return f"{namespace}:asm:open"
+
+
+def _stats_key(namespace: str) -> str:
+    return f"{namespace}:asm:stats"
+
+
 @dataclass(frozen=True)
 class RecordResult:
     """Outcome of recording one scored member.
@@ -159,8 +168,8 @@ class GroupStore:
         self._record = client.register_script(_RECORD)
         self._begin = client.register_script(_BEGIN_CLOSE)
         self._commit = client.register_script(_COMMIT_CLOSE)
-        self.open_key = f"{namespace}:asm:open"
-        self.stats_key = f"{namespace}:asm:stats"
+        self.open_key = _open_key(namespace)
+        self.stats_key = _stats_key(namespace)
 
     def _meta_key(self, group_id: str) -> str:
         return f"{self._ns}:asm:meta:{group_id}"
@@ -339,3 +348,48 @@ class GroupStore:
             return list(pipe.execute())
         except redis.exceptions.ConnectionError as exc:
             raise UnavailableError(f"redis unreachable: {exc}") from exc
+
+
+def read_accounting(
+    client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
+) -> tuple[assembler_pb2.AssemblerStats, int, int]:
+    """The inputs of ``stats.run_accounting``, read from Redis in one MULTI/EXEC (no assembler
+    needed): the counters with ``groups_pending`` (live values such as ``rollouts_held`` are
+    0), the rollouts produced (``XLEN`` of ``rollouts_stream``) and the rollouts queued
+    (entries ``consumer_group`` has not acknowledged: never delivered + pending).
+
+    Args:
+        client: redis-py client of the run's Redis; namespace: the run's namespace;
+        rollouts_stream: the rollouts stream's key; consumer_group: the assembler's group.
+
+    Returns:
+        ``(stats, produced, queued)``; queued = produced while the group does not exist.
+
+    Raises:
+        UnavailableError: Redis unreachable.
+        redis.ResponseError: any other Redis error.
+    """
+    pipe = client.pipeline(transaction=True)
+    pipe.hgetall(_stats_key(namespace))
+    pipe.zcard(_open_key(namespace))
+    pipe.xlen(rollouts_stream)
+    pipe.xinfo_groups(rollouts_stream)
+    try:
+        raw, pending_groups, produced, groups = pipe.execute(raise_on_error=False)
+    except redis.exceptions.ConnectionError as exc:
+        raise UnavailableError(f"redis unreachable: {exc}") from exc
+    for reply in (raw, pending_groups, produced):
+        if isinstance(reply, Exception):
+            raise reply
+    values = {_text(k): int(v) for k, v in raw.items()}
+    stats = stats_from_counters(values, int(pending_groups))
+    info = None
+    if not isinstance(groups, Exception):  # no stream yet: XINFO fails, nothing delivered
+        named = ({_text(k): v for k, v in g.items()} for g in groups)
+        info = next((g for g in named if _text(g["name"]) == consumer_group), None)
+    if info is None:
+        return stats, int(produced), int(produced)
+    undelivered = info.get("lag")
+    if undelivered is None:  # lag unknown to this server (e.g. after XDEL): count it
+        return stats, int(produced), Streams(client).lag(rollouts_stream, consumer_group)
+    return stats, int(produced), int(undelivered) + int(info["pending"])

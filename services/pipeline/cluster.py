@@ -78,6 +78,7 @@ class LocalCluster:
         self.client: Any = None
         self.streams: Streams | None = None
         self.model: Path | str | None = None
+        self._services_stopped = False
 
     # ---------------------------------------------------------------- Redis
     def start_redis(self) -> str:
@@ -285,15 +286,23 @@ class LocalCluster:
             return stub.GetStats(assembler_pb2.GetStatsRequest(), timeout=10).stats
 
     # ---------------------------------------------------------------- stop
+    def stop_services(self) -> None:
+        """Stop every service in dependency order (SIGTERM, then SIGKILL after the grace);
+        Redis keeps running, so what the services left in it can still be read. Idempotent."""
+        if self._services_stopped:
+            return
+        self._services_stopped = True
+        codes = self.supervisor.stop_all(self.config.budget.stop_grace_s)
+        if codes:
+            self._log("stopped services: " + ", ".join(f"{n}={c}" for n, c in codes.items()))
+
     def stop(self) -> list[int]:
-        """Stop every service (SIGTERM, then SIGKILL after the grace), then Redis.
+        """Stop every service (``stop_services``), then Redis.
 
         Returns:
             Pids of processes still alive afterwards that had to be killed (should be empty).
         """
-        codes = self.supervisor.stop_all(self.config.budget.stop_grace_s)
-        if codes:
-            self._log("stopped services: " + ", ".join(f"{n}={c}" for n, c in codes.items()))
+        self.stop_services()
         if self.client is not None:
             self.client.close()
             self.client = None

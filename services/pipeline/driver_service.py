@@ -227,21 +227,27 @@ class PullingRunDriver(RunDriver):
         return super().evaluate(local, label, due=due)
 
     def summary(self, **kwargs: Any) -> dict[str, Any]:
-        """``RunDriver.summary`` plus ``accounting`` (counters read now, rollouts produced =
-        entries on the rollouts stream)."""
+        """``RunDriver.summary`` plus ``accounting`` (``read_accounting`` now, from Redis,
+        while the services still run: ``unaccounted`` can be off by the assembler's batch in
+        flight; ``grpo run`` reads it again once the services stopped)."""
         from grpo.services.assembler.stats import run_accounting
+        from grpo.services.assembler.store import read_accounting
 
         extra = dict(kwargs.pop("extra", None) or {})
         try:
-            stats = self.endpoints.assembler_stats()
-            produced = int(self.streams.client.xlen(self.names.rollouts))
+            stats, produced, queued = read_accounting(
+                self.streams.client,
+                self.names.namespace,
+                self.names.rollouts,
+                self.config.assembler.consumer_group,
+            )
         except Exception as exc:  # the summary is still written
             log.warning("accounting for the summary failed: %s", exc)
         else:
             self.progress.stats = stats
             extra["groups_opened"] = stats.groups_opened
             extra["groups_pending"] = stats.groups_pending
-            extra["accounting"] = run_accounting(stats, produced)
+            extra["accounting"] = run_accounting(stats, produced, queued)
         return super().summary(extra=extra, **kwargs)
 
 

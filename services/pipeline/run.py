@@ -51,6 +51,7 @@ import yaml
 
 from grpo.errors import FailedPreconditionError, InternalError
 from grpo.services.assembler.stats import run_accounting
+from grpo.services.assembler.store import read_accounting
 from grpo.services.pipeline.cluster import LocalCluster
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver import POLL_S, DriverRecord, Progress, RunDriver
@@ -192,10 +193,13 @@ def run_local(
                 say(f"run failed: {failure}")
         if monitor is not None:
             _show(monitor, shown, say)
+        # The services stop first, so the accounting reads a pipeline at rest (nothing
+        # produced, recorded or acknowledged meanwhile); Redis stops after the reads.
+        cluster.stop_services()
+        if monitor is not None:
             extra = _accounting(cluster, monitor)
             with contextlib.suppress(Exception):  # for a summary the driver did not write
                 last_policy = monitor.published_policy()
-                # Read before cluster.stop(): the embedded Redis stops with the cluster.
                 if monitor.record is not None:
                     sft_record = monitor.record.evaluation("sft")
     left = cluster.stop()
@@ -253,20 +257,28 @@ def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> No
 
 
 def _accounting(cluster: LocalCluster, driver: RunDriver) -> dict[str, Any]:
-    """Accounting, restarts and outages for the summary, read before the cluster stops:
-    the assembler's counters of the last poll (``run_accounting``; rollouts produced = entries
-    on the rollouts stream, -1 when Redis does not answer), restarts and deaths per service,
-    and ``outage_s`` = seconds per dependency per service from the services' logs
+    """Accounting, restarts and outages for the summary, read after the services stopped and
+    before Redis does: the assembler's counters, rollouts produced and queued straight from
+    Redis (``read_accounting``, ``run_accounting``; when Redis does not answer, the counters
+    of the last poll and None for produced, queued and unaccounted), restarts and deaths per
+    service, and ``outage_s`` = seconds per dependency per service from the services' logs
     (``LocalCluster.outages``: every process of a service, restarts included)."""
     stats = driver.progress.stats
-    produced = -1
-    with contextlib.suppress(Exception):
-        produced = int(driver.streams.client.xlen(driver.names.rollouts))
+    produced = queued = None
+    try:
+        stats, produced, queued = read_accounting(
+            cluster.client,
+            cluster.namespace,
+            cluster.names.rollouts,
+            cluster.config.assembler.consumer_group,
+        )
+    except Exception as exc:  # the summary is still written
+        log.warning("accounting for the summary: Redis did not answer (%s)", exc)
     return {
         "groups_opened": stats.groups_opened,
         "groups_pending": stats.groups_pending,
         "groups_closed_short": stats.groups_closed_short,
-        "accounting": run_accounting(stats, produced),
+        "accounting": run_accounting(stats, produced, queued),
         "restarts": dict(cluster.restarts),
         "deaths": [{"service": d.name, "reason": d.reason} for d in cluster.supervisor.deaths],
         "outage_s": cluster.outages(end=time.time()),

@@ -18,8 +18,8 @@ from grpo.errors import ContractError
 from grpo.services.assembler.assembler import Assembler
 from grpo.services.assembler.config import AssemblerConfig, DynamicSamplingConfig
 from grpo.services.assembler.service import StreamGroupSink
-from grpo.services.assembler.stats import stats_from_counters, stats_identity_gap
-from grpo.services.assembler.store import GroupStore
+from grpo.services.assembler.stats import run_accounting, stats_from_counters, stats_identity_gap
+from grpo.services.assembler.store import GroupStore, read_accounting
 from grpo.services.assembler.verifier_client import RolloutScores
 from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
@@ -264,3 +264,32 @@ def test_discovery_enabled_outside_kubernetes_fails_fast(redis_url: str, monkeyp
     )  # fmt: skip
     with pytest.raises(FailedPreconditionError):
         SERVICE.build(settings)
+
+
+def test_read_accounting_counts_queued_rollouts_and_a_lost_one(env) -> None:  # type: ignore[no-untyped-def]
+    make, streams, names, _ = env
+    asm = make()
+    ns, group = names.namespace, "assembler"
+    parts = [
+        rollout(f"p{g}/e0", i, 2, prompt_id=f"p{g}", text="x:15")
+        for g in range(5)
+        for i in range(2)
+    ]
+    for r in parts:
+        streams.produce(names.rollouts, r)
+
+    def rollouts_block() -> dict[str, Any]:
+        stats, produced, queued = read_accounting(streams.client, ns, names.rollouts, group)
+        return run_accounting(stats, produced, queued)["rollouts"]  # type: ignore[return-value]
+
+    # No consumer group yet: every entry is queued.
+    assert rollouts_block()["queued"] == 10 and rollouts_block()["unaccounted"] == 0
+    entries = streams.consume(names.rollouts, group, "a", common_pb2.Rollout, count=6)
+    asm.submit([e.message for e in entries[:4]])
+    streams.ack(names.rollouts, group, [e.id for e in entries[:4]])
+    block = rollouts_block()  # 4 scored and acknowledged, 2 pending, 4 never delivered
+    assert (block["produced"], block["scored"], block["queued"]) == (10, 4, 6)
+    assert block["unaccounted"] == 0
+    # An entry acknowledged without being recorded is lost: the identity shows it.
+    streams.ack(names.rollouts, group, [entries[4].id])
+    assert rollouts_block()["unaccounted"] == 1

@@ -136,8 +136,9 @@ def test_a_failed_run_writes_its_accounting_and_why(
     assert rewards["undecided"] == summary["rewards_undecided"]
     rollouts = summary["accounting"]["rollouts"]
     assert rollouts["produced"] >= rollouts["scored"] >= 2 * cfg.generation.group_size
+    assert rollouts["queued"] >= rollouts["held"] == 0  # read after the assembler stopped
     assert rollouts["unaccounted"] == (
-        rollouts["produced"] - rollouts["scored"] - rollouts["late"] - rollouts["held"]
+        rollouts["produced"] - rollouts["scored"] - rollouts["late"] - rollouts["queued"]
     )
 
     assert summary["outage_source"] == "service logs"

@@ -152,7 +152,7 @@ def test_rejected_counts_every_reason_and_the_identity_holds() -> None:
         rewards_missing=7, rewards_undecided=5, rollouts_received=78, rollouts_late=1,
         rollouts_held=1,
     )  # fmt: skip
-    acc = run_accounting(stats, rollouts_produced=80)
+    acc = run_accounting(stats, rollouts_produced=84, rollouts_queued=5)
     groups = acc["groups"]
     assert isinstance(groups, dict)
     assert groups["rejected"] == 10 and groups["identity_gap"] == 0  # 9 + 10 + 1 = 20
@@ -162,9 +162,13 @@ def test_rejected_counts_every_reason_and_the_identity_holds() -> None:
     assert groups["timed_out"] == 2  # beside the identity, not a term of it
     assert acc["rewards"] == {"missing": 7, "undecided": 5}
     assert acc["rollouts"] == {
-        "produced": 80, "scored": 78, "in_closed_groups": 0, "late": 1, "held": 1,
+        "produced": 84, "scored": 78, "in_closed_groups": 0, "late": 1, "queued": 5,
+        "held": 1, "identity": "produced = scored + late + queued + unaccounted",
         "unaccounted": 0,
     }  # fmt: skip
+    assert run_accounting(stats, 83, 5)["rollouts"]["unaccounted"] == -1  # type: ignore[index]
+    unread = run_accounting(stats, None, None)["rollouts"]
+    assert unread["produced"] is None and unread["unaccounted"] is None  # type: ignore[index]
     summary = {
         "accounting": acc, "rewards_missing": 7, "rewards_undecided": 5,
         "restarts": {"learner": 1},
