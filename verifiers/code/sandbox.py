@@ -14,8 +14,11 @@ Two ways to get a fresh sandbox per sample (``SandboxSettings.mode``):
 Common to both. Each run:
 
 1. takes a concurrency *slot*: a dedicated unprivileged uid (``uid_base`` ...), held with an
-   ``flock`` so that two services on one host never share a uid (RLIMIT_NPROC counts per uid,
-   and a sweep can kill every process of the slot's uid);
+   ``flock`` on ``lock_dir/<uid>.lock`` *and* a bound abstract unix socket
+   ``grpo-sandbox-uid-<uid>`` (one name per network namespace, released by the kernel when its
+   holder dies), so that two services on one host never share a uid even when they were given
+   different ``lock_dir``s (RLIMIT_NPROC counts per uid, and a sweep kills every process of
+   the slot's uid);
 2. bwrap runs as that uid (via ``setpriv``: gid = uid, no supplementary groups, no
    inheritable capabilities, no_new_privs), with an EMPTY environment, new
    user/PID/network/IPC/UTS/cgroup/mount namespaces (``--unshare-all``, never
@@ -568,6 +571,7 @@ class Sandbox:
         self.driver_dir = _driver_bundle(Path(self.settings.mirror_dir)) if found else _DRIVER_DIR
         self.warm = self.settings.mode == "warm" and found is not None
         self._lock_fds: list[int] = []
+        self._uid_names: list[socket.socket] = []
         self._uids: list[int] = []
         self._closed = False
         self.closing = False
@@ -608,7 +612,8 @@ class Sandbox:
         return [z.pid for z in self._zygotes.values()]
 
     def _acquire_uids(self) -> list[int]:
-        """Take ``slots`` uids from the range by flock (root), else reuse our own uid."""
+        """Take ``slots`` uids from the range (root), else reuse our own uid. A uid is taken
+        when both its lock file and its abstract socket name are free (module docstring)."""
         if not self.is_root:
             return [os.getuid()] * self.settings.slots
         lock_dir = Path(self.settings.lock_dir)
@@ -620,6 +625,14 @@ class Sandbox:
             except OSError:
                 os.close(fd)
                 continue
+            name = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not inherited by children
+            try:
+                name.bind(f"\0grpo-sandbox-uid-{uid}")
+            except OSError:  # held by a live sandbox with another lock_dir
+                name.close()
+                os.close(fd)
+                continue
+            self._uid_names.append(name)
             self._lock_fds.append(fd)
             self._uids.append(uid)
             sweep_uid(uid)  # a crashed previous owner may have left processes
@@ -646,6 +659,9 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._lock_fds = []
+        for name in self._uid_names:
+            name.close()
+        self._uid_names = []
         if not self._closed:
             self._closed = True
             set_child_subreaper(False)

@@ -13,15 +13,18 @@ import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
 
+from grpo.errors import ResourceExhaustedError
 from grpo.v1 import common_pb2
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
 from grpo.verifiers.code.processes import processes_of_uid
+from grpo.verifiers.code.sandbox import Sandbox
 
-from .conftest import CANARY, code_task, own_descendants
+from .conftest import CANARY, code_task, need_sandbox, own_descendants
 
 CHECK = "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"
 GOOD = "def f(x):\n    return 2 * x\n"
@@ -449,3 +452,32 @@ def test_the_leftover_check_counts_this_sandbox_only(verifier: CodeVerifier) -> 
         with contextlib.suppress(ProcessLookupError):
             os.kill(foreign, signal.SIGKILL)
     assert _leftovers(verifier) == []
+
+
+def test_two_sandboxes_with_different_lock_dirs_never_share_a_uid(tmp_path: Path) -> None:
+    """The slot uids stay exclusive when two services were given different ``lock_dir``s
+    (each one's sweep kills every process of its uids): the abstract socket name of a held
+    uid refuses the second sandbox, which takes the next uid, or fails when none is left."""
+    need_sandbox()
+
+    def settings(lock: str, count: int) -> SandboxSettings:
+        return SandboxSettings(
+            slots=1, uid_base=62900, uid_count=count, mode="spawn", lock_dir=str(tmp_path / lock)
+        )
+
+    first = Sandbox(settings("a", 2))
+    try:
+        second = Sandbox(settings("b", 2))
+        try:
+            assert first.slot_uids == [62900] and second.slot_uids == [62901]
+        finally:
+            second.close()
+        with pytest.raises(ResourceExhaustedError, match="choose another uid_base"):
+            Sandbox(settings("c", 1))
+    finally:
+        first.close()
+    again = Sandbox(settings("c", 1))  # released on close
+    try:
+        assert again.slot_uids == [62900]
+    finally:
+        again.close()
