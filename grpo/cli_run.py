@@ -63,7 +63,8 @@ def run(
     summary) on loopback ports, shows live progress and writes the run directory (config,
     logs, metrics, checkpoints, eval.jsonl, summary.json). A service that dies is
     restarted (supervision); the embedded Redis keeps its state in the run dir, so
-    `grpo run --resume RUN_DIR` continues a stopped or killed run. Ctrl-C or SIGTERM stops
+    `grpo run --resume RUN_DIR` continues a stopped or killed run (a new run refuses a
+    folder that already holds one). Ctrl-C or SIGTERM stops
     every process cleanly and exits 130; during GRPO the summary and plots are still written
     (the summary also when the run fails).
     """
@@ -85,7 +86,8 @@ def run(
     if steps is not None:
         values["budget.steps"] = steps
     if (config is None) == (resume is None):
-        console.print("[red]error:[/red] give a CONFIG file, or --resume RUN_DIR (not both)")
+        which = "not both" if config is not None else "neither was given"
+        console.print(f"[red]error:[/red] give a CONFIG file or --resume RUN_DIR ({which})")
         raise typer.Exit(code=2)
     try:
         cfg = load_run_config(resume / "config.yaml" if resume else config, values)  # type: ignore[operator,arg-type]
@@ -93,6 +95,10 @@ def run(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
     out = (resume or run_dir or default_run_dir(cfg)).resolve()
+    problem = _run_dir_problem(out, resume=resume is not None)
+    if problem:
+        console.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(code=2)
     _quiet_transformers()
     become_subreaper()
     # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
@@ -229,3 +235,20 @@ def _quiet_transformers() -> None:
     except ImportError:
         return
     hf_logging.disable_progress_bar()
+
+
+def _run_dir_problem(out: Path, *, resume: bool) -> str | None:
+    """Why ``out`` cannot be the run folder, or None: a path that is not a folder, or (a new
+    run) a folder that already holds a run (its ``config.yaml``), whose Redis state and
+    checkpoints the new run would silently pick up."""
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return f"run dir {out}: {parent} is not a folder"
+            break
+    if not resume and (out / "config.yaml").is_file():
+        return (
+            f"run dir {out} already holds a run: continue it with `grpo run --resume {out}`, "
+            "or give another --run-dir"
+        )
+    return None

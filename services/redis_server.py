@@ -198,6 +198,9 @@ class EmbeddedRedis:
                 stdin=subprocess.DEVNULL,
                 cwd=str(folder),
                 preexec_fn=_die_with_parent,
+                # Its own session: a terminal's Ctrl-C (SIGINT to the foreground process
+                # group) must not stop the server under the services that drain into it.
+                start_new_session=True,
             )
         url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + timeout_s

@@ -1,8 +1,10 @@
-"""`grpo run` as a user starts it: SIGTERM mid-GRPO (sent twice) stops every process, the
-embedded Redis included, still writes the summary, and exits 130 (the Ctrl-C path)."""
+"""`grpo run` as a user starts it from a terminal: Ctrl-C mid-GRPO (SIGINT to the whole
+foreground process group, then SIGTERM to it) stops every process, the embedded Redis
+included, still writes the summary, and exits 130."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +32,9 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
+def test_ctrl_c_to_the_process_group_stops_services_and_the_embedded_redis(
+    tmp_path: Path,
+) -> None:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # embedded Redis
     env["OMP_NUM_THREADS"] = "1"
     run_dir = tmp_path / "run"
@@ -40,8 +44,14 @@ def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
         "--set", "model.sft.steps=5", "--set", "budget.wall_clock_s=600",
     ]  # fmt: skip
     service_pids: list[int] = []
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    proc = subprocess.Popen(  # its own process group, as a terminal's foreground job
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
 
@@ -55,13 +65,17 @@ def test_sigterm_stops_services_and_the_embedded_redis(tmp_path: Path) -> None:
         wait_until(redis_once_training, timeout_s=240, interval_s=0.5,
                    what="a learner step and the embedded Redis")  # fmt: skip
         service_pids = orphans(proc.pid)
-        proc.send_signal(signal.SIGTERM)
+        # Ctrl-C reaches every process of the group: before the embedded Redis had its own
+        # session it shut down at once, the driver's final evaluation failed on the lost
+        # Redis and grpo run exited 1 without a summary.
+        os.killpg(proc.pid, signal.SIGINT)
         wait_until(  # the shutdown is under way: a service has stopped (or grpo run is done)
             lambda: proc.poll() is not None or not all(map(process_alive, service_pids)),
             timeout_s=120,
             what="grpo run to start stopping its services",
         )
-        proc.send_signal(signal.SIGTERM)  # a second one must not cut the shutdown short
+        with contextlib.suppress(ProcessLookupError):  # a second one must not cut it short
+            os.killpg(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -103,3 +117,30 @@ def test_no_signal_warning_once_enough_groups_close_without_a_kept_one(
     assert pipeline.warn_if_no_signal(none_kept)
     assert len(logged) == 1 and "mostly all wrong" in logged[0]
     assert f"{NO_SIGNAL_GROUPS - 10} all wrong, 10 all correct" in logged[0]
+
+
+def test_a_run_dir_that_is_a_file_or_holds_a_run_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from grpo.cli import app
+
+    config = str(REPO / "configs" / "e2e-tiny.yaml")
+    runner = CliRunner()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for target in (afile, afile / "sub"):
+        result = runner.invoke(app, ["run", config, "--run-dir", str(target)])
+        assert result.exit_code == 2, result.output
+        assert f"{afile} is not a folder" in " ".join(result.output.split())
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "config.yaml").write_text("name: earlier\n")  # what a run writes first
+    result = runner.invoke(app, ["run", config, "--run-dir", str(used)])
+    said = " ".join(result.output.split())  # rich wraps long lines
+    assert result.exit_code == 2, said
+    assert "already holds a run" in said and f"grpo run --resume {used}" in said
+    assert (used / "config.yaml").read_text() == "name: earlier\n"  # untouched
+    result = runner.invoke(app, ["run"])
+    assert result.exit_code == 2 and "neither was given" in " ".join(result.output.split())
