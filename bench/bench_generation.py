@@ -311,6 +311,12 @@ def _main_job(policy: Path, per_call: int, tmp: Path) -> dict[str, float]:
         / steps_after,
         "all_cpu_s_per_step": (sum(services.values()) - sum(first.values())) / steps_after,
         "tokens_per_s": float(summary["generated_tokens"]) / wall,
+        # Steady state: tokens generated between the learner's first and last step over the
+        # wall time between them (start-up, model loads and the first wait left out).
+        "steady_tokens_per_s": (later[-1]["generated_tokens"] - metrics[0]["generated_tokens"])
+        / span
+        if later
+        else float("nan"),
         "steps_per_s": float(summary["steps"]) / wall,
         "learner_idle": sum(m["time/wait_groups_s"] for m in later) / span,
         "learner_busy": sum(m["time/step_s"] for m in later) / span,
@@ -368,6 +374,7 @@ def main() -> None:
             print(f"  prompts_per_call {arm} ({label}):")
             for key, what in (
                 ("tokens_per_s", "generated tokens per wall s"),
+                ("steady_tokens_per_s", "same, learner's first to last step"),
                 ("steps_per_s", "learner steps per wall s"),
                 ("learner_idle", "learner idle share after step 1"),
                 ("learner_busy", "learner in Trainer.step, share"),
@@ -399,6 +406,7 @@ def main() -> None:
             )
         for key, what in (
             ("tokens_per_s", "generated tokens/s"),
+            ("steady_tokens_per_s", "tokens/s, first to last step"),
             ("steps_per_s", "learner steps/s"),
             ("worker_tokens_per_cpu_s", "tokens per worker CPU s"),
         ):

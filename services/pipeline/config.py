@@ -319,7 +319,8 @@ class EvalConfig(BaseModel):
         default=0,
         ge=0,
         description="Evaluate the latest published policy every N steps (0 = only "
-        "before and after).",
+        "before and after). Training goes on during an evaluation; when the learner passes "
+        "several multiples of N meanwhile, the next evaluation is for the latest of them.",
     )
     max_new_tokens: int = Field(default=48, ge=1, description="Greedy generation budget per task.")
     batch_size: int = Field(default=100, ge=1, description="Prompts per generate call.")

@@ -4,10 +4,10 @@ budget and writes the summary. It talks to the services only through an ``Endpoi
 check) and to Redis through the run's streams, so the same class runs inside ``grpo run``
 next to a ``LocalCluster`` or on its own against remote services.
 
-``RunDriver.train(steps)`` loops: health check, ``PromptFeeder.pump``, poll the learner and
-the assembler, stop on ``budget.steps`` learner steps, ``budget.generated_tokens``,
-``budget.wall_clock_s`` or an exhausted feeder, and evaluate the latest published policy every
-``eval.every_steps`` steps. ``evaluate`` is the one held-out evaluation call
+``RunDriver.train(steps)`` feeds from a thread (``FeedLoop``: ``PromptFeeder.pump`` every
+``FEED_S``) while its loop checks health, polls the learner and the assembler, stops on
+``budget.steps`` learner steps, ``budget.generated_tokens``, ``budget.wall_clock_s`` or an
+exhausted feeder, and evaluates the latest published policy every ``eval.every_steps`` steps. ``evaluate`` is the one held-out evaluation call
 (``grpo.services.pipeline.heldout.heldout_accuracy``); each evaluation is appended to
 ``eval.jsonl``. ``summary`` builds ``summary.json``. ``drive`` is the whole job of the driver
 component (``grpo serve driver``, ``grpo.services.pipeline.driver_service``): evaluate the
@@ -65,7 +65,12 @@ NO_SIGNAL_GROUPS = 200
 WORKER_GROUP = "rollout-workers"
 """Consumer group of the rollout workers on the prompts stream (worker default)."""
 POLL_S = 0.5
-"""Seconds between two iterations of the driver loop."""
+"""Seconds between two iterations of the driver loop (status poll, stop checks, evaluations)."""
+FEED_S = 0.05
+"""Seconds between two pumps of the feeding thread (``FeedLoop``). Feeding used to run once
+per driver iteration: a rollout worker that had taken its ``prompts_ahead`` jobs then waited
+up to ``POLL_S`` (and a whole held-out evaluation) for the next ones, which capped the main
+job at ``prompts_ahead`` groups per 0.5 s (docs/pipeline.md)."""
 REDIS_OUTAGE_S = 300.0
 """Longest Redis outage the driver rides out (feeding paused, retried with backoff) before it
 fails the run (seconds)."""
@@ -155,6 +160,55 @@ def _first_metric(metrics: dict[str, float], *names: str) -> float:
         if name in metrics:
             return float(metrics[name])
     return float("nan")
+
+
+class FeedLoop(threading.Thread):
+    """The feeding thread of ``RunDriver.train``: ``feeder.pump(limit())`` every ``FEED_S``
+    until ``halt``, so jobs are refilled as soon as the workers take them, also while the
+    driver polls or evaluates. Redis errors are ridden out with ``outage``'s backoff (feeding
+    paused); the error that ends the thread (``OutageBudgetExceededError`` past the budget, or
+    any other) is kept and raised by ``check`` in the driver's loop."""
+
+    def __init__(self, feeder: PromptFeeder, limit: Callable[[], int], outage: Outage) -> None:
+        """Args:
+        feeder: the run's feeder (only this thread pumps it while it runs).
+        limit: jobs the next pump may write (the token budget's bound).
+        outage: the driver's Redis outage clock.
+        """
+        super().__init__(name="grpo-feeder", daemon=True)
+        self._feeder = feeder
+        self._limit = limit
+        self._outage = outage
+        self._halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        pause = 0.0
+        while not self._halt.wait(pause):
+            try:
+                self._feeder.pump(self._limit())
+                self._outage.ok()
+                pause = FEED_S
+            except REDIS_ERRORS as exc:  # ride it out; the services do the same
+                try:
+                    pause = self._outage.failed(exc)
+                except BaseException as fatal:  # past the outage budget
+                    self.error = fatal
+                    return
+            except BaseException as exc:
+                self.error = exc
+                return
+
+    def check(self) -> None:
+        """Raise the error that stopped the thread, if any."""
+        if self.error is not None:
+            raise self.error
+
+    def halt(self) -> None:
+        """Stop feeding and wait for the thread's pump in progress to end."""
+        self._halt.set()
+        if self.is_alive():
+            self.join()
 
 
 class RunDriver:
@@ -348,17 +402,14 @@ class RunDriver:
         return self._elapsed_before + time.time() - self._started_at
 
     def _first_due_eval(self) -> int:
-        """The first multiple of ``eval.every_steps`` with no recorded evaluation (0 = off)."""
+        """The multiple of ``eval.every_steps`` after the last recorded evaluation (0 = off)."""
         every = self.config.eval.every_steps
         if not every:
             return 0
-        done = {
+        done = [
             int(r["due"]) for r in (self.record.evaluations() if self.record else []) if "due" in r
-        }
-        due = every
-        while due in done:
-            due += every
-        return due
+        ]
+        return max(done, default=0) + every
 
     def poll(self) -> Progress:
         """Refresh ``self.progress`` from the learner and the assembler."""
@@ -392,6 +443,8 @@ class RunDriver:
 
         Raises:
             FailedPreconditionError: a service died (``Endpoints.check``).
+            OutageBudgetExceededError: Redis stayed unreachable longer than
+                ``REDIS_OUTAGE_S`` (raised from the feeding thread).
         """
         cfg = self.config
         target = steps or cfg.budget.steps
@@ -400,6 +453,16 @@ class RunDriver:
         if self._feeder is None:
             self._feeder = self.make_feeder()
         feeder = self._feeder
+        feed = FeedLoop(feeder, lambda: self.jobs_within_token_budget(feeder), self.redis_outage)
+        feed.start()
+        try:
+            return self._monitor(feeder, feed, target)
+        finally:
+            feed.halt()
+
+    def _monitor(self, feeder: PromptFeeder, feed: FeedLoop, target: int) -> str:
+        """``train``'s loop while ``feed`` feeds: poll, stop on a budget, evaluate."""
+        cfg = self.config
         deadline = time.monotonic() + cfg.budget.wall_clock_s - self._elapsed_before
         next_eval = self._first_due_eval()
         idle_since = time.monotonic()
@@ -408,11 +471,9 @@ class RunDriver:
             if self.stop_requested.is_set():
                 return "interrupted"
             self.endpoints.check()
-            try:
-                feeder.pump(self.jobs_within_token_budget(feeder))
-                self.redis_outage.ok()
-            except REDIS_ERRORS as exc:  # ride it out; the services do the same
-                time.sleep(self.redis_outage.failed(exc))
+            feed.check()
+            if self.redis_outage.in_outage:  # the feeder rides it out; so does the loop
+                self.stop_requested.wait(POLL_S)
                 continue
             try:
                 progress = self.poll()
@@ -435,7 +496,11 @@ class RunDriver:
             if not warned_no_signal:
                 warned_no_signal = self.warn_if_no_signal(progress.stats)
             if next_eval and progress.step >= next_eval:
-                due, next_eval = next_eval, next_eval + cfg.eval.every_steps
+                # Feeding goes on during an evaluation, so a fast learner can pass several
+                # multiples meanwhile: evaluate the latest one passed (the policies of the
+                # others are gone), so the evaluations stay in step order, one per due.
+                due = progress.step // cfg.eval.every_steps * cfg.eval.every_steps
+                next_eval = due + cfg.eval.every_steps
                 policy = self.published_policy()
                 if policy is not None and policy.path:
                     progress.heldout_accuracy = self.evaluate(

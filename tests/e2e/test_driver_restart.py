@@ -1,16 +1,18 @@
 """The run driver as a service of its own (``grpo serve driver``), SIGKILLed mid-run.
 
 A local cluster runs configs/e2e-tiny.yaml with the driver launched like any other service.
-Once the driver has recorded its first evaluation during training (the one due at step 2;
-the learner may be past step 2 by then, so it is found by ``due``, not by its label) it is
-SIGKILLed, with most of the 24 steps still to go (the learner cannot go on without the
-driver's feed); the cluster's supervision restarts it and the new driver finishes the run.
+Once the driver has recorded its first evaluation during training (found by ``due``, a
+multiple of ``eval.every_steps``: the learner may be past it by then) it is SIGKILLed, with
+most of the 60 steps still to go (the learner cannot go on without the driver's feed); the
+cluster's supervision restarts it and the new driver finishes the run.
 Then:
 
 - the prompts stream holds exactly a prefix of the feed's deterministic order, in order and
   each job once: the restarted driver neither re-fed nor skipped a prompt;
-- eval.jsonl holds each evaluation once (the restarted driver reused the recorded ones), one
-  per multiple of ``eval.every_steps`` in order, and the summary lists them all;
+- eval.jsonl holds each evaluation once (the restarted driver reused the recorded ones), each
+  for a multiple of ``eval.every_steps``, in step order (training goes on during an
+  evaluation, so a multiple the learner passed meanwhile is skipped), and the summary lists
+  them all;
 - the summary is the restarted driver's (stop reason "steps"), and the learner reached the
   step budget.
 """
@@ -49,7 +51,7 @@ def cluster(tmp_path: Path, redis_url: str, redis_namespace: str) -> Iterator[Lo
         "data.heldout_size": 4,
         "eval.every_steps": 2,
         "eval.max_new_tokens": 8,
-        "budget.steps": 24,
+        "budget.steps": 60,
     }
     c = LocalCluster(load_run_config(REPO / "configs" / "e2e-tiny.yaml", overrides), tmp_path / "r")
     yield c
@@ -67,9 +69,9 @@ def test_a_restarted_driver_resumes_without_refeeding_or_reevaluating(
     c.start_driver(model)
     record = DriverRecord(c.client, c.names)
     wait_until(
-        lambda: [r for r in record.evaluations() if r.get("due") == 2],
+        lambda: [r for r in record.evaluations() if r.get("due")],
         timeout_s=180,
-        what="the evaluation due at step 2",
+        what="a first evaluation during training",
     )
     assert c.supervisor.services["driver"].alive(), "the driver finished before the kill"
     c.supervisor.kill("driver")  # SIGKILL mid-run
@@ -108,7 +110,8 @@ def test_a_restarted_driver_resumes_without_refeeding_or_reevaluating(
     labels = [r["label"] for r in rows]
     assert len(labels) == len(set(labels)) and labels[0] == "sft" and labels[-1] == "final"
     dues = [r["due"] for r in rows if "due" in r]
-    assert dues == list(range(2, 2 * len(dues) + 1, 2)) and len(dues) >= 2, dues
+    assert len(dues) >= 2, dues
+    assert all(d % 2 == 0 for d in dues) and dues == sorted(set(dues)), dues
     summary = json.loads((c.run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "steps"
     assert [r["label"] for r in summary["evals"]] == labels

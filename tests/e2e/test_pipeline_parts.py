@@ -9,11 +9,13 @@ import redis
 
 from grpo.errors import InvalidArgumentError
 from grpo.services.pipeline.config import RunConfig, load_run_config
+from grpo.services.pipeline.driver import FeedLoop
 from grpo.services.pipeline.feeder import PromptFeeder
 from grpo.services.pipeline.service_configs import learner_settings, rollout_worker_settings
 from grpo.services.pipeline.tasks import load_run_tasks
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.streams import Outage, OutageBudgetExceededError, StreamNames, Streams
 from grpo.v1 import common_pb2
+from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -302,3 +304,73 @@ def test_a_users_jsonl_dataset_with_a_field_mapping(tmp_path: Path) -> None:
                 }
             )
         )
+
+
+def test_feed_loop_refills_jobs_as_workers_finish_them(
+    redis_client: redis.Redis, redis_namespace: str
+) -> None:
+    """The driver's feeding thread keeps ``prompts_ahead`` jobs unfinished while nothing else
+    calls ``pump`` (the driver's loop may be inside an evaluation), and stops on ``halt``."""
+    names = StreamNames(redis_namespace)
+    streams = Streams(redis_client)
+    streams.ensure_group(names.prompts, "workers")
+    feeder = PromptFeeder(
+        streams,
+        names,
+        _tasks(40),
+        group_size=4,
+        prompts_ahead=3,
+        groups_ahead=100,
+        worker_group="workers",
+        learner_group="learner",
+    )
+    loop = FeedLoop(feeder, lambda: 64, Outage(30.0, what="redis (test)"))
+    loop.start()
+    try:
+        done: list[str] = []
+        for _ in range(4):  # a worker finishing its calls: the thread refills each time
+            wait_until(lambda: streams.lag(names.prompts, "workers") == 3, what="3 jobs queued")
+            jobs = streams.consume(names.prompts, "workers", "w", common_pb2.PromptJob, 10, None)
+            assert len(jobs) == 3  # never more than prompts_ahead unfinished
+            streams.ack(names.prompts, "workers", [e.id for e in jobs])
+            done += [e.message.group_id for e in jobs]
+        wait_until(lambda: feeder.fed == 15, what="the fifth refill")
+    finally:
+        loop.halt()
+    assert not loop.is_alive()
+    loop.check()  # no error
+    assert len(done) == len(set(done)) == 12
+    assert done == [feeder._job_id(i) for i in range(12)]  # in the feed order, once each
+
+
+class _FailingFeeder:
+    """A feeder whose every pump fails with ``error`` (the error paths of ``FeedLoop``)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.pumps = 0
+
+    def pump(self, limit: int = 64) -> int:
+        self.pumps += 1
+        raise self.error
+
+
+def test_feed_loop_rides_out_a_redis_outage_then_reports_it_past_the_budget() -> None:
+    outage = Outage(0.3, backoff_initial_s=0.01, backoff_max_s=0.02, what="redis (test)")
+    feeder = _FailingFeeder(redis.ConnectionError("connection refused"))
+    loop = FeedLoop(feeder, lambda: 64, outage)  # type: ignore[arg-type]
+    loop.start()
+    wait_until(lambda: not loop.is_alive(), what="the feeding thread to give up")
+    assert feeder.pumps > 2  # retried with backoff before the budget ran out
+    with pytest.raises(OutageBudgetExceededError):
+        loop.check()
+
+
+def test_feed_loop_stops_on_any_other_error_and_the_driver_loop_raises_it() -> None:
+    feeder = _FailingFeeder(ValueError("corrupt task"))
+    loop = FeedLoop(feeder, lambda: 64, Outage(30.0, what="redis (test)"))  # type: ignore[arg-type]
+    loop.start()
+    wait_until(lambda: not loop.is_alive(), what="the feeding thread to stop")
+    assert feeder.pumps == 1
+    with pytest.raises(ValueError, match="corrupt task"):
+        loop.check()
