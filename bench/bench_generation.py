@@ -22,7 +22,10 @@ client; the Redis server is another process), because the development machine is
 its wall-clock times are inflated; 3 is wall-clock by nature, so only its ratio within a
 round means anything on a shared machine. Medians and ranges over the rounds are printed.
 ``GRPO_BENCH_ROUNDS`` (default 3) sets the rounds of 2 and 3; ``GRPO_BENCH_GENERATION_QUICK=1``
-runs part 1 only.
+runs part 1 only. ``GRPO_BENCH_ANCHOR=<git rev>`` adds two arms to 3: that commit's code and
+config (a ``git worktree``, run with this venv) with the shipped ``prompts_per_call`` and
+with 1, so the shipped job is compared with an earlier code path in the same rounds
+(docs/generation.md used c1dedb3, the code before the feeding thread).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -270,30 +275,47 @@ class ServiceCpu:
         return out
 
 
-def _main_job(policy: Path, per_call: int, tmp: Path) -> dict[str, float]:
-    """Part 3: one short ``grpo run`` of the main job from ``policy`` with ``per_call``."""
+_TREE_RUN = """
+import json, sys
+from pathlib import Path
+from grpo.services.pipeline.config import load_run_config
+from grpo.services.pipeline.run import run_local
+run_local(load_run_config(sys.argv[1], json.loads(sys.argv[2])), Path(sys.argv[3]),
+          log_fn=lambda _m: None)
+"""
+
+
+def _main_job(policy: Path, per_call: int, tmp: Path, tree: Path | None = None) -> dict[str, float]:
+    """Part 3: one short ``grpo run`` of the main job from ``policy`` with ``per_call``; with
+    ``tree`` (a checkout of another commit), that tree's code and config, run in a child
+    process whose ``PYTHONPATH`` puts the tree first (its services inherit it)."""
     from grpo.services.pipeline.config import load_run_config
     from grpo.services.pipeline.run import run_local
 
-    shipped = load_run_config(MAIN_CONFIG)
+    config_path = MAIN_CONFIG if tree is None else tree / MAIN_CONFIG.relative_to(REPO)
+    shipped = load_run_config(config_path)
     worker_extra = dict(shipped.generation.extra.get("worker", {}))
     worker_extra["prompts_per_call"] = per_call
-    config = load_run_config(
-        MAIN_CONFIG,
-        {
-            "model.path": str(policy),
-            "model.sft.enabled": False,
-            "data.heldout_size": 50,
-            "eval.every_steps": 0,
-            "budget.steps": STEPS,
-            "budget.wall_clock_s": 1800,
-            "learner.checkpoint_every": 1000,
-            "generation.extra": {**shipped.generation.extra, "worker": worker_extra},
-        },
-    )
+    overrides = {
+        "model.path": str(policy),
+        "model.sft.enabled": False,
+        "data.heldout_size": 50,
+        "eval.every_steps": 0,
+        "budget.steps": STEPS,
+        "budget.wall_clock_s": 1800,
+        "learner.checkpoint_every": 1000,
+        "generation.extra": {**shipped.generation.extra, "worker": worker_extra},
+    }
     run_dir = tmp / f"run-p{per_call}-{time.monotonic_ns()}"
     with ServiceCpu(run_dir) as cpu:
-        summary = run_local(config, run_dir, log_fn=lambda _m: None)
+        if tree is None:
+            config = load_run_config(config_path, overrides)
+            summary = run_local(config, run_dir, log_fn=lambda _m: None)
+        else:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            args = [sys.executable, "-c", _TREE_RUN, str(config_path), json.dumps(overrides)]
+            subprocess.run([*args, str(run_dir)], env=env, cwd=tree, check=True)
+            summary = json.loads((run_dir / "summary.json").read_text())
     services = cpu.per_service()
     wall = float(summary["grpo_wall_clock_s"])
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -330,6 +352,21 @@ def _main_job(policy: Path, per_call: int, tmp: Path) -> dict[str, float]:
     }
 
 
+def _anchor_tree(rev: str, tmp: Path) -> Path:
+    """A ``git worktree`` of ``rev`` (the code path to compare against) under ``tmp``.
+
+    Raises:
+        subprocess.CalledProcessError: not a git checkout, or ``rev`` is unknown.
+    """
+    tree = tmp / "anchor"
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), rev],
+        check=True,
+        capture_output=True,
+    )
+    return tree
+
+
 def main() -> None:
     """Print the measurements (rates and ratios measured in this run)."""
     torch.set_num_threads(1)
@@ -360,17 +397,28 @@ def main() -> None:
                 "prompts_per_call", RolloutWorkerConfig.model_fields["prompts_per_call"].default
             )
         )
-        runs: dict[int, list[dict[str, float]]] = {per_call: [], 1: []}
+        anchor = os.environ.get("GRPO_BENCH_ANCHOR", "")
+        tree = _anchor_tree(anchor, tmp) if anchor else None
+        arms: list[tuple[str, int, Path | None]] = [("shipped", per_call, None), ("1", 1, None)]
+        if tree is not None:
+            arms += [(f"{anchor} {per_call}", per_call, tree), (f"{anchor} 1", 1, tree)]
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in arms}
         for rnd in range(rounds):
-            for arm in (per_call, 1) if rnd % 2 == 0 else (1, per_call):
-                runs[arm].append(_main_job(policy, arm, tmp))
+            for name, arm, where in arms if rnd % 2 == 0 else arms[::-1]:
+                runs[name].append(_main_job(policy, arm, tmp, where))
+        if tree is not None:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)])
         print(
             f"\nmain job ({MAIN_CONFIG.name} from its SFT policy, {STEPS} learner steps, "
             f"{rounds} interleaved rounds; wall-clock rates, CPU shared with other work)"
         )
-        for arm in (per_call, 1):
-            label = "shipped" if arm == per_call else "today's path"
-            rows = runs[arm]
+        for name, arm, where in arms:
+            label = (
+                ("shipped" if arm == per_call else "1 per call")
+                if where is None
+                else f"the code of {anchor}"
+            )
+            rows = runs[name]
             print(f"  prompts_per_call {arm} ({label}):")
             for key, what in (
                 ("tokens_per_s", "generated tokens per wall s"),
@@ -410,8 +458,9 @@ def main() -> None:
             ("steps_per_s", "learner steps/s"),
             ("worker_tokens_per_cpu_s", "tokens per worker CPU s"),
         ):
-            ratios = [a[key] / b[key] for a, b in zip(runs[per_call], runs[1], strict=True)]
-            print(f"  shipped / today's path, {what:24s} same round: {_ratio_summary(ratios)}")
+            for name, _, _ in arms[1:]:
+                ratios = [a[key] / b[key] for a, b in zip(runs["shipped"], runs[name], strict=True)]
+                print(f"  shipped / {name:>12s}, {what:29s} same round: {_ratio_summary(ratios)}")
         print(json.dumps({"worker_tokens_per_cpu_s": rates, "main_job": runs}))
 
 

@@ -237,8 +237,15 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ forward passes
-    def _micro_slices(self, rows: torch.Tensor) -> Iterator[torch.Tensor]:
+    def _micro_slices(self, batch: TrainingBatch, rows: torch.Tensor) -> Iterator[torch.Tensor]:
+        """``rows`` in micro-batches of at most ``micro_batch_size``, cut from the rows sorted
+        by response length when there is more than one, so each micro-batch pads to a shorter
+        T_mb (fewer padded columns in its forward and backward). The update is the same:
+        micro-batches accumulate into one optimizer step over global denominators."""
         size = self.config.micro_batch_size
+        if rows.numel() > size:
+            lengths = batch.attention_mask[rows, batch.prompt_len :].sum(dim=1)
+            rows = rows[torch.argsort(lengths, stable=True)]
         for start in range(0, rows.numel(), size):
             yield rows[start : start + size]
 
@@ -329,7 +336,7 @@ class Trainer:
         dtype = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
         out = torch.zeros(batch.response_ids.shape, dtype=dtype, device=self.device)
         padding = self._fsdp_padding_passes(rows) if model is self.model else 0
-        for micro in self._micro_slices(rows):
+        for micro in self._micro_slices(batch, rows):
             lp, _, _, t_mb = self._forward_logprobs(model, batch, micro, truncate=truncate)
             out[micro, :t_mb] = lp.to(dtype)
         for _ in range(padding):
@@ -352,7 +359,7 @@ class Trainer:
         """[N, T] critic values at batch start (0 beyond each response)."""
         out = torch.zeros(batch.response_ids.shape, device=self.device)
         rows_all = torch.arange(batch.num_rows, device=self.device)
-        for rows in self._micro_slices(rows_all):
+        for rows in self._micro_slices(batch, rows_all):
             values, t_mb = self._values(batch, rows)
             out = out.to(values.dtype)
             out[rows, :t_mb] = values
@@ -517,7 +524,7 @@ class Trainer:
                 self._zero_grad()
                 finite_loss = True
                 padding = self._fsdp_padding_passes(mb)
-                for rows in self._micro_slices(mb):
+                for rows in self._micro_slices(batch, mb):
                     stats, ent, old_mb, t_mb, ok = self._micro_step(
                         batch,
                         rows,

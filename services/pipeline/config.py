@@ -263,6 +263,13 @@ class GenerationRunConfig(BaseModel):
         ge=1,
         description="Backpressure: most prompt jobs waiting for or in generation at once.",
     )
+    groups_ahead: int | None = Field(
+        default=None,
+        ge=1,
+        description="Backpressure: most closed groups not yet delivered to the learner before "
+        "the feeder pauses; null = 2 x learner.batch_groups. With prompts_ahead it bounds how "
+        "many policy versions old a trained group is (policy/staleness_mean).",
+    )
     workers: int = Field(default=1, ge=1, description="Rollout worker processes.")
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Merged verbatim into the rollout worker's YAML."

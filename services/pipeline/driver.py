@@ -361,7 +361,7 @@ class RunDriver:
             self.tasks.train,
             group_size=cfg.generation.group_size,
             prompts_ahead=cfg.generation.prompts_ahead,
-            groups_ahead=2 * cfg.learner.batch_groups,
+            groups_ahead=cfg.generation.groups_ahead or 2 * cfg.learner.batch_groups,
             worker_group=WORKER_GROUP,
             learner_group=LEARNER_GROUP,
             seed=cfg.seed,

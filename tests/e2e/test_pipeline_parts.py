@@ -374,3 +374,35 @@ def test_feed_loop_stops_on_any_other_error_and_the_driver_loop_raises_it() -> N
     assert feeder.pumps == 1
     with pytest.raises(ValueError, match="corrupt task"):
         loop.check()
+
+
+@pytest.mark.parametrize(("groups_ahead", "held_back"), [(None, False), (3, True)])
+def test_the_run_feeder_holds_back_on_generation_groups_ahead(
+    tmp_path: Path,
+    redis_client: redis.Redis,
+    redis_namespace: str,
+    groups_ahead: int | None,
+    held_back: bool,
+) -> None:
+    """``generation.groups_ahead`` bounds the closed groups waiting for the learner; unset, the
+    bound is 2 x ``learner.batch_groups`` (e2e-tiny: 4)."""
+    from grpo.services.pipeline.driver import LEARNER_GROUP, RunDriver
+
+    cfg = load_run_config(
+        REPO / "configs" / "e2e-tiny.yaml", {"generation.groups_ahead": groups_ahead}
+    )
+    names = StreamNames(redis_namespace)
+    streams = Streams(redis_client)
+    streams.ensure_group(names.groups, LEARNER_GROUP)
+    for i in range(3):  # 3 closed groups not yet delivered to the learner
+        streams.produce(names.groups, common_pb2.Group(group_id=f"g{i}"))
+    driver = RunDriver(
+        cfg,
+        load_run_tasks(cfg),
+        streams=streams,
+        names=names,
+        endpoints=None,  # type: ignore[arg-type]  # feeding needs no service
+        out_dir=tmp_path / "run",
+    )
+    written = driver.make_feeder().pump()
+    assert (written == 0) is held_back, written
