@@ -7,7 +7,8 @@ next to a ``LocalCluster`` or on its own against remote services.
 ``RunDriver.train(steps)`` feeds from a thread (``FeedLoop``: ``PromptFeeder.pump`` every
 ``FEED_S``) while its loop checks health, polls the learner and the assembler, stops on
 ``budget.steps`` learner steps, ``budget.generated_tokens``, ``budget.wall_clock_s`` or an
-exhausted feeder, and evaluates the latest published policy every ``eval.every_steps`` steps. ``evaluate`` is the one held-out evaluation call
+exhausted feeder, and evaluates the latest published policy every ``eval.every_steps`` steps.
+``evaluate`` is the one held-out evaluation call
 (``grpo.services.pipeline.heldout.heldout_accuracy``); each evaluation is appended to
 ``eval.jsonl``. ``summary`` builds ``summary.json``. ``drive`` is the whole job of the driver
 component (``grpo serve driver``, ``grpo.services.pipeline.driver_service``): evaluate the
