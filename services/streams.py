@@ -803,6 +803,14 @@ class StreamConsumer(Generic[MessageT]):
             )
         return entries
 
+    def retake_own(self) -> None:
+        """Take this consumer's own pending entries back at the next ``poll``, at once rather
+        than after ``reclaim_idle_ms`` (held ones excepted). Redis restarted from its
+        append-only file can have lost the acknowledgements of its last second, so entries
+        whose effect is durable are pending again; the caller's dedup makes the redelivery
+        harmless and acknowledges them."""
+        self._own_done = False
+
     def hold(self, ids: Iterable[str]) -> None:
         """Mark entries as still being worked on by this consumer (not reclaimed to it)."""
         self._held.update(ids)
@@ -852,7 +860,9 @@ class ConsumerLoop(LoopWorker):
         while not self._stop.is_set():
             try:
                 self.run_once()
-                self.outage.ok()
+                if self.outage.in_outage:
+                    self.outage.ok()
+                    self.reconnected()
             except REDIS_ERRORS as exc:
                 try:
                     pause = self.outage.failed(exc)
@@ -866,6 +876,11 @@ class ConsumerLoop(LoopWorker):
             except Exception:
                 log.exception("%s iteration failed; retrying", self.thread_name)
                 self._stop.wait(self.error_backoff_s)
+
+    def reconnected(self) -> None:
+        """Called once each time a Redis outage closes (the first iteration that succeeds
+        after it). Default: nothing; consumers whose acknowledgements a restarted Redis may
+        have lost take their own pending entries back (``StreamConsumer.retake_own``)."""
 
     def _die(self, exc: BaseException) -> None:
         self.failure = exc

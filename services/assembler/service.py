@@ -317,6 +317,12 @@ class AssemblerWorker(ConsumerLoop):
         self._stop.wait(0.5)
         return False
 
+    def reconnected(self) -> None:
+        """After a Redis outage: take back this consumer's pending rollouts at once (a Redis
+        restarted from its append-only file may have lost their acks; already recorded ones
+        are acknowledged without being counted again)."""
+        self.rollouts.retake_own()
+
     def run_once(self) -> int:
         """One iteration: retry held rollouts (when due) or read a batch; submit; acknowledge.
 

@@ -229,6 +229,12 @@ class RolloutWorker(ConsumerLoop):
 
     # ---- one iteration ------------------------------------------------------------------
 
+    def reconnected(self) -> None:
+        """After a Redis outage: take back this worker's pending jobs at once (a Redis
+        restarted from its append-only file may have lost their acks; the dedup markers leave
+        only missing indices to sample)."""
+        self.jobs.retake_own()
+
     def run_once(self) -> int:
         """Reload weights if a newer version is published, then take up to
         ``prompts_per_call`` jobs (reclaimed ones first, waiting up to ``fill_wait_ms`` for

@@ -293,3 +293,8 @@ def test_read_accounting_counts_queued_rollouts_and_a_lost_one(env) -> None:  # 
     # An entry acknowledged without being recorded is lost: the identity shows it.
     streams.ack(names.rollouts, group, [entries[4].id])
     assert rollouts_block()["unaccounted"] == 1
+    # A recorded entry whose ack was lost (Redis restarted from its append-only file) is
+    # scored, not queued: counted once, so the lost one above still shows.
+    asm.submit([entries[5].message])  # its group p2/e0 stays open (index 0 never recorded)
+    block = rollouts_block()
+    assert (block["scored"], block["queued"], block["unaccounted"]) == (5, 4, 1)

@@ -436,3 +436,50 @@ def test_consumers_ride_out_a_redis_kill_and_restart(tmp_path: Path) -> None:
         client.close()
     finally:
         server.stop()
+
+
+def test_retake_own_returns_pending_entries_whose_acks_were_lost(
+    streams: Streams, names: StreamNames
+) -> None:
+    """After Redis restarts from its append-only file the last second's acks can be gone: the
+    consumer (same process) takes those entries back at once, held ones excepted."""
+    from grpo.services.streams import StreamConsumer
+
+    ids = [streams.produce(names.rollouts, _rollout("g", i)) for i in range(3)]
+    consumer = StreamConsumer(streams, names.rollouts, "asm", "c0", common_pb2.Rollout,
+                              reclaim_idle_ms=60_000)  # fmt: skip
+    got = consumer.poll(3, None)
+    assert [e.id for e in got] == ids  # delivered; their acks "lost"
+    consumer.hold([ids[2]])  # still being worked on
+    assert consumer.poll(3, None) == []  # not idle long enough to be reclaimed
+    consumer.retake_own()
+    assert [e.id for e in consumer.poll(3, None)] == ids[:2]
+    assert consumer.poll(3, None) == []  # once per retake
+    assert consumer.ack(ids) == 3 and streams.pending(names.rollouts, "asm") == 0
+
+
+def test_consumer_loop_calls_reconnected_once_per_closed_outage() -> None:
+    from grpo.services.streams import ConsumerLoop, Outage
+
+    outcomes = [redis.ConnectionError("down")] * 2 + [None] * 3 + [redis.ConnectionError("x")]
+    outcomes += [None] * 2
+    calls: list[str] = []
+
+    class Flaky(ConsumerLoop):
+        def run_once(self) -> None:
+            outcome = outcomes.pop(0) if outcomes else None
+            if outcome is not None:
+                calls.append("fail")
+                raise outcome
+            calls.append("ok")
+
+        def reconnected(self) -> None:
+            calls.append("reconnected")
+
+    loop = Flaky(Outage(30.0, backoff_initial_s=0.01, backoff_max_s=0.01))
+    loop.start()
+    wait_until(lambda: not outcomes and calls.count("ok") >= 6, what="the scripted iterations")
+    loop.stop(5)
+    first, second = ["fail", "fail", "ok", "reconnected", "ok", "ok"], ["fail", "ok", "reconnected"]
+    assert calls[:9] == first + second, calls
+    assert loop.outage.outages == 2
