@@ -71,7 +71,7 @@ FEED_S = 0.05
 """Seconds between two pumps of the feeding thread (``FeedLoop``). Feeding used to run once
 per driver iteration: a rollout worker that had taken its ``prompts_ahead`` jobs then waited
 up to ``POLL_S`` (and a whole held-out evaluation) for the next ones, which capped the main
-job at ``prompts_ahead`` groups per 0.5 s (docs/pipeline.md)."""
+job at ``prompts_ahead`` groups per 0.5 s (docs/generation.md)."""
 REDIS_OUTAGE_S = 300.0
 """Longest Redis outage the driver rides out (feeding paused, retried with backoff) before it
 fails the run (seconds)."""

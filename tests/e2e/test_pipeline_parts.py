@@ -131,6 +131,21 @@ def _tasks(n: int) -> list[common_pb2.Task]:
     return [common_pb2.Task(id=f"t{i}", type="arith", prompt=f"{i}+1=") for i in range(n)]
 
 
+def _feeder(streams: Streams, names: StreamNames, tasks: int, **kwargs: int) -> PromptFeeder:
+    """A feeder of ``tasks`` arith tasks, G = 4, at most 3 unfinished jobs ("workers" and
+    "learner" groups); ``kwargs``: groups_ahead, seed, repeats."""
+    return PromptFeeder(
+        streams,
+        names,
+        _tasks(tasks),
+        group_size=4,
+        prompts_ahead=3,
+        worker_group="workers",
+        learner_group="learner",
+        **kwargs,
+    )
+
+
 def test_feeder_applies_backpressure_and_never_feeds_twice(
     redis_client: redis.Redis, redis_namespace: str
 ) -> None:
@@ -139,18 +154,7 @@ def test_feeder_applies_backpressure_and_never_feeds_twice(
     streams.ensure_group(names.prompts, "workers")
 
     def feeder() -> PromptFeeder:
-        return PromptFeeder(
-            streams,
-            names,
-            _tasks(5),
-            group_size=4,
-            prompts_ahead=3,
-            groups_ahead=2,
-            worker_group="workers",
-            learner_group="learner",
-            seed=7,
-            repeats=2,
-        )
+        return _feeder(streams, names, 5, groups_ahead=2, seed=7, repeats=2)
 
     f = feeder()
     assert f.pump() == 3  # prompts stream full: 3 unfinished jobs
@@ -314,16 +318,7 @@ def test_feed_loop_refills_jobs_as_workers_finish_them(
     names = StreamNames(redis_namespace)
     streams = Streams(redis_client)
     streams.ensure_group(names.prompts, "workers")
-    feeder = PromptFeeder(
-        streams,
-        names,
-        _tasks(40),
-        group_size=4,
-        prompts_ahead=3,
-        groups_ahead=100,
-        worker_group="workers",
-        learner_group="learner",
-    )
+    feeder = _feeder(streams, names, 40, groups_ahead=100)
     loop = FeedLoop(feeder, lambda: 64, Outage(30.0, what="redis (test)"))
     loop.start()
     try:
