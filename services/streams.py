@@ -460,9 +460,16 @@ class Streams:
         A group that does not exist yet has every entry of the stream ahead of it
         (``XLEN``); a missing stream has lag 0.
         """
+        undelivered, pending = self.backlog(stream, group)
+        return undelivered + pending
+
+    def backlog(self, stream: str, group: str) -> tuple[int, int]:
+        """``(undelivered, pending)`` entries of ``stream`` for ``group``, from one
+        ``XINFO GROUPS`` (``lag`` is their sum; a missing group has every entry undelivered, a
+        missing stream none)."""
         info = self._group_info(stream, group)
         if info is None:
-            return int(self.client.xlen(stream))  # type: ignore[arg-type]
+            return int(self.client.xlen(stream)), 0  # type: ignore[arg-type]
         undelivered = info.get("lag")
         if undelivered is None:
             last = _text(info["last-delivered-id"])
@@ -474,7 +481,7 @@ class Streams:
                 if len(batch) < 1000:
                     break
                 start = "(" + _text(batch[-1][0])
-        return int(undelivered) + int(info["pending"])
+        return int(undelivered), int(info["pending"])
 
     def wait_for_capacity(
         self,

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from grpo.errors import FailedPreconditionError
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.outages import service_outages
@@ -35,9 +33,10 @@ from grpo.services.pipeline.service_configs import (
     verifier_settings,
     write_service_config,
 )
+from grpo.services.pipeline.status_client import StatusClient
 from grpo.services.redis_server import EmbeddedRedis, connect, resolve_redis_url
 from grpo.services.streams import StreamNames, Streams
-from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_grpc
+from grpo.v1 import assembler_pb2, learner_pb2
 
 __all__ = ["LocalCluster", "namespace_for"]
 
@@ -79,6 +78,7 @@ class LocalCluster:
         self.streams: Streams | None = None
         self.model: Path | str | None = None
         self._services_stopped = False
+        self._status = StatusClient()
 
     # ---------------------------------------------------------------- Redis
     def start_redis(self) -> str:
@@ -275,15 +275,11 @@ class LocalCluster:
 
     def learner_status(self) -> learner_pb2.GetStatusResponse:
         """The learner's GetStatus (raises grpc.RpcError when it is down)."""
-        with grpc.insecure_channel(self.address("learner")) as channel:
-            stub = learner_pb2_grpc.LearnerStub(channel)
-            return stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
+        return self._status.learner_status(self.address("learner"))
 
     def assembler_stats(self) -> assembler_pb2.AssemblerStats:
         """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
-        with grpc.insecure_channel(self.address("assembler")) as channel:
-            stub = assembler_pb2_grpc.AssemblerStub(channel)
-            return stub.GetStats(assembler_pb2.GetStatsRequest(), timeout=10).stats
+        return self._status.assembler_stats(self.address("assembler"))
 
     # ---------------------------------------------------------------- stop
     def stop_services(self) -> None:
@@ -303,6 +299,7 @@ class LocalCluster:
             Pids of processes still alive afterwards that had to be killed (should be empty).
         """
         self.stop_services()
+        self._status.close()
         if self.client is not None:
             self.client.close()
             self.client = None

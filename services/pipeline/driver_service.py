@@ -27,16 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import FailedPreconditionError, GrpoError, InternalError
 from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.driver import DriverRecord, RunDriver
+from grpo.services.pipeline.status_client import StatusClient
 from grpo.services.registry import ServiceParts, ServiceSpec
 from grpo.services.server import ServerSettings
 from grpo.services.weights.puller import WeightPuller, WeightTransferConfig
-from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_grpc
+from grpo.v1 import assembler_pb2, learner_pb2
 
 __all__ = [
     "SERVICE",
@@ -107,18 +107,19 @@ class RemoteEndpoints:
     def __init__(self, settings: DriverSettings) -> None:
         """Args: settings: the driver's settings (addresses)."""
         self._settings = settings
+        self._status = StatusClient()
 
     def learner_status(self) -> learner_pb2.GetStatusResponse:
         """The learner's GetStatus (raises grpc.RpcError when it is down)."""
-        with grpc.insecure_channel(self._settings.learner_address) as channel:
-            stub = learner_pb2_grpc.LearnerStub(channel)
-            return stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
+        return self._status.learner_status(self._settings.learner_address)
 
     def assembler_stats(self) -> assembler_pb2.AssemblerStats:
         """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
-        with grpc.insecure_channel(self._settings.assembler_address) as channel:
-            stub = assembler_pb2_grpc.AssemblerStub(channel)
-            return stub.GetStats(assembler_pb2.GetStatsRequest(), timeout=10).stats
+        return self._status.assembler_stats(self._settings.assembler_address)
+
+    def close(self) -> None:
+        """Close the kept status channels."""
+        self._status.close()
 
     def verifier_address(self, name: str) -> str:
         """``host:port`` of verifier ``name``.
@@ -353,12 +354,13 @@ def build(settings: DriverSettings) -> ServiceParts:
     client = connect(str(resolve_redis_url(run.redis_url, required_by="run driver")))
     names = StreamNames(run.namespace)
     puller = WeightPuller(settings.weights) if settings.weights.mode == "grpc" else None
+    endpoints = RemoteEndpoints(settings)
     driver = PullingRunDriver(
         run,
         load_run_tasks(run),
         streams=Streams(client),
         names=names,
-        endpoints=RemoteEndpoints(settings),
+        endpoints=endpoints,
         out_dir=settings.out_dir,
         log_fn=log.info,
         record=DriverRecord(client, names),
@@ -368,6 +370,7 @@ def build(settings: DriverSettings) -> ServiceParts:
 
     def close() -> None:
         client.close()
+        endpoints.close()
         if puller is not None:
             puller.close()
 

@@ -37,6 +37,9 @@ from grpo.v1 import common_pb2
 
 __all__ = ["PromptFeeder"]
 
+CLOSED_BATCH = 1000
+"""Closed-group entries read per ``XRANGE`` of the curriculum's closed stream."""
+
 
 class PromptFeeder:
     """Feeds PromptJobs for ``tasks`` in seeded shuffled passes (see the module docstring)."""
@@ -151,7 +154,7 @@ class PromptFeeder:
             self._epoch += 1
         return self._tasks[self._order.pop()], self._epoch - 1
 
-    def observe_closed(self, count: int = 1000) -> int:
+    def observe_closed(self, count: int = CLOSED_BATCH) -> int:
         """Feed the curriculum the closed groups the assembler appended since the last call.
 
         Returns:
@@ -179,16 +182,16 @@ class PromptFeeder:
         Returns:
             Jobs written by this call (already-written ids count 0).
         """
-        while self.observe_closed():
+        while self.observe_closed(CLOSED_BATCH) == CLOSED_BATCH:  # a short read was the last
             pass
         written = decided = 0
+        # Both lags are read once per pump; each job written adds one to the prompts lag
+        # (workers taking jobs meanwhile only lower it). Groups the learner has read but not
+        # yet acknowledged (it acks at checkpoints) are consumed already: only undelivered
+        # groups count.
+        prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
+        groups_lag, _ = self._streams.backlog(self._names.groups, self._learner_group)
         while written < limit and decided < 4 * limit:
-            prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
-            # Groups the learner has read but not yet acknowledged (it acks at checkpoints) are
-            # consumed already: only undelivered groups count.
-            groups_lag = self._streams.lag(
-                self._names.groups, self._learner_group
-            ) - self._streams.pending(self._names.groups, self._learner_group)
             if prompts_lag >= self._prompts_ahead or groups_lag >= self._groups_ahead:
                 break
             item = self._next_task()
@@ -207,5 +210,6 @@ class PromptFeeder:
             )
             if self._streams.produce(self._names.prompts, job, dedup_key=job.group_id):
                 written += 1
+                prompts_lag += 1
                 self.fed += 1
         return written
