@@ -182,17 +182,22 @@ class PromptFeeder:
         Returns:
             Jobs written by this call (already-written ids count 0).
         """
+        # Both lags are read once per pump (the prompts lag first: a full queue, the common
+        # case between a worker's calls, costs one XINFO); each job written adds one to the
+        # prompts lag (workers taking jobs meanwhile only lower it). Groups the learner has
+        # read but not yet acknowledged (it acks at checkpoints) are consumed already: only
+        # undelivered groups count.
+        prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
+        if prompts_lag >= self._prompts_ahead:
+            return 0
+        groups_lag, _ = self._streams.backlog(self._names.groups, self._learner_group)
+        if groups_lag >= self._groups_ahead:
+            return 0
         while self.observe_closed(CLOSED_BATCH) == CLOSED_BATCH:  # a short read was the last
             pass
         written = decided = 0
-        # Both lags are read once per pump; each job written adds one to the prompts lag
-        # (workers taking jobs meanwhile only lower it). Groups the learner has read but not
-        # yet acknowledged (it acks at checkpoints) are consumed already: only undelivered
-        # groups count.
-        prompts_lag = self._streams.lag(self._names.prompts, self._worker_group)
-        groups_lag, _ = self._streams.backlog(self._names.groups, self._learner_group)
         while written < limit and decided < 4 * limit:
-            if prompts_lag >= self._prompts_ahead or groups_lag >= self._groups_ahead:
+            if prompts_lag >= self._prompts_ahead:
                 break
             item = self._next_task()
             if item is None:
