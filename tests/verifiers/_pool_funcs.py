@@ -35,3 +35,18 @@ def fail(message: str) -> None:
 def pid() -> int:
     """Return the worker's process id."""
     return os.getpid()
+
+
+def act(action: str, value: int) -> int | tuple[int, int]:
+    """One function for mixed batches: ``"ok"`` returns ``(value, pid)``; ``"sleep"`` sleeps
+    ``value`` s; ``"die"`` kills the worker; ``"fail"`` raises ValueError; ``"allocate"``
+    allocates ``value`` MiB."""
+    if action == "sleep":
+        return sleep_then(value, value)
+    if action == "die":
+        die()
+    if action == "fail":
+        fail(f"item {value}")
+    if action == "allocate":
+        return allocate(value)
+    return value, os.getpid()

@@ -114,3 +114,45 @@ def test_request_deadline_applies_to_calls_without_one() -> None:
         with request_deadline(time.monotonic() + 0.5), pytest.raises(CheckTimeoutError):
             one.call(funcs.sleep_then, 30, 1)
         assert one.call(funcs.sleep_then, 0.01, 5) == 5  # outside the block: no deadline
+
+
+def test_call_many_runs_a_batch_in_one_worker_in_order(pool: WorkerPool) -> None:
+    outcomes = pool.call_many(funcs.act, [("ok", i) for i in range(20)])
+    assert [o.value[0] for o in outcomes] == list(range(20))
+    assert len({o.value[1] for o in outcomes}) == 1  # one message, one worker
+    assert all(o.error is None and o.seconds >= 0 for o in outcomes)
+    assert pool.call_many(funcs.act, []) == []
+
+
+def test_call_many_gives_each_item_the_outcome_call_would() -> None:
+    """Every failure of one item is that item's alone: a time limit or a crash replaces the
+    worker and the items after it run on the next one; an error or the memory cap keeps it."""
+    with WorkerPool(PoolSettings(workers=1, timeout_s=1.0, memory_mb=512)) as pool:
+        batch = [("ok", 0), ("sleep", 30), ("ok", 2), ("die", 3), ("ok", 4), ("fail", 5)]
+        batch += [("allocate", 2048), ("ok", 7)]
+        start = time.monotonic()
+        outcomes = pool.call_many(funcs.act, batch)
+        assert time.monotonic() - start < 15  # the sleeping item was cut at its 1 s limit
+        kinds = [type(o.error).__name__ if o.error else o.value[0] for o in outcomes]
+        expected = [0, "CheckTimeoutError", 2, "WorkerCrashError", 4, "RemoteCheckError"]
+        assert kinds == [*expected, "CheckMemoryError", 7]
+        assert "item 5" in str(outcomes[5].error)
+        assert pool.replaced == 2
+        workers = [o.value[1] for o in outcomes if o.error is None]
+        assert workers[0] != workers[1] != workers[2]  # replaced after the limit and the crash
+        assert workers[2] == workers[3]  # an error or MemoryError keeps the worker
+        assert outcomes[1].seconds == pytest.approx(1.0, abs=0.5)
+
+
+def test_call_many_items_past_the_deadline_time_out() -> None:
+    with WorkerPool(PoolSettings(workers=1, timeout_s=20, memory_mb=512)) as pool:
+        deadline = time.monotonic() + 1.0
+        outcomes = pool.call_many(
+            funcs.act, [("ok", 0), ("sleep", 30), ("ok", 2)], deadline=deadline
+        )
+        assert outcomes[0].value[0] == 0
+        assert isinstance(outcomes[1].error, CheckTimeoutError)
+        # No worker free before the passed deadline: the rest time out without running.
+        assert isinstance(outcomes[2].error, CheckTimeoutError)
+        assert "before the call started" in str(outcomes[2].error)
+        assert pool.replaced == 1  # only the item cut at the deadline cost a worker

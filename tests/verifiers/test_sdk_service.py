@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import ClassVar
 
+import _pool_funcs as funcs
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -17,7 +18,15 @@ from grpo.services.server import ServerSettings, ServiceBinding, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.example import SERVICE as EXAMPLE_SERVICE
 from grpo.verifiers.example import ExactMatchConfig, ExactMatchVerifier
-from grpo.verifiers.sdk import ScoringSettings, Verifier, VerifierServicer, make_score
+from grpo.verifiers.sdk import (
+    PoolSettings,
+    ScoringSettings,
+    Verifier,
+    VerifierServicer,
+    WorkerPool,
+    make_score,
+)
+from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes
 from grpo.verifiers.sdk.service import VERIFIER_SERVICE_NAME, verifier_service_spec
 
 
@@ -38,6 +47,41 @@ class _SlowVerifier(Verifier):
             raise RuntimeError("verifier bug")
         self.release.wait(float(task.gold_answer))
         return make_score(common_pb2.SCORE_STATUS_OK, 1.0, extracted=response)
+
+
+class _PoolVerifier(Verifier):
+    """Runs ``_pool_funcs.act(response, int(gold))`` in its pool, a run of items per call;
+    answers OK with ``"<value>@<worker pid>"``."""
+
+    name: ClassVar[str] = "pooled"
+    kind: ClassVar[int] = verifier_pb2.VERIFIER_KIND_OUTCOME
+    task_types: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, workers: int) -> None:
+        super().__init__()
+        self.pool = WorkerPool(PoolSettings(workers=workers, timeout_s=20, memory_mb=512))
+
+    def lanes(self) -> int:
+        return self.pool.settings.workers
+
+    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
+        return self.score_many([(task, response)])[0]
+
+    def score_many(self, items):  # type: ignore[no-untyped-def]
+        args = [(response, int(task.gold_answer)) for task, response in items]
+        scores = []
+        for outcome in pool_outcomes(self.pool, funcs.act, args):
+            if outcome.error is not None:
+                scores.append(pool_failure_score(outcome.error))
+            else:
+                value, pid = outcome.value
+                scores.append(
+                    make_score(common_pb2.SCORE_STATUS_OK, 1.0, extracted=f"{value}@{pid}")
+                )
+        return scores
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def _serve(
@@ -244,3 +288,41 @@ def test_builtin_verifier_services_share_the_sdk_settings() -> None:
         assert list(fields) == ["server", "scoring", "verifier"], spec.name
         assert fields["scoring"].annotation is ScoringSettings
         assert fields["server"].annotation is ServerSettings
+
+
+def _act(action: str, value: int) -> verifier_pb2.ScoreRequest:
+    return verifier_pb2.ScoreRequest(task=common_pb2.Task(gold_answer=str(value)), response=action)
+
+
+def test_a_pool_verifier_scores_a_batch_in_runs_one_per_worker() -> None:
+    verifier = _PoolVerifier(workers=2)
+    try:
+        for stub in _serve(verifier, ScoringSettings(request_timeout_s=30)):
+            items = [_act("ok", i) for i in range(7)]
+            scores = stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=items)).scores
+            values = [s.extracted_answer.split("@") for s in scores]
+            assert [int(v) for v, _ in values] == list(range(7))  # request order
+            pids = [pid for _, pid in values]
+            assert len(set(pids[:4])) == len(set(pids[4:])) == 1 and pids[0] != pids[4]
+            assert all(s.verifier == "pooled" and s.latency_s > 0 for s in scores)
+    finally:
+        verifier.close()
+
+
+def test_a_run_cut_by_the_request_deadline_keeps_the_items_it_finished() -> None:
+    verifier = _PoolVerifier(workers=1)
+    try:
+        for stub in _serve(verifier, ScoringSettings(request_timeout_s=2.0)):
+            items = [_act("ok", 0), _act("ok", 1), _act("sleep", 30), _act("ok", 3)]
+            start = time.monotonic()
+            scores = stub.ScoreBatch(verifier_pb2.ScoreBatchRequest(items=items)).scores
+            assert time.monotonic() - start < 10
+            assert [s.status for s in scores] == [
+                common_pb2.SCORE_STATUS_OK,
+                common_pb2.SCORE_STATUS_OK,
+                common_pb2.SCORE_STATUS_UNDECIDED,  # cut at the deadline: missing, not a 0
+                common_pb2.SCORE_STATUS_UNDECIDED,  # never started
+            ]
+            assert [s.extracted_answer.split("@")[0] for s in scores[:2]] == ["0", "1"]
+    finally:
+        verifier.close()

@@ -14,6 +14,7 @@ verifier never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,7 +27,7 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import POOL_FAILURES, pool_failure_score, utf8_problem
+from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes, utf8_problem
 
 __all__ = ["MathConfig", "MathVerifier"]
 
@@ -83,16 +84,34 @@ class MathVerifier(Verifier):
             Score with status OK and reward 1.0/0.0, or a failure status (module docstring);
             ``extracted_answer`` is the normalized extracted answer.
         """
-        problem = utf8_problem(response, self.config.max_response_chars)
-        if problem is not None:
-            return make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
-        try:
-            status, reward, extracted, detail = self.pool.call(
-                check_answer, task.gold_answer, response, self.config.rel_tol
-            )
-        except POOL_FAILURES as exc:
-            return pool_failure_score(exc)
-        return make_score(status, reward, extracted=extracted, detail=detail)
+        (result,) = self.score_many([(task, response)])
+        return result
+
+    def lanes(self) -> int:
+        """One :meth:`score_many` run per pool worker."""
+        return self.pool.settings.workers
+
+    def score_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+        """:meth:`score` for each item, the checks sent to one pool worker in one message
+        (``WorkerPool.call_many``: each under its own time limit); ``latency_s`` is each
+        check's own time."""
+        scores: list[common_pb2.Score | None] = [None] * len(items)
+        checked: list[int] = []
+        for i, (_, response) in enumerate(items):
+            problem = utf8_problem(response, self.config.max_response_chars)
+            if problem is None:
+                checked.append(i)
+            else:
+                scores[i] = make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
+        args = [(items[i][0].gold_answer, items[i][1], self.config.rel_tol) for i in checked]
+        for i, outcome in zip(checked, pool_outcomes(self.pool, check_answer, args), strict=True):
+            if outcome.error is not None:
+                scores[i] = pool_failure_score(outcome.error)
+            else:
+                status, reward, extracted, detail = outcome.value
+                scores[i] = make_score(status, reward, extracted=extracted, detail=detail)
+            scores[i].latency_s = outcome.seconds  # type: ignore[union-attr]
+        return scores  # type: ignore[return-value]
 
     def close(self) -> None:
         """Stop the worker pool (when this verifier started it)."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from grpo.verifiers.sdk.base import Verifier, VerifierInfo, make_score
 from grpo.verifiers.sdk.failures import pool_failure_score, utf8_problem
 from grpo.verifiers.sdk.pool import (
+    CallOutcome,
     CheckMemoryError,
     CheckTimeoutError,
     PoolSettings,
@@ -45,6 +46,7 @@ _SERVICE_HALF = {
 }
 
 __all__ = [
+    "CallOutcome",
     "CheckMemoryError",
     "CheckTimeoutError",
     "PoolSettings",

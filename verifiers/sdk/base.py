@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -185,6 +185,57 @@ class Verifier(abc.ABC):
         result.verifier = self.name
         result.latency_s = time.perf_counter() - start
         return result
+
+    def lanes(self) -> int:
+        """How the servicer splits a ScoreBatch: 0 (this default) scores each item as its own
+        job on the servicer's threads; n > 0 cuts the items into at most n runs of
+        consecutive items, each one :meth:`verify_many` call (a pool verifier: one run per
+        pool worker)."""
+        return 0
+
+    def score_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+        """Score several ``(task, response)`` items, each already validated.
+
+        The default calls :meth:`score` for each. A verifier whose checks run in a
+        ``WorkerPool`` overrides it to send the items in one message
+        (``WorkerPool.call_many``), each still under its own time limit; such a verifier sets
+        each score's ``latency_s`` to the item's own time.
+
+        Returns:
+            One ``Score`` per item, in order.
+        """
+        return [self.score(task, response) for task, response in items]
+
+    def verify_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+        """:meth:`verify` for several items through :meth:`score_many`.
+
+        An exception other than InvalidArgumentError escaping :meth:`score_many` makes every
+        item's status ``INTERNAL``. ``latency_s`` is the item's own time where
+        :meth:`score_many` set it, else the call's time divided among the items.
+
+        Raises:
+            InvalidArgumentError: an item is malformed (see :meth:`validate`); the message
+                starts with ``items[i]:``.
+        """
+        start = time.perf_counter()
+        for i, (task, response) in enumerate(items):
+            try:
+                self.validate(task, response)
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(f"items[{i}]: {exc}") from None
+        try:
+            results = self.score_many(items)
+        except InvalidArgumentError:
+            raise
+        except Exception as exc:
+            detail = f"{type(exc).__name__}: {exc}"[:1000]
+            results = [make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=detail) for _ in items]
+        share = (time.perf_counter() - start) / max(1, len(items))
+        for result in results:
+            result.verifier = self.name
+            if result.latency_s <= 0:
+                result.latency_s = share
+        return results
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (worker processes); the default has none to release."""

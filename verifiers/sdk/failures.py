@@ -16,17 +16,22 @@ same two rules (DESIGN.md "Verifiers": a failure is a status, never a silent 0):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from grpo.errors import UnavailableError
 from grpo.v1 import common_pb2
 from grpo.verifiers.sdk.base import make_score
 from grpo.verifiers.sdk.pool import (
+    CallOutcome,
     CheckMemoryError,
     CheckTimeoutError,
     RemoteCheckError,
     WorkerCrashError,
+    WorkerPool,
 )
 
-__all__ = ["POOL_FAILURES", "pool_failure_score", "utf8_problem"]
+__all__ = ["POOL_FAILURES", "pool_failure_score", "pool_outcomes", "utf8_problem"]
 
 POOL_FAILURES = (
     CheckTimeoutError,
@@ -74,3 +79,17 @@ def pool_failure_score(exc: Exception) -> common_pb2.Score:
     if isinstance(exc, CheckTimeoutError | CheckMemoryError | WorkerCrashError):
         return make_score(common_pb2.SCORE_STATUS_UNDECIDED, detail=f"verifier limit: {exc}"[:500])
     return make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=f"{type(exc).__name__}: {exc}")
+
+
+def pool_outcomes(
+    pool: WorkerPool, fn: Callable[..., Any], arg_list: Sequence[tuple[Any, ...]]
+) -> list[CallOutcome]:
+    """``pool.call_many(fn, arg_list)``, with a pool that refuses the whole call (closed:
+    ``UnavailableError``) turned into that error as every item's outcome, so each item
+    becomes a :func:`pool_failure_score` either way."""
+    if not arg_list:
+        return []
+    try:
+        return pool.call_many(fn, arg_list)
+    except POOL_FAILURES as exc:
+        return [CallOutcome(error=exc) for _ in arg_list]

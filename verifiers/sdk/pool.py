@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from grpo.errors import DeadlineExceededError, InternalError, UnavailableError
 
 __all__ = [
+    "CallOutcome",
     "CheckMemoryError",
     "CheckTimeoutError",
     "PoolSettings",
@@ -109,8 +111,19 @@ class RemoteCheckError(InternalError):
         self.exc_type = exc_type
 
 
+def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
+    """One item in the worker: ``("ok", result)``, ``("memory", "")`` or ``("error", ...)``."""
+    try:
+        return ("ok", fn(*args))
+    except MemoryError:
+        return ("memory", "")
+    except BaseException as exc:
+        return ("error", (type(exc).__name__, str(exc)[:2000]))
+
+
 def _worker_main(conn: Connection, memory_bytes: int, preload: Sequence[str]) -> None:
-    """Worker loop: cap memory, import ``preload``, then answer (fn, args) until EOF/None."""
+    """Worker loop: cap memory, import ``preload``, then answer ``(fn, [args, ...])`` with one
+    reply per item, each sent as soon as it is done, until EOF/None."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     for module in preload:
@@ -123,19 +136,31 @@ def _worker_main(conn: Connection, memory_bytes: int, preload: Sequence[str]) ->
             return
         if message is None:
             return
-        fn, args = message
-        try:
-            reply: tuple[str, Any] = ("ok", fn(*args))
-        except MemoryError:
-            reply = ("memory", "")
-        except BaseException as exc:
-            reply = ("error", (type(exc).__name__, str(exc)[:2000]))
-        try:
-            conn.send(reply)
-        except MemoryError:
-            conn.send(("memory", ""))
-        except Exception as exc:
-            conn.send(("error", (type(exc).__name__, f"result not sendable: {exc}"[:2000])))
+        fn, batch = message
+        for args in batch:
+            reply = _run(fn, args)
+            try:
+                conn.send(reply)
+            except MemoryError:
+                conn.send(("memory", ""))
+            except Exception as exc:
+                conn.send(("error", (type(exc).__name__, f"result not sendable: {exc}"[:2000])))
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """One item of :meth:`WorkerPool.call_many`.
+
+    Attributes:
+        value: what the function returned (None when ``error`` is set).
+        error: the error :meth:`WorkerPool.call` would have raised for the item, or None.
+        seconds: the item's wall time, from the previous item's reply (or the send) to its
+            own reply, in seconds.
+    """
+
+    value: Any = None
+    error: Exception | None = None
+    seconds: float = 0.0
 
 
 class _Worker:
@@ -257,44 +282,126 @@ class WorkerPool:
             RemoteCheckError: ``fn`` raised another exception.
             UnavailableError: the pool is closed.
         """
+        (outcome,) = self.call_many(fn, [args], timeout_s=timeout_s, deadline=deadline)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value
+
+    def call_many(
+        self,
+        fn: Callable[..., Any],
+        arg_list: Sequence[tuple[Any, ...]],
+        *,
+        timeout_s: float | None = None,
+        deadline: float | None = None,
+    ) -> list[CallOutcome]:
+        """Run ``fn(*args)`` for each ``args`` of ``arg_list``, in order, as :meth:`call` would
+        one by one, but with one message to the worker for all of them.
+
+        The worker sends each item's reply as soon as it is done, and every item has its own
+        limit from the previous reply: an item past it has its worker killed and replaced,
+        and the items after it go to the next free worker. So each item gets exactly the
+        outcome :meth:`call` would have given it; only the pipe round trips are shared.
+
+        Args:
+            fn: a module-level (picklable) function.
+            arg_list: one tuple of picklable arguments per item.
+            timeout_s, deadline: as for :meth:`call`, per item.
+
+        Returns:
+            One :class:`CallOutcome` per item, in order: the result, or the error
+            :meth:`call` would have raised for it (``CheckTimeoutError``,
+            ``CheckMemoryError``, ``WorkerCrashError``, ``RemoteCheckError``).
+
+        Raises:
+            UnavailableError: the pool is closed.
+        """
         if self._closed:
             raise UnavailableError("worker pool is closed")
         limit = self.settings.timeout_s if timeout_s is None else timeout_s
         if deadline is None:
             deadline = _REQUEST_DEADLINE.get()
+        items = list(arg_list)
+        outcomes: list[CallOutcome] = []
+        while len(outcomes) < len(items):
+            rest = items[len(outcomes) :]
+            try:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise CheckTimeoutError("the request deadline passed before the call started")
+                worker = self._take(deadline)
+            except CheckTimeoutError as exc:
+                outcomes += [CallOutcome(error=exc) for _ in rest]
+                break
+            outcomes += self._run_on(worker, fn, rest, limit, deadline)
+        return outcomes
+
+    def _take(self, deadline: float | None) -> _Worker:
+        """A live idle worker, waiting until ``deadline`` at most (CheckTimeoutError after)."""
         try:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker = self._idle.get(timeout=wait)
         except queue.Empty:
             raise CheckTimeoutError("no free worker before the request deadline") from None
-        if deadline is not None:
-            limit = min(limit, max(0.0, deadline - time.monotonic()))
         if worker.conn.poll(0):  # an idle worker only sends EOF: it died (e.g. OOM killer)
             self._replace(worker)
             worker = self._idle.get()
+        return worker
+
+    def _run_on(
+        self,
+        worker: _Worker,
+        fn: Callable[..., Any],
+        batch: list[tuple[Any, ...]],
+        limit: float,
+        deadline: float | None,
+    ) -> list[CallOutcome]:
+        """Send ``batch`` to ``worker`` and read its replies until all came or one item
+        failed the worker (time limit or crash: replaced; that item's outcome is last)."""
+        outcomes: list[CallOutcome] = []
+        alive: _Worker | None = worker
+        since = time.perf_counter()
         try:
-            worker.conn.send((fn, args))
-            ready = worker.conn.poll(limit)
-            if not ready:
-                self._replace(worker)
-                worker = None  # type: ignore[assignment]
-                raise CheckTimeoutError(f"call exceeded the {limit:.3g} s limit; worker killed")
-            kind, payload = worker.conn.recv()
+            worker.conn.send((fn, batch))
+            for _ in batch:
+                item_limit = limit
+                if deadline is not None:
+                    item_limit = min(limit, max(0.0, deadline - time.monotonic()))
+                if not worker.conn.poll(item_limit):
+                    self._replace(worker)
+                    alive = None
+                    error = CheckTimeoutError(
+                        f"call exceeded the {item_limit:.3g} s limit; worker killed"
+                    )
+                    outcomes.append(CallOutcome(error=error, seconds=item_limit))
+                    return outcomes
+                kind, payload = worker.conn.recv()
+                now = time.perf_counter()
+                outcomes.append(self._outcome(kind, payload, now - since))
+                since = now
         except (EOFError, OSError) as exc:
             code = None
-            if worker is not None:
+            if alive is not None:
                 self._replace(worker)
                 code = worker.process.exitcode
-                worker = None  # type: ignore[assignment]
-            raise WorkerCrashError(f"worker died during the call (exit code {code})") from exc
+                alive = None
+            crash = WorkerCrashError(f"worker died during the call (exit code {code})")
+            crash.__cause__ = exc
+            outcomes.append(CallOutcome(error=crash, seconds=time.perf_counter() - since))
         finally:
-            if worker is not None:
-                self._idle.put(worker)
+            if alive is not None:
+                self._idle.put(alive)
+        return outcomes
+
+    def _outcome(self, kind: str, payload: Any, seconds: float) -> CallOutcome:
         if kind == "ok":
-            return payload
+            return CallOutcome(value=payload, seconds=seconds)
         if kind == "memory":
-            raise CheckMemoryError(f"call exceeded the {self.settings.memory_mb} MiB memory cap")
-        raise RemoteCheckError(*payload)
+            error: Exception = CheckMemoryError(
+                f"call exceeded the {self.settings.memory_mb} MiB memory cap"
+            )
+        else:
+            error = RemoteCheckError(*payload)
+        return CallOutcome(error=error, seconds=seconds)
 
     def close(self) -> None:
         """Stop every worker (idempotent); calls made afterwards raise UnavailableError."""

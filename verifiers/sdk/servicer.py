@@ -81,6 +81,23 @@ class ScoringSettings(BaseModel):
     )
 
 
+RUN_DEADLINE_MARGIN_S = 0.25
+"""Seconds before a request's deadline at which a run of items (``Verifier.lanes``) stops:
+time for the pool to replace a worker cut at its limit and for the run to return."""
+
+
+def _runs(n: int, lanes: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` bounds of ``lanes`` runs of consecutive indices covering ``range(n)``,
+    sizes differing by at most one (``n >= lanes > 0``)."""
+    size, extra = divmod(n, lanes)
+    bounds, lo = [], 0
+    for k in range(lanes):
+        hi = lo + size + (1 if k < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
 def _status_name(status: int) -> str:
     return str(common_pb2.ScoreStatus.Name(status)).removeprefix("SCORE_STATUS_")  # type: ignore[arg-type]
 
@@ -145,20 +162,37 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
                 raise InvalidArgumentError(f"{prefix}{exc}") from None
         deadline = self._deadline(context)
         started = time.perf_counter()
-
-        def run(item: verifier_pb2.ScoreRequest) -> common_pb2.Score:
-            with request_deadline(deadline):
-                return self.verifier.verify(item.task, item.response)
-
         if self._closing.done():
             raise UnavailableError(f"verifier {self.verifier.name} is closed")
-        futures = [self._pool.submit(run, it) for it in items]
-        self._wait(futures, deadline)
+        # One slot per item: (its future, its place in that future's list; None: the future's
+        # result is the item's score).
+        slots: list[tuple[cf.Future[Any], int | None]] = []
+        lanes = min(self.verifier.lanes(), len(items))
+        if lanes > 0:  # runs of consecutive items, one verify_many each (a pool verifier)
+
+            def run_many(run: list[verifier_pb2.ScoreRequest]) -> list[common_pb2.Score]:
+                # The pool stops the run's items a little before the request's deadline, so
+                # the items it finished in time are answered, not lost with the run.
+                with request_deadline(deadline - RUN_DEADLINE_MARGIN_S):
+                    return self.verifier.verify_many([(it.task, it.response) for it in run])
+
+            for lo, hi in _runs(len(items), lanes):
+                future = self._pool.submit(run_many, items[lo:hi])
+                slots += [(future, j) for j in range(hi - lo)]
+        else:
+
+            def run(item: verifier_pb2.ScoreRequest) -> common_pb2.Score:
+                with request_deadline(deadline):
+                    return self.verifier.verify(item.task, item.response)
+
+            slots = [(self._pool.submit(run, it), None) for it in items]
+        self._wait(list(dict.fromkeys(f for f, _ in slots)), deadline)
         closed = self._closing.done()
         scores = []
-        for future in futures:
+        for future, j in slots:
             if future.done() and not future.cancelled() and future.exception() is None:
-                score = future.result()
+                result = future.result()
+                score = result if j is None else result[j]
             elif future.done() and not future.cancelled():
                 error = future.exception()
                 score = make_score(

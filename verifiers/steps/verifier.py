@@ -16,6 +16,7 @@ math verifier. It never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -27,8 +28,8 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import POOL_FAILURES, pool_failure_score, utf8_problem
-from grpo.verifiers.steps.check import check_steps
+from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes, utf8_problem
+from grpo.verifiers.steps.check import StepVerdict, check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
 
@@ -102,13 +103,35 @@ class StepsVerifier(Verifier):
             Score with ``steps`` (span, status, reward, detail per step) and reward =
             share of verifiable steps that are valid (module docstring for statuses).
         """
-        problem = utf8_problem(response, self.config.max_response_chars)
-        if problem is not None:
-            return make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
-        try:
-            verdicts = self.pool.call(check_steps, response, self.config.max_claims)
-        except POOL_FAILURES as exc:
-            return pool_failure_score(exc)
+        (result,) = self.score_many([(task, response)])
+        return result
+
+    def lanes(self) -> int:
+        """One :meth:`score_many` run per pool worker."""
+        return self.pool.settings.workers
+
+    def score_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+        """:meth:`score` for each item, the step checks sent to one pool worker in one
+        message (``WorkerPool.call_many``: each under its own time limit); ``latency_s`` is
+        each check's own time."""
+        scores: list[common_pb2.Score | None] = [None] * len(items)
+        checked: list[int] = []
+        for i, (_, response) in enumerate(items):
+            problem = utf8_problem(response, self.config.max_response_chars)
+            if problem is None:
+                checked.append(i)
+            else:
+                scores[i] = make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
+        args = [(items[i][1], self.config.max_claims) for i in checked]
+        for i, outcome in zip(checked, pool_outcomes(self.pool, check_steps, args), strict=True):
+            if outcome.error is not None:
+                scores[i] = pool_failure_score(outcome.error)
+            else:
+                scores[i] = self._from_verdicts(outcome.value)
+            scores[i].latency_s = outcome.seconds  # type: ignore[union-attr]
+        return scores  # type: ignore[return-value]
+
+    def _from_verdicts(self, verdicts: list[StepVerdict]) -> common_pb2.Score:
         steps = [
             common_pb2.StepScore(
                 char_start=start,
