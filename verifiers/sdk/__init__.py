@@ -23,7 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grpo.verifiers.sdk.base import Verifier, VerifierInfo, make_score
-from grpo.verifiers.sdk.failures import pool_failure_score, utf8_problem
+from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes, utf8_problem
 from grpo.verifiers.sdk.pool import (
     CallOutcome,
     CheckMemoryError,
@@ -59,6 +59,7 @@ __all__ = [
     "WorkerPool",
     "make_score",
     "pool_failure_score",
+    "pool_outcomes",
     "request_deadline",
     "utf8_problem",
     "verifier_service_spec",
