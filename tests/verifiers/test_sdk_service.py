@@ -26,7 +26,7 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes
+from grpo.verifiers.sdk.failures import pool_scores
 from grpo.verifiers.sdk.service import VERIFIER_SERVICE_NAME, verifier_service_spec
 
 
@@ -57,9 +57,13 @@ class _PoolVerifier(Verifier):
     kind: ClassVar[int] = verifier_pb2.VERIFIER_KIND_OUTCOME
     task_types: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, start_method: str = "forkserver") -> None:
         super().__init__()
-        self.pool = WorkerPool(PoolSettings(workers=workers, timeout_s=20, memory_mb=512))
+        settings = PoolSettings(
+            workers=workers, timeout_s=20, memory_mb=512, start_method=start_method
+        )
+        # Under spawn each replacement imports sympy afresh (~1 s), as a math pool's does.
+        self.pool = WorkerPool(settings, preload=("sympy",) if start_method == "spawn" else ())
 
     def lanes(self) -> int:
         return self.pool.settings.workers
@@ -67,18 +71,18 @@ class _PoolVerifier(Verifier):
     def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
         return self.score_many([(task, response)])[0]
 
-    def score_many(self, items):  # type: ignore[no-untyped-def]
-        args = [(response, int(task.gold_answer)) for task, response in items]
-        scores = []
-        for outcome in pool_outcomes(self.pool, funcs.act, args):
-            if outcome.error is not None:
-                scores.append(pool_failure_score(outcome.error))
-            else:
-                value, pid = outcome.value
-                scores.append(
-                    make_score(common_pb2.SCORE_STATUS_OK, 1.0, extracted=f"{value}@{pid}")
-                )
-        return scores
+    def score_many(self, items, on_score=None):  # type: ignore[no-untyped-def]
+        return pool_scores(
+            self.pool,
+            funcs.act,
+            items,
+            args_of=lambda task, response: (response, int(task.gold_answer)),
+            score_of=lambda r: make_score(
+                common_pb2.SCORE_STATUS_OK, 1.0, extracted="{}@{}".format(*r)
+            ),
+            max_response_chars=1000,
+            on_score=on_score,
+        )
 
     def close(self) -> None:
         self.pool.close()
@@ -309,8 +313,11 @@ def test_a_pool_verifier_scores_a_batch_in_runs_one_per_worker() -> None:
         verifier.close()
 
 
-def test_a_run_cut_by_the_request_deadline_keeps_the_items_it_finished() -> None:
-    verifier = _PoolVerifier(workers=1)
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_a_run_cut_by_the_request_deadline_keeps_the_items_it_finished(start_method: str) -> None:
+    """Also when replacing the worker cut at the deadline outlasts the deadline (spawn:
+    a fresh interpreter, > 0.25 s)."""
+    verifier = _PoolVerifier(workers=1, start_method=start_method)
     try:
         for stub in _serve(verifier, ScoringSettings(request_timeout_s=2.0)):
             items = [_act("ok", 0), _act("ok", 1), _act("sleep", 30), _act("ok", 3)]

@@ -14,7 +14,7 @@ verifier never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,7 +27,7 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes, utf8_problem
+from grpo.verifiers.sdk.failures import pool_scores
 
 __all__ = ["MathConfig", "MathVerifier"]
 
@@ -91,27 +91,23 @@ class MathVerifier(Verifier):
         """One :meth:`score_many` run per pool worker."""
         return self.pool.settings.workers
 
-    def score_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+    def score_many(
+        self,
+        items: Sequence[tuple[common_pb2.Task, str]],
+        on_score: Callable[[int, common_pb2.Score], None] | None = None,
+    ) -> list[common_pb2.Score]:
         """:meth:`score` for each item, the checks sent to one pool worker in one message
         (``WorkerPool.call_many``: each under its own time limit); ``latency_s`` is each
         check's own time."""
-        scores: list[common_pb2.Score | None] = [None] * len(items)
-        checked: list[int] = []
-        for i, (_, response) in enumerate(items):
-            problem = utf8_problem(response, self.config.max_response_chars)
-            if problem is None:
-                checked.append(i)
-            else:
-                scores[i] = make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
-        args = [(items[i][0].gold_answer, items[i][1], self.config.rel_tol) for i in checked]
-        for i, outcome in zip(checked, pool_outcomes(self.pool, check_answer, args), strict=True):
-            if outcome.error is not None:
-                scores[i] = pool_failure_score(outcome.error)
-            else:
-                status, reward, extracted, detail = outcome.value
-                scores[i] = make_score(status, reward, extracted=extracted, detail=detail)
-            scores[i].latency_s = outcome.seconds  # type: ignore[union-attr]
-        return scores  # type: ignore[return-value]
+        return pool_scores(
+            self.pool,
+            check_answer,
+            items,
+            args_of=lambda task, response: (task.gold_answer, response, self.config.rel_tol),
+            score_of=lambda r: make_score(r[0], r[1], extracted=r[2], detail=r[3]),
+            max_response_chars=self.config.max_response_chars,
+            on_score=on_score,
+        )
 
     def close(self) -> None:
         """Stop the worker pool (when this verifier started it)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -193,7 +193,11 @@ class Verifier(abc.ABC):
         pool worker)."""
         return 0
 
-    def score_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+    def score_many(
+        self,
+        items: Sequence[tuple[common_pb2.Task, str]],
+        on_score: Callable[[int, common_pb2.Score], None] | None = None,
+    ) -> list[common_pb2.Score]:
         """Score several ``(task, response)`` items, each already validated.
 
         The default calls :meth:`score` for each. A verifier whose checks run in a
@@ -201,17 +205,35 @@ class Verifier(abc.ABC):
         (``WorkerPool.call_many``), each still under its own time limit; such a verifier sets
         each score's ``latency_s`` to the item's own time.
 
+        Args:
+            items: the ``(task, response)`` pairs.
+            on_score: called with ``(index, score)`` as soon as each item is scored (the
+                servicer answers the items a run finished before the request's deadline).
+
         Returns:
             One ``Score`` per item, in order.
         """
-        return [self.score(task, response) for task, response in items]
+        scores = []
+        for i, (task, response) in enumerate(items):
+            scores.append(self.score(task, response))
+            if on_score is not None:
+                on_score(i, scores[-1])
+        return scores
 
-    def verify_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+    def verify_many(
+        self,
+        items: Sequence[tuple[common_pb2.Task, str]],
+        on_score: Callable[[int, common_pb2.Score], None] | None = None,
+    ) -> list[common_pb2.Score]:
         """:meth:`verify` for several items through :meth:`score_many`.
 
-        An exception other than InvalidArgumentError escaping :meth:`score_many` makes every
-        item's status ``INTERNAL``. ``latency_s`` is the item's own time where
-        :meth:`score_many` set it, else the call's time divided among the items.
+        An exception other than InvalidArgumentError escaping :meth:`score_many` makes the
+        status of every item not yet scored ``INTERNAL``. ``latency_s`` is the item's own
+        time where :meth:`score_many` set it, else the time since the call started.
+
+        Args:
+            items: the ``(task, response)`` pairs.
+            on_score: as for :meth:`score_many`, with ``verifier`` and ``latency_s`` stamped.
 
         Raises:
             InvalidArgumentError: an item is malformed (see :meth:`validate`); the message
@@ -223,19 +245,27 @@ class Verifier(abc.ABC):
                 self.validate(task, response)
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"items[{i}]: {exc}") from None
+        done: dict[int, common_pb2.Score] = {}
+
+        def stamp(i: int, score: common_pb2.Score) -> None:
+            score.verifier = self.name
+            if score.latency_s <= 0:
+                score.latency_s = time.perf_counter() - start
+            done[i] = score
+            if on_score is not None:
+                on_score(i, score)
+
         try:
-            results = self.score_many(items)
+            scores = self.score_many(items, stamp)
         except InvalidArgumentError:
             raise
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"[:1000]
-            results = [make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=detail) for _ in items]
-        share = (time.perf_counter() - start) / max(1, len(items))
-        for result in results:
-            result.verifier = self.name
-            if result.latency_s <= 0:
-                result.latency_s = share
-        return results
+            scores = [make_score(common_pb2.SCORE_STATUS_INTERNAL, detail=detail) for _ in items]
+        for i, score in enumerate(scores):  # items score_many did not report as it went
+            if i not in done:
+                stamp(i, score)
+        return [done[i] for i in range(len(items))]
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (worker processes); the default has none to release."""

@@ -31,7 +31,13 @@ from grpo.verifiers.sdk.pool import (
     WorkerPool,
 )
 
-__all__ = ["POOL_FAILURES", "pool_failure_score", "pool_outcomes", "utf8_problem"]
+__all__ = [
+    "POOL_FAILURES",
+    "pool_failure_score",
+    "pool_outcomes",
+    "pool_scores",
+    "utf8_problem",
+]
 
 POOL_FAILURES = (
     CheckTimeoutError,
@@ -82,14 +88,74 @@ def pool_failure_score(exc: Exception) -> common_pb2.Score:
 
 
 def pool_outcomes(
-    pool: WorkerPool, fn: Callable[..., Any], arg_list: Sequence[tuple[Any, ...]]
+    pool: WorkerPool,
+    fn: Callable[..., Any],
+    arg_list: Sequence[tuple[Any, ...]],
+    on_outcome: Callable[[int, CallOutcome], None] | None = None,
 ) -> list[CallOutcome]:
-    """``pool.call_many(fn, arg_list)``, with a pool that refuses the whole call (closed:
-    ``UnavailableError``) turned into that error as every item's outcome, so each item
-    becomes a :func:`pool_failure_score` either way."""
-    if not arg_list:
-        return []
+    """``pool.call_many(fn, arg_list, on_outcome=on_outcome)``, with a pool that refuses the
+    whole call (closed: ``UnavailableError``) turned into that error as every item's outcome,
+    so each item becomes a :func:`pool_failure_score` either way."""
     try:
-        return pool.call_many(fn, arg_list)
+        return pool.call_many(fn, arg_list, on_outcome=on_outcome)
     except POOL_FAILURES as exc:
-        return [CallOutcome(error=exc) for _ in arg_list]
+        outcomes = [CallOutcome(error=exc) for _ in arg_list]
+        for i, outcome in enumerate(outcomes):
+            if on_outcome is not None:
+                on_outcome(i, outcome)
+        return outcomes
+
+
+def pool_scores(
+    pool: WorkerPool,
+    fn: Callable[..., Any],
+    items: Sequence[tuple[common_pb2.Task, str]],
+    *,
+    args_of: Callable[[common_pb2.Task, str], tuple[Any, ...]],
+    score_of: Callable[[Any], common_pb2.Score],
+    max_response_chars: int,
+    on_score: Callable[[int, common_pb2.Score], None] | None = None,
+) -> list[common_pb2.Score]:
+    """``Verifier.score_many`` of a verifier whose check ``fn`` runs in ``pool``: the items'
+    checks go to the pool in one ``call_many``.
+
+    Args:
+        pool: the verifier's pool.
+        fn: the module-level check, called as ``fn(*args_of(task, response))``.
+        items: the ``(task, response)`` pairs.
+        args_of: the check's arguments for one item.
+        score_of: the ``Score`` of one check's result.
+        max_response_chars: a longer response (or one not valid UTF-8) is not checked:
+            ``PARSE_ERROR`` (:func:`utf8_problem`).
+        on_score: called with ``(index, score)`` as each item's score is known.
+
+    Returns:
+        One ``Score`` per item, in order: ``PARSE_ERROR``, :func:`pool_failure_score` of a
+        check that did not finish, or ``score_of`` its result; ``latency_s`` is the check's
+        own time.
+    """
+    scores: list[common_pb2.Score | None] = [None] * len(items)
+
+    def put(i: int, score: common_pb2.Score) -> None:
+        scores[i] = score
+        if on_score is not None:
+            on_score(i, score)
+
+    checked: list[int] = []
+    for i, (_, response) in enumerate(items):
+        problem = utf8_problem(response, max_response_chars)
+        if problem is None:
+            checked.append(i)
+        else:
+            put(i, make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem))
+
+    def checked_item(k: int, outcome: CallOutcome) -> None:
+        if outcome.error is not None:
+            score = pool_failure_score(outcome.error)
+        else:
+            score = score_of(outcome.value)
+        score.latency_s = outcome.seconds
+        put(checked[k], score)
+
+    pool_outcomes(pool, fn, [args_of(*items[i]) for i in checked], checked_item)
+    return scores  # type: ignore[return-value]

@@ -294,6 +294,7 @@ class WorkerPool:
         *,
         timeout_s: float | None = None,
         deadline: float | None = None,
+        on_outcome: Callable[[int, CallOutcome], None] | None = None,
     ) -> list[CallOutcome]:
         """Run ``fn(*args)`` for each ``args`` of ``arg_list``, in order, as :meth:`call` would
         one by one, but with one message to the worker for all of them.
@@ -307,6 +308,8 @@ class WorkerPool:
             fn: a module-level (picklable) function.
             arg_list: one tuple of picklable arguments per item.
             timeout_s, deadline: as for :meth:`call`, per item.
+            on_outcome: called with ``(index, outcome)`` as each item's outcome is known (an
+                item cut at its limit before its worker is replaced), from this thread.
 
         Returns:
             One :class:`CallOutcome` per item, in order: the result, or the error
@@ -323,6 +326,12 @@ class WorkerPool:
             deadline = _REQUEST_DEADLINE.get()
         items = list(arg_list)
         outcomes: list[CallOutcome] = []
+
+        def emit(outcome: CallOutcome) -> None:
+            if on_outcome is not None:
+                on_outcome(len(outcomes), outcome)
+            outcomes.append(outcome)
+
         while len(outcomes) < len(items):
             rest = items[len(outcomes) :]
             try:
@@ -330,9 +339,10 @@ class WorkerPool:
                     raise CheckTimeoutError("the request deadline passed before the call started")
                 worker = self._take(deadline)
             except CheckTimeoutError as exc:
-                outcomes += [CallOutcome(error=exc) for _ in rest]
+                for _ in rest:
+                    emit(CallOutcome(error=exc))
                 break
-            outcomes += self._run_on(worker, fn, rest, limit, deadline)
+            self._run_on(worker, fn, rest, limit, deadline, emit)
         return outcomes
 
     def _take(self, deadline: float | None) -> _Worker:
@@ -354,10 +364,11 @@ class WorkerPool:
         batch: list[tuple[Any, ...]],
         limit: float,
         deadline: float | None,
-    ) -> list[CallOutcome]:
-        """Send ``batch`` to ``worker`` and read its replies until all came or one item
-        failed the worker (time limit or crash: replaced; that item's outcome is last)."""
-        outcomes: list[CallOutcome] = []
+        emit: Callable[[CallOutcome], None],
+    ) -> None:
+        """Send ``batch`` to ``worker`` and ``emit`` each reply's outcome until all came or
+        one item failed the worker (time limit or crash: that item's outcome is emitted last,
+        as soon as the worker is killed, and the worker is replaced after)."""
         alive: _Worker | None = worker
         since = time.perf_counter()
         try:
@@ -367,30 +378,30 @@ class WorkerPool:
                 if deadline is not None:
                     item_limit = min(limit, max(0.0, deadline - time.monotonic()))
                 if not worker.conn.poll(item_limit):
-                    self._replace(worker)
+                    worker.kill()
                     alive = None
                     error = CheckTimeoutError(
                         f"call exceeded the {item_limit:.3g} s limit; worker killed"
                     )
-                    outcomes.append(CallOutcome(error=error, seconds=item_limit))
-                    return outcomes
+                    emit(CallOutcome(error=error, seconds=item_limit))
+                    self._replace(worker)
+                    return
                 kind, payload = worker.conn.recv()
                 now = time.perf_counter()
-                outcomes.append(self._outcome(kind, payload, now - since))
+                emit(self._outcome(kind, payload, now - since))
                 since = now
         except (EOFError, OSError) as exc:
-            code = None
             if alive is not None:
-                self._replace(worker)
-                code = worker.process.exitcode
+                worker.kill()
                 alive = None
-            crash = WorkerCrashError(f"worker died during the call (exit code {code})")
-            crash.__cause__ = exc
-            outcomes.append(CallOutcome(error=crash, seconds=time.perf_counter() - since))
+                code = worker.process.exitcode
+                crash = WorkerCrashError(f"worker died during the call (exit code {code})")
+                crash.__cause__ = exc
+                emit(CallOutcome(error=crash, seconds=time.perf_counter() - since))
+                self._replace(worker)
         finally:
             if alive is not None:
                 self._idle.put(alive)
-        return outcomes
 
     def _outcome(self, kind: str, payload: Any, seconds: float) -> CallOutcome:
         if kind == "ok":

@@ -167,18 +167,27 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
         # One slot per item: (its future, its place in that future's list; None: the future's
         # result is the item's score).
         slots: list[tuple[cf.Future[Any], int | None]] = []
+        sinks: dict[cf.Future[Any], dict[int, common_pb2.Score]] = {}  # a run's scores so far
         lanes = min(self.verifier.lanes(), len(items))
         if lanes > 0:  # runs of consecutive items, one verify_many each (a pool verifier)
 
-            def run_many(run: list[verifier_pb2.ScoreRequest]) -> list[common_pb2.Score]:
-                # The pool stops the run's items a little before the request's deadline, so
-                # the items it finished in time are answered, not lost with the run.
+            def run_many(
+                run: list[verifier_pb2.ScoreRequest], sink: dict[int, common_pb2.Score]
+            ) -> list[common_pb2.Score]:
+                # The pool stops the run's items a little before the request's deadline, and
+                # each item's score lands in ``sink`` as soon as it is known, so the items a
+                # run finished in time are answered even while it is still replacing a
+                # worker cut at the deadline.
                 with request_deadline(deadline - RUN_DEADLINE_MARGIN_S):
-                    return self.verifier.verify_many([(it.task, it.response) for it in run])
+                    return self.verifier.verify_many(
+                        [(it.task, it.response) for it in run], sink.__setitem__
+                    )
 
             for lo, hi in _runs(len(items), lanes):
-                future = self._pool.submit(run_many, items[lo:hi])
+                sink: dict[int, common_pb2.Score] = {}
+                future = self._pool.submit(run_many, items[lo:hi], sink)
                 slots += [(future, j) for j in range(hi - lo)]
+                sinks[future] = sink
         else:
 
             def run(item: verifier_pb2.ScoreRequest) -> common_pb2.Score:
@@ -193,6 +202,8 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
             if future.done() and not future.cancelled() and future.exception() is None:
                 result = future.result()
                 score = result if j is None else result[j]
+            elif j is not None and j in sinks[future]:  # scored before the deadline
+                score = sinks[future][j]
             elif future.done() and not future.cancelled():
                 error = future.exception()
                 score = make_score(

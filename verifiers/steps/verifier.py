@@ -16,7 +16,7 @@ math verifier. It never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -28,7 +28,7 @@ from grpo.verifiers.sdk import (
     WorkerPool,
     make_score,
 )
-from grpo.verifiers.sdk.failures import pool_failure_score, pool_outcomes, utf8_problem
+from grpo.verifiers.sdk.failures import pool_scores
 from grpo.verifiers.steps.check import StepVerdict, check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
@@ -110,26 +110,23 @@ class StepsVerifier(Verifier):
         """One :meth:`score_many` run per pool worker."""
         return self.pool.settings.workers
 
-    def score_many(self, items: Sequence[tuple[common_pb2.Task, str]]) -> list[common_pb2.Score]:
+    def score_many(
+        self,
+        items: Sequence[tuple[common_pb2.Task, str]],
+        on_score: Callable[[int, common_pb2.Score], None] | None = None,
+    ) -> list[common_pb2.Score]:
         """:meth:`score` for each item, the step checks sent to one pool worker in one
         message (``WorkerPool.call_many``: each under its own time limit); ``latency_s`` is
         each check's own time."""
-        scores: list[common_pb2.Score | None] = [None] * len(items)
-        checked: list[int] = []
-        for i, (_, response) in enumerate(items):
-            problem = utf8_problem(response, self.config.max_response_chars)
-            if problem is None:
-                checked.append(i)
-            else:
-                scores[i] = make_score(common_pb2.SCORE_STATUS_PARSE_ERROR, detail=problem)
-        args = [(items[i][1], self.config.max_claims) for i in checked]
-        for i, outcome in zip(checked, pool_outcomes(self.pool, check_steps, args), strict=True):
-            if outcome.error is not None:
-                scores[i] = pool_failure_score(outcome.error)
-            else:
-                scores[i] = self._from_verdicts(outcome.value)
-            scores[i].latency_s = outcome.seconds  # type: ignore[union-attr]
-        return scores  # type: ignore[return-value]
+        return pool_scores(
+            self.pool,
+            check_steps,
+            items,
+            args_of=lambda _task, response: (response, self.config.max_claims),
+            score_of=self._from_verdicts,
+            max_response_chars=self.config.max_response_chars,
+            on_score=on_score,
+        )
 
     def _from_verdicts(self, verdicts: list[StepVerdict]) -> common_pb2.Score:
         steps = [
