@@ -11,12 +11,16 @@ a new port) is dialled afresh on the next question, exactly as a fresh channel p
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 
 from grpo.v1 import assembler_pb2, assembler_pb2_grpc, learner_pb2, learner_pb2_grpc
 
 __all__ = ["StatusClient"]
+
+T = TypeVar("T")
 
 STATUS_TIMEOUT_S = 10.0
 """Deadline of one status call, in seconds."""
@@ -47,21 +51,26 @@ class StatusClient:
         if channel is not None:
             channel.close()
 
+    def _call(self, address: str, invoke: Callable[[grpc.Channel], T]) -> T:
+        """``invoke(channel)`` on the kept channel to ``address``; the channel is dropped when
+        the call fails (grpc.RpcError re-raised)."""
+        try:
+            return invoke(self._channel(address))
+        except grpc.RpcError:
+            self._drop(address)
+            raise
+
     def learner_status(self, address: str) -> learner_pb2.GetStatusResponse:
         """The learner's GetStatus.
 
         Raises:
             grpc.RpcError: the learner at ``address`` did not answer (the channel is dropped).
         """
-        stub = learner_pb2_grpc.LearnerStub(self._channel(address))
-        try:
-            reply: learner_pb2.GetStatusResponse = stub.GetStatus(
-                learner_pb2.GetStatusRequest(), timeout=self._timeout_s
-            )
-        except grpc.RpcError:
-            self._drop(address)
-            raise
-        return reply
+        request = learner_pb2.GetStatusRequest()
+        return self._call(
+            address,
+            lambda ch: learner_pb2_grpc.LearnerStub(ch).GetStatus(request, timeout=self._timeout_s),
+        )
 
     def assembler_stats(self, address: str) -> assembler_pb2.AssemblerStats:
         """The assembler's GetStats counters.
@@ -69,14 +78,13 @@ class StatusClient:
         Raises:
             grpc.RpcError: the assembler at ``address`` did not answer (the channel is dropped).
         """
-        stub = assembler_pb2_grpc.AssemblerStub(self._channel(address))
-        try:
-            reply: assembler_pb2.GetStatsResponse = stub.GetStats(
-                assembler_pb2.GetStatsRequest(), timeout=self._timeout_s
-            )
-        except grpc.RpcError:
-            self._drop(address)
-            raise
+        request = assembler_pb2.GetStatsRequest()
+        reply = self._call(
+            address,
+            lambda ch: assembler_pb2_grpc.AssemblerStub(ch).GetStats(
+                request, timeout=self._timeout_s
+            ),
+        )
         return reply.stats
 
     def close(self) -> None:

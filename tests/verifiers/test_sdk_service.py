@@ -23,10 +23,10 @@ from grpo.verifiers.sdk import (
     ScoringSettings,
     Verifier,
     VerifierServicer,
-    WorkerPool,
     make_score,
 )
 from grpo.verifiers.sdk.failures import pool_scores
+from grpo.verifiers.sdk.pooled import PoolVerifier
 from grpo.verifiers.sdk.service import VERIFIER_SERVICE_NAME, verifier_service_spec
 
 
@@ -49,7 +49,7 @@ class _SlowVerifier(Verifier):
         return make_score(common_pb2.SCORE_STATUS_OK, 1.0, extracted=response)
 
 
-class _PoolVerifier(Verifier):
+class _PoolVerifier(PoolVerifier):
     """Runs ``_pool_funcs.act(response, int(gold))`` in its pool, a run of items per call;
     answers OK with ``"<value>@<worker pid>"``."""
 
@@ -58,18 +58,11 @@ class _PoolVerifier(Verifier):
     task_types: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, workers: int, start_method: str = "forkserver") -> None:
-        super().__init__()
         settings = PoolSettings(
             workers=workers, timeout_s=20, memory_mb=512, start_method=start_method
         )
         # Under spawn each replacement imports sympy afresh (~1 s), as a math pool's does.
-        self.pool = WorkerPool(settings, preload=("sympy",) if start_method == "spawn" else ())
-
-    def lanes(self) -> int:
-        return self.pool.settings.workers
-
-    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
-        return self.score_many([(task, response)])[0]
+        super().__init__(None, settings, ("sympy",) if start_method == "spawn" else ())
 
     def score_many(self, items, on_score=None):  # type: ignore[no-untyped-def]
         return pool_scores(
@@ -83,9 +76,6 @@ class _PoolVerifier(Verifier):
             max_response_chars=1000,
             on_score=on_score,
         )
-
-    def close(self) -> None:
-        self.pool.close()
 
 
 def _serve(

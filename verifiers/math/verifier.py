@@ -23,11 +23,11 @@ from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.math.check import check_answer
 from grpo.verifiers.sdk import (
     PoolSettings,
-    Verifier,
     WorkerPool,
     make_score,
 )
 from grpo.verifiers.sdk.failures import pool_scores
+from grpo.verifiers.sdk.pooled import PoolVerifier
 
 __all__ = ["MathConfig", "MathVerifier"]
 
@@ -56,7 +56,7 @@ class MathConfig(BaseModel):
     )
 
 
-class MathVerifier(Verifier):
+class MathVerifier(PoolVerifier):
     """Outcome verifier for math answers (``task.gold_answer``): the answer model, exact
     arithmetic and sympy equivalence.
 
@@ -73,32 +73,22 @@ class MathVerifier(Verifier):
 
     def __init__(self, config: MathConfig | None = None, pool: WorkerPool | None = None) -> None:
         self.config: MathConfig = config or MathConfig()
-        super().__init__(self.config)
-        self._own_pool = pool is None
-        self.pool = pool or WorkerPool(self.config.pool, preload=PRELOAD)
-
-    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
-        """Score the final answer of ``response`` against ``task.gold_answer``.
-
-        Returns:
-            Score with status OK and reward 1.0/0.0, or a failure status (module docstring);
-            ``extracted_answer`` is the normalized extracted answer.
-        """
-        (result,) = self.score_many([(task, response)])
-        return result
-
-    def lanes(self) -> int:
-        """One :meth:`score_many` run per pool worker."""
-        return self.pool.settings.workers
+        super().__init__(self.config, self.config.pool, PRELOAD, pool)
 
     def score_many(
         self,
         items: Sequence[tuple[common_pb2.Task, str]],
         on_score: Callable[[int, common_pb2.Score], None] | None = None,
     ) -> list[common_pb2.Score]:
-        """:meth:`score` for each item, the checks sent to one pool worker in one message
-        (``WorkerPool.call_many``: each under its own time limit); ``latency_s`` is each
-        check's own time."""
+        """Score the final answer of each response against its ``task.gold_answer``, the
+        checks sent to one pool worker in one message (``WorkerPool.call_many``: each under
+        its own time limit).
+
+        Returns:
+            Per item, a Score with status OK and reward 1.0/0.0, or a failure status (module
+            docstring); ``extracted_answer`` is the normalized extracted answer and
+            ``latency_s`` the check's own time.
+        """
         return pool_scores(
             self.pool,
             check_answer,
@@ -108,8 +98,3 @@ class MathVerifier(Verifier):
             max_response_chars=self.config.max_response_chars,
             on_score=on_score,
         )
-
-    def close(self) -> None:
-        """Stop the worker pool (when this verifier started it)."""
-        if self._own_pool:
-            self.pool.close()

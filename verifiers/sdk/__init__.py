@@ -34,6 +34,7 @@ from grpo.verifiers.sdk.pool import (
     WorkerPool,
     request_deadline,
 )
+from grpo.verifiers.sdk.pooled import PoolVerifier
 
 if TYPE_CHECKING:
     from grpo.verifiers.sdk.service import verifier_service_spec
@@ -50,6 +51,7 @@ __all__ = [
     "CheckMemoryError",
     "CheckTimeoutError",
     "PoolSettings",
+    "PoolVerifier",
     "RemoteCheckError",
     "ScoringSettings",
     "Verifier",

@@ -24,11 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.sdk import (
     PoolSettings,
-    Verifier,
     WorkerPool,
     make_score,
 )
 from grpo.verifiers.sdk.failures import pool_scores
+from grpo.verifiers.sdk.pooled import PoolVerifier
 from grpo.verifiers.steps.check import StepVerdict, check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
@@ -71,7 +71,7 @@ class StepsConfig(BaseModel):
         return self
 
 
-class StepsVerifier(Verifier):
+class StepsVerifier(PoolVerifier):
     """Process verifier: checks each step's equations; no gold answer needed.
 
     Args:
@@ -85,9 +85,7 @@ class StepsVerifier(Verifier):
 
     def __init__(self, config: StepsConfig | None = None, pool: WorkerPool | None = None) -> None:
         self.config: StepsConfig = config or StepsConfig()
-        super().__init__(self.config)
-        self._own_pool = pool is None
-        self.pool = pool or WorkerPool(self.config.pool, preload=PRELOAD)
+        super().__init__(self.config, self.config.pool, PRELOAD, pool)
 
     def _reward(self, status: int) -> float:
         if status == common_pb2.STEP_STATUS_VALID:
@@ -96,28 +94,19 @@ class StepsVerifier(Verifier):
             return self.config.invalid_reward
         return self.config.unverifiable_reward
 
-    def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
-        """Score every step of ``response``.
-
-        Returns:
-            Score with ``steps`` (span, status, reward, detail per step) and reward =
-            share of verifiable steps that are valid (module docstring for statuses).
-        """
-        (result,) = self.score_many([(task, response)])
-        return result
-
-    def lanes(self) -> int:
-        """One :meth:`score_many` run per pool worker."""
-        return self.pool.settings.workers
-
     def score_many(
         self,
         items: Sequence[tuple[common_pb2.Task, str]],
         on_score: Callable[[int, common_pb2.Score], None] | None = None,
     ) -> list[common_pb2.Score]:
-        """:meth:`score` for each item, the step checks sent to one pool worker in one
-        message (``WorkerPool.call_many``: each under its own time limit); ``latency_s`` is
-        each check's own time."""
+        """Score every step of each response, the step checks sent to one pool worker in one
+        message (``WorkerPool.call_many``: each under its own time limit).
+
+        Returns:
+            Per item, a Score with ``steps`` (span, status, reward, detail per step) and
+            reward = share of verifiable steps that are valid (module docstring for
+            statuses); ``latency_s`` is the check's own time.
+        """
         return pool_scores(
             self.pool,
             check_steps,
@@ -147,8 +136,3 @@ class StepsVerifier(Verifier):
         return make_score(
             common_pb2.SCORE_STATUS_OK, valid / (valid + invalid), detail=summary, steps=steps
         )
-
-    def close(self) -> None:
-        """Stop the worker pool (when this verifier started it)."""
-        if self._own_pool:
-            self.pool.close()
