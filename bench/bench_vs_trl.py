@@ -397,6 +397,26 @@ def table(results: dict[str, Any], arms: list[str], cpu_marks: list[float]) -> s
     return "\n".join(lines)
 
 
+def merge_results(folders: list[Path]) -> tuple[dict[str, Any], list[str]]:
+    """The ``results.json`` of several ``--out`` folders as one, and its arm names.
+
+    Seeds and arms come from every folder (seeds or arms run as separate processes); an arm of
+    a seed found in several folders is taken from the last one.
+
+    Raises:
+        SystemExit: a seed lacks an arm that another seed has (the medians would mix sets).
+    """
+    merged: dict[str, Any] = {}
+    for folder in folders:
+        for seed, res in json.loads((folder / "results.json").read_text()).items():
+            merged.setdefault(seed, {}).update(res)
+    names = list(dict.fromkeys(k for res in merged.values() for k in res if k != "sft"))
+    missing = [(s, a) for s, res in sorted(merged.items()) for a in names if a not in res]
+    if missing:
+        raise SystemExit(f"--merge: (seed, arm) missing: {missing}")
+    return merged, names
+
+
 def main(argv: list[str] | None = None) -> None:
     if argv is None:  # called by `python -m bench`
         print("skipped: run `make bench-vs-trl` (installs TRL in its own venv, minutes per seed)")
@@ -405,6 +425,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", default=str(REPO / "configs" / "arith-cpu.yaml"))
     ap.add_argument(
         "--outcome-config", default=str(REPO / "configs" / "arith-cpu-outcome-only.yaml")
+    )
+    ap.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME=CONFIG",
+        help="one more arm of ours: its name and run config (repeatable)",
     )
     ap.add_argument("--trl-python", default=str(REPO / ".venv-trl" / "bin" / "python"))
     ap.add_argument("--seeds", default="0,1,2")
@@ -418,16 +445,13 @@ def main(argv: list[str] | None = None) -> None:
         nargs="+",
         metavar="DIR",
         help="only build the report from these earlier --out folders' results.json "
-        "(seeds run as separate processes)",
+        "(seeds or arms run as separate processes; an arm in several: the last folder's)",
     )
     args = ap.parse_args(argv)
     out = Path(args.out)
     cpu_marks = [float(x) for x in args.cpu_marks.split(",") if x]
     if args.merge:
-        merged: dict[str, Any] = {}
-        for folder in args.merge:
-            merged.update(json.loads((Path(folder) / "results.json").read_text()))
-        names = [k for k in next(iter(merged.values())) if k != "sft"]
+        merged, names = merge_results([Path(f) for f in args.merge])
         report = table(merged, names, cpu_marks)
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.md").write_text(report + "\n")
@@ -438,6 +462,11 @@ def main(argv: list[str] | None = None) -> None:
     ours = {"ours": config_path}
     if args.outcome_config:
         ours["ours-outcome"] = Path(args.outcome_config).resolve()
+    for spec in args.arm:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or name in (*ours, "trl", "sft"):
+            raise SystemExit(f"--arm {spec!r}: want NAME=CONFIG with a new name")
+        ours[name] = Path(path).resolve()
     arms = [*ours, *([] if args.skip_trl else ["trl"])]
     results: dict[str, Any] = {}
     results_path = out / "results.json"

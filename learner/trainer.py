@@ -37,6 +37,9 @@ closed groups:
    nothing to follow (every loss token's advantage exactly 0, β = 0, no critic: groups all wrong
    or all right, kept with dynamic sampling off) takes no optimizer step either — AdamW would
    still move every parameter by its momentum — and is counted in ``optim/no_signal_steps``.
+   In the same case the rows whose advantages are all 0 are not passed through the model at
+   all (their loss and gradient are exactly 0; their tokens stay in the denominators), so
+   training on every group costs the passes of the informative rows only.
 
 Data parallel: pass a ``grpo.learner.distributed.DataParallel``; every rank calls ``step`` with
 its own whole groups; denominators, gradients and summed statistics are all-reduced.
@@ -463,7 +466,9 @@ class Trainer:
             ``optim/grad_norm`` (before clipping), ``optim/lr``, ``optim/skipped_steps``
             (optimizer steps skipped for a non-finite loss or gradient) and
             ``optim/skipped_steps_total``, ``optim/no_signal_steps`` (minibatches without a
-            nonzero advantage, not stepped), ``time/*_s`` (seconds); with ``gae`` also
+            nonzero advantage, not stepped), ``optim/zero_advantage_rows_skipped`` (rows
+            whose passes were skipped, see ``_rows_with_signal``), ``time/*_s`` (seconds);
+            with ``gae`` also
             ``critic/value_loss``, ``critic/value_clip_frac``, ``critic/value_mean``,
             ``critic/return_mean`` (token means), ``critic/explained_variance`` (of the
             values at batch start), ``critic/grad_norm``, ``critic/lr``.
@@ -498,13 +503,17 @@ class Trainer:
             adv, outcome_adv = self.advantages(batch)
         rows_all = torch.arange(batch.num_rows, device=self.device)
         minibatches = rows_all.tensor_split(cfg.minibatches)
+        live = self._rows_with_signal(adv, mask)  # (N,) rows whose passes can move π_θ
         # π_old of the first minibatch's rows comes from its epoch-0 gradient pass (module
         # docstring, 2.); the no-grad forward covers the rest. One pass in all: no π_old tensor.
         old = (
             None
             if cfg.ppo_epochs == 1 and cfg.minibatches == 1
             else self._logprobs_no_grad(
-                self.model, batch, truncate=True, rows=torch.cat(minibatches[1:] or [rows_all[:0]])
+                self.model,
+                batch,
+                truncate=True,
+                rows=torch.cat([m[live[m]] for m in minibatches[1:]] or [rows_all[:0]]),
             )
         )
         ref = (
@@ -527,8 +536,9 @@ class Trainer:
                 denom = loss_denominators(mask[mb], distributed=self._distributed)
                 self._zero_grad()
                 finite_loss = True
-                padding = self._fsdp_padding_passes(mb)
-                for rows in self._micro_slices(batch, mb):
+                todo = mb[live[mb]]
+                padding = self._fsdp_padding_passes(todo)
+                for rows in self._micro_slices(batch, todo):
                     stats, ent, old_mb, t_mb, ok = self._micro_step(
                         batch,
                         rows,
@@ -556,10 +566,29 @@ class Trainer:
                     self._zero_grad()
                     norms.append((0.0, 0.0))
                     no_signal += 1
+        if not parts:  # no row with a signal in the whole batch: stats of one pass, no step
+            self._zero_grad()
+            rows = next(self._micro_slices(batch, minibatches[0]))
+            stats, ent, old_mb, t_mb, _ = self._micro_step(
+                batch,
+                rows,
+                mask,
+                adv,
+                None,
+                ref,
+                loss_denominators(mask[minibatches[0]], distributed=False),
+                None,
+            )
+            self._zero_grad()
+            parts.append(stats)
+            old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
+            entropy_sum += ent
+            live[rows] = True
         self.step_count += 1
         self.skipped_steps_total += skipped
         t_end = time.perf_counter()
-        metrics = self._metrics(batch, outcome_adv, adv, mask, old_full, parts, entropy_sum)
+        metrics = self._metrics(batch, outcome_adv, adv, mask, live, old_full, parts, entropy_sum)
+        metrics["optim/zero_advantage_rows_skipped"] = float((~live & batch.row_valid).sum())
         metrics.update(extra)
         finite_norms = [n for n, _ in norms if math.isfinite(n)] or [norms[-1][0]]
         metrics["optim/grad_norm"] = norms[-1][0]
@@ -635,6 +664,24 @@ class Trainer:
             ent = entropy_from_logits(logits.detach(), self.config.temperature)
             ent_sum = torch.where(m, ent.double(), 0.0).sum()
         return stats, ent_sum, old_mb, t_mb, ok
+
+    def _rows_with_signal(self, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[N] bool: rows whose forward and backward passes are run.
+
+        With no KL term (β = 0) and no critic, the policy loss of a token with advantage exactly
+        0 is exactly 0 for every loss type (each is A_t times a weight) and so is its gradient:
+        a row whose loss tokens all have advantage 0 (a group all wrong or all right, kept with
+        dynamic sampling off) adds nothing to any optimizer step but its tokens and response
+        in the global denominators, which stay counted. Its passes (π_old and gradient) are
+        skipped, so training on every group costs the passes of the informative ones only
+        (``optim/zero_advantage_rows_skipped`` rows this step); parameters move exactly as if
+        they were run. Entropy and the behavior mismatch are reported over the rows run.
+        Under data parallel (every rank must run matching passes and stats) and with β > 0 or
+        a critic every row is run.
+        """
+        if self.beta > 0 or self.critic is not None or self._distributed:
+            return torch.ones(adv.shape[0], dtype=torch.bool, device=adv.device)
+        return ((adv != 0) & mask).any(dim=1)
 
     def _has_signal(self, adv: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> bool:
         """Whether the minibatch ``rows`` has any gradient to follow (on any rank).
@@ -722,23 +769,26 @@ class Trainer:
         outcome_adv: torch.Tensor,
         adv: torch.Tensor,
         mask: torch.Tensor,
+        run: torch.Tensor,
         old: torch.Tensor,
         parts: list[dict[str, float]],
         entropy_sum: torch.Tensor,
     ) -> dict[str, float]:
         """Every diagnostic of DESIGN.md via ``batch_diagnostics``, plus the behavior mismatch.
 
-        Loss statistics, entropy and the mismatch are world-level under data parallel; group,
-        advantage and length diagnostics describe this rank's groups.
+        Loss statistics, entropy and the mismatch are world-level under data parallel and cover
+        the rows whose passes ran (``run`` [N] bool, see ``_rows_with_signal``); group,
+        advantage and length diagnostics describe all of this rank's groups.
         """
         from grpo.learner.diagnostics import batch_diagnostics
         from grpo.learner.losses import merge_loss_stats
 
         loss_stats = merge_loss_stats(parts)
+        seen = mask & run[:, None]  # (N, T) loss tokens whose π_old and entropy were computed
         diff = (old - batch.behavior_logprobs).abs()  # (N, T) |log π_old − log μ|
-        mism_sum = torch.where(mask, diff.double(), 0.0).sum()
-        mism_max = torch.where(mask, diff, 0.0).max() if mask.any() else diff.new_zeros(())
-        sums = torch.stack([mask.sum().double(), entropy_sum.double(), mism_sum])
+        mism_sum = torch.where(seen, diff.double(), 0.0).sum()
+        mism_max = torch.where(seen, diff, 0.0).max() if seen.any() else diff.new_zeros(())
+        sums = torch.stack([seen.sum().double(), entropy_sum.double(), mism_sum])
         mx = mism_max.double().reshape(1)
         if self.parallel is not None and self.parallel.world_size > 1:
             sums = self.parallel.all_reduce(sums, "sum")
