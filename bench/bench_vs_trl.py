@@ -273,7 +273,11 @@ def _ours(
         "eval_cpu_s": round(eval_cpu_before(math.inf), 1),
         "wall_s": round(time.monotonic() - started, 1),
         "load": sampler.load(),
-        "zero_variance_share": round(1 - summary["groups_accepted"] / max(opened, 1), 3),
+        "zero_variance_share": round(
+            summary.get("groups_zero_variance", opened - summary["groups_accepted"])
+            / max(opened, 1),
+            3,
+        ),
         "staleness_mean": round(
             statistics.fmean(m.get("policy/staleness_mean", 0.0) for m in metrics), 2
         ),

@@ -192,7 +192,8 @@ def run(
 def _accounting_lines(summary: dict[str, Any]) -> list[str]:
     """The console's accounting after a run, from its summary.json: groups opened = accepted
     + rejected (by reason) + pending with the identity gap, timed out, closed short and the
-    rewards missing (of which undecided); then, when there were any, restarts and the
+    rewards missing (of which undecided); the zero-variance groups and their tokens beside
+    the tokens never trained on; then, when there were any, restarts and the
     outage seconds per dependency per service (non-zero ones)."""
     lines = []
     groups = summary.get("accounting", {}).get("groups")
@@ -207,6 +208,13 @@ def _accounting_lines(summary: dict[str, Any]) -> list[str]:
             f"{groups['identity_gap']}); timed out {groups['timed_out']}, closed short "
             f"{groups['closed_short']}; rewards missing {summary.get('rewards_missing', 0)} "
             f"(undecided {summary.get('rewards_undecided', 0)})"
+        )
+    if "groups_zero_variance" in summary:
+        lines.append(
+            f"zero-variance groups (all correct or all wrong, kept or not) "
+            f"{summary['groups_zero_variance']}: {summary['zero_variance_tokens']} of "
+            f"{summary['generated_tokens']} generated tokens; never trained on: "
+            f"{summary['generated_tokens'] - summary['kept_tokens']}"
         )
     outages = {
         f"{dep} {service}": seconds

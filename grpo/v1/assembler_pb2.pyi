@@ -26,7 +26,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class AssemblerStats(_message.Message):
-    __slots__ = ("rollouts_received", "groups_opened", "groups_accepted", "groups_rejected_all_correct", "groups_rejected_all_wrong", "groups_timed_out", "groups_rejected_too_few_valid", "groups_pending", "rewards_missing", "regenerations", "generated_tokens", "kept_tokens", "verifier_failures", "rollouts_late", "groups_closed_short", "rollouts_in_closed_groups", "rollouts_held", "verifier_outage_s", "redis_outage_s", "groups_rejected_too_many_undecided", "rewards_undecided")
+    __slots__ = ("rollouts_received", "groups_opened", "groups_accepted", "groups_rejected_all_correct", "groups_rejected_all_wrong", "groups_timed_out", "groups_rejected_too_few_valid", "groups_pending", "rewards_missing", "regenerations", "generated_tokens", "kept_tokens", "verifier_failures", "rollouts_late", "groups_closed_short", "rollouts_in_closed_groups", "rollouts_held", "verifier_outage_s", "redis_outage_s", "groups_rejected_too_many_undecided", "rewards_undecided", "groups_zero_variance", "zero_variance_tokens")
     ROLLOUTS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     GROUPS_OPENED_FIELD_NUMBER: _ClassVar[int]
     GROUPS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,8 @@ class AssemblerStats(_message.Message):
     REDIS_OUTAGE_S_FIELD_NUMBER: _ClassVar[int]
     GROUPS_REJECTED_TOO_MANY_UNDECIDED_FIELD_NUMBER: _ClassVar[int]
     REWARDS_UNDECIDED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_ZERO_VARIANCE_FIELD_NUMBER: _ClassVar[int]
+    ZERO_VARIANCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     rollouts_received: int
     groups_opened: int
     groups_accepted: int
@@ -69,7 +71,9 @@ class AssemblerStats(_message.Message):
     redis_outage_s: float
     groups_rejected_too_many_undecided: int
     rewards_undecided: int
-    def __init__(self, rollouts_received: _Optional[int] = ..., groups_opened: _Optional[int] = ..., groups_accepted: _Optional[int] = ..., groups_rejected_all_correct: _Optional[int] = ..., groups_rejected_all_wrong: _Optional[int] = ..., groups_timed_out: _Optional[int] = ..., groups_rejected_too_few_valid: _Optional[int] = ..., groups_pending: _Optional[int] = ..., rewards_missing: _Optional[int] = ..., regenerations: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., verifier_failures: _Optional[int] = ..., rollouts_late: _Optional[int] = ..., groups_closed_short: _Optional[int] = ..., rollouts_in_closed_groups: _Optional[int] = ..., rollouts_held: _Optional[int] = ..., verifier_outage_s: _Optional[float] = ..., redis_outage_s: _Optional[float] = ..., groups_rejected_too_many_undecided: _Optional[int] = ..., rewards_undecided: _Optional[int] = ...) -> None: ...
+    groups_zero_variance: int
+    zero_variance_tokens: int
+    def __init__(self, rollouts_received: _Optional[int] = ..., groups_opened: _Optional[int] = ..., groups_accepted: _Optional[int] = ..., groups_rejected_all_correct: _Optional[int] = ..., groups_rejected_all_wrong: _Optional[int] = ..., groups_timed_out: _Optional[int] = ..., groups_rejected_too_few_valid: _Optional[int] = ..., groups_pending: _Optional[int] = ..., rewards_missing: _Optional[int] = ..., regenerations: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., verifier_failures: _Optional[int] = ..., rollouts_late: _Optional[int] = ..., groups_closed_short: _Optional[int] = ..., rollouts_in_closed_groups: _Optional[int] = ..., rollouts_held: _Optional[int] = ..., verifier_outage_s: _Optional[float] = ..., redis_outage_s: _Optional[float] = ..., groups_rejected_too_many_undecided: _Optional[int] = ..., rewards_undecided: _Optional[int] = ..., groups_zero_variance: _Optional[int] = ..., zero_variance_tokens: _Optional[int] = ...) -> None: ...
 
 class GetStatsResponse(_message.Message):
     __slots__ = ("stats",)

@@ -212,11 +212,13 @@ class Assembler:
             straggler_wait_s=max(0.0, meta.last_scored_unix_s - meta.first_scored_unix_s),
         )
         decision = self._sampler.decide(group)
+        tokens = sum(len(m.rollout.completion.token_ids) for m in group.members)
+        if decision.zero_variance:
+            increments["groups_zero_variance"] = 1
+            increments["zero_variance_tokens"] = tokens
         if decision.verdict is GroupVerdict.ACCEPTED:
             self._sink.write_group(group)
-            increments["kept_tokens"] = sum(
-                len(m.rollout.completion.token_ids) for m in group.members
-            )
+            increments["kept_tokens"] = tokens
         elif decision.regenerate:
             self._sink.write_regeneration(self._sampler.regeneration_job(group))
             increments["regenerations"] = 1

@@ -47,6 +47,8 @@ class Decision:
         valid: members with a valid outcome reward.
         correct: valid members whose reward >= the threshold.
         undecided: members whose outcome status is UNDECIDED.
+        zero_variance: at least ``min_valid_members`` valid rewards, all correct or all wrong
+            (zero outcome advantage), whether the mode drops the group or keeps it.
     """
 
     verdict: GroupVerdict
@@ -54,6 +56,7 @@ class Decision:
     valid: int
     correct: int
     undecided: int = 0
+    zero_variance: bool = False
 
 
 def regenerated_group_id(group_id: str, next_round: int) -> str:
@@ -117,6 +120,7 @@ class DynamicSampler:
             valid=len(valid),
             correct=correct,
             undecided=undecided,
+            zero_variance=len(valid) >= self.min_valid_members and correct in (0, len(valid)),
         )
 
     def regeneration_job(self, group: common_pb2.Group) -> common_pb2.PromptJob:

@@ -53,6 +53,8 @@ COUNTERS: tuple[str, ...] = (
     "groups_closed_short",
     "rollouts_in_closed_groups",
     "verifier_outage_ms",
+    "groups_zero_variance",
+    "zero_variance_tokens",
 )
 
 

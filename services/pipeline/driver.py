@@ -535,22 +535,31 @@ class RunDriver:
         return max(0, min(limit, math.ceil(left / (g * max(per_rollout, 1.0)))))
 
     def warn_if_no_signal(self, stats: assembler_pb2.AssemblerStats) -> bool:
-        """Log once that dynamic sampling has kept no group out of ``NO_SIGNAL_GROUPS`` closed
-        ones (the policy solves none of the prompts, or all of them): the run then only burns
+        """Log once that no group with a reward spread has closed out of ``NO_SIGNAL_GROUPS``
+        closed ones (the policy solves none of the prompts, or all of them; dropped by dynamic
+        sampling or, with its mode off, trained on at zero advantage): the run then only burns
         generation until a budget ends it. Returns True when it warned."""
         rejected = stats.groups_rejected_all_correct + stats.groups_rejected_all_wrong
-        if stats.groups_accepted or rejected < NO_SIGNAL_GROUPS:
+        zero = max(stats.groups_zero_variance, rejected)
+        informative = stats.groups_accepted - (zero - rejected)  # accepted with a spread
+        if informative > 0 or zero < NO_SIGNAL_GROUPS:
             return False
-        kind = (
-            "all wrong"
-            if stats.groups_rejected_all_wrong >= stats.groups_rejected_all_correct
-            else "all correct"
-        )
+        if rejected:
+            kind = (
+                "all wrong"
+                if stats.groups_rejected_all_wrong >= stats.groups_rejected_all_correct
+                else "all correct"
+            )
+            detail = (
+                f"mostly {kind}; {stats.groups_rejected_all_wrong} all wrong, "
+                f"{stats.groups_rejected_all_correct} all correct"
+            )
+        else:
+            detail = "each all correct or all wrong, trained on with dynamic sampling off"
         self._log(
-            f"warning: {rejected} groups closed and none was kept for training (mostly {kind}; "
-            f"{stats.groups_rejected_all_wrong} all wrong, {stats.groups_rejected_all_correct} "
-            "all correct): no group has a reward spread to learn from. Check the warm start "
-            "(held-out accuracy above), the task difficulty, or assembler.dynamic_sampling."
+            f"warning: {zero} groups closed and none had a reward spread ({detail}): no group "
+            "has anything to learn from. Check the warm start (held-out accuracy above), the "
+            "task difficulty, or assembler.dynamic_sampling."
         )
         return True
 
@@ -693,6 +702,8 @@ class RunDriver:
             "groups_rejected_too_few_valid": stats.groups_rejected_too_few_valid,
             "groups_rejected_too_many_undecided": stats.groups_rejected_too_many_undecided,
             "groups_timed_out": stats.groups_timed_out,
+            "groups_zero_variance": stats.groups_zero_variance,
+            "zero_variance_tokens": stats.zero_variance_tokens,
             "rewards_missing": stats.rewards_missing,
             "rewards_undecided": stats.rewards_undecided,
             "grpo_wall_clock_s": round(self.progress.elapsed_s, 1),

@@ -121,6 +121,7 @@ def test_complete_group_is_written_once_in_index_order(env) -> None:  # type: ig
     stats = _stats(asm)
     assert stats.rollouts_received == 4 and stats.groups_accepted == 1
     assert stats.generated_tokens == 20 and stats.kept_tokens == 20
+    assert stats.groups_zero_variance == 0 and stats.zero_variance_tokens == 0
     assert stats_identity_gap(stats) == 0
 
 
@@ -146,6 +147,20 @@ def test_uniform_groups_are_rejected_and_regenerated_with_bound(env) -> None:  #
     stats = _stats(asm)
     assert stats.groups_rejected_all_correct == 1 and stats.groups_rejected_all_wrong == 1
     assert stats.regenerations == 1 and stats.kept_tokens == 0
+    assert stats.groups_zero_variance == 2 and stats.zero_variance_tokens == stats.generated_tokens
+    assert stats_identity_gap(stats) == 0
+
+
+def test_dynamic_sampling_off_keeps_uniform_groups_and_counts_them(env) -> None:  # type: ignore[no-untyped-def]
+    make, streams, names, _ = env
+    asm = make(dynamic_sampling=DynamicSamplingConfig(mode="off"))
+    asm.submit([rollout("p1/e0", i, 4, text="x:15") for i in range(4)])  # all correct
+    asm.submit(_mixed("p2/e0"))
+    assert len(_groups(streams, names)) == 2 and _jobs(streams, names) == []
+    stats = _stats(asm)
+    assert stats.groups_accepted == 2 and stats.groups_rejected_all_correct == 0
+    assert stats.groups_zero_variance == 1 and stats.kept_tokens == stats.generated_tokens
+    assert 0 < stats.zero_variance_tokens < stats.generated_tokens
     assert stats_identity_gap(stats) == 0
 
 

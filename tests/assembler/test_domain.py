@@ -95,13 +95,19 @@ def test_mixed_mode_verdicts(
     decision = DynamicSampler(DynamicSamplingConfig()).decide(_group(rewards))
     assert (decision.verdict, decision.valid, decision.correct) == (verdict, valid, correct)
     assert decision.regenerate is (verdict is not GroupVerdict.ACCEPTED)
+    uniform = verdict in (GroupVerdict.REJECTED_ALL_CORRECT, GroupVerdict.REJECTED_ALL_WRONG)
+    assert decision.zero_variance is uniform
 
 
 def test_off_mode_keeps_uniform_groups_but_not_too_few_valid() -> None:
     sampler = DynamicSampler(DynamicSamplingConfig(mode=DynamicSamplingMode.OFF))
-    assert sampler.decide(_group([1.0] * 4)).verdict is GroupVerdict.ACCEPTED
-    assert sampler.decide(_group([0.0] * 4)).verdict is GroupVerdict.ACCEPTED
-    assert sampler.decide(_group([0.0, None, None])).verdict is GroupVerdict.REJECTED_TOO_FEW_VALID
+    for rewards in ([1.0] * 4, [0.0] * 4, [0.0, None, 0.0]):
+        decision = sampler.decide(_group(rewards))
+        assert decision.verdict is GroupVerdict.ACCEPTED
+        assert decision.zero_variance  # kept, still counted as zero-variance
+    assert not sampler.decide(_group([0.0, 1.0, 0.0])).zero_variance
+    few = sampler.decide(_group([0.0, None, None]))
+    assert few.verdict is GroupVerdict.REJECTED_TOO_FEW_VALID and not few.zero_variance
 
 
 def test_threshold_defines_correct() -> None:

@@ -117,6 +117,23 @@ def test_no_signal_warning_once_enough_groups_close_without_a_kept_one(
     assert pipeline.warn_if_no_signal(none_kept)
     assert len(logged) == 1 and "mostly all wrong" in logged[0]
     assert f"{NO_SIGNAL_GROUPS - 10} all wrong, 10 all correct" in logged[0]
+    # Dynamic sampling off: every group is accepted, none has a spread.
+    logged.clear()
+    pipeline = RunDriver(
+        cfg,
+        load_run_tasks(cfg),
+        streams=Streams(redis_client),
+        names=StreamNames(redis_namespace),
+        endpoints=None,  # type: ignore[arg-type]
+        out_dir=tmp_path / "run-off",
+        log_fn=logged.append,
+    )
+    flat = {"groups_accepted": NO_SIGNAL_GROUPS, "groups_zero_variance": NO_SIGNAL_GROUPS}
+    assert not pipeline.warn_if_no_signal(
+        assembler_pb2.AssemblerStats(**{**flat, "groups_accepted": NO_SIGNAL_GROUPS + 1})
+    )
+    assert pipeline.warn_if_no_signal(assembler_pb2.AssemblerStats(**flat))
+    assert len(logged) == 1 and "trained on with dynamic sampling off" in logged[0]
 
 
 def test_a_run_dir_that_is_a_file_or_holds_a_run_is_refused_before_anything_starts(

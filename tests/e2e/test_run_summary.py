@@ -181,3 +181,9 @@ def test_rejected_counts_every_reason_and_the_identity_holds() -> None:
         "rewards missing 7 (undecided 5)"
     )
     assert restarts == "restarts {'learner': 1}; outage seconds: redis learner 1.2"
+    off = {**summary, "groups_zero_variance": 6, "zero_variance_tokens": 150}
+    off.update(generated_tokens=500, kept_tokens=500)
+    assert _accounting_lines(off)[1] == (
+        "zero-variance groups (all correct or all wrong, kept or not) 6: 150 of 500 generated "
+        "tokens; never trained on: 0"
+    )
