@@ -70,7 +70,9 @@ class LocalCluster:
         self.run_dir = run_dir.resolve()
         self.namespace = namespace_for(config, self.run_dir)
         self.names = StreamNames(self.namespace)
-        self.supervisor = ProcessSupervisor(self.run_dir / "logs")
+        self.supervisor = ProcessSupervisor(
+            self.run_dir / "logs", preload=config.supervision.preload
+        )
         self._log = log_fn or log.info
         self._redis_server: EmbeddedRedis | None = None
         self.redis_url = ""

@@ -39,8 +39,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.errors import DeadlineExceededError, FailedPreconditionError
+from grpo.errors import DeadlineExceededError, FailedPreconditionError, InternalError
 from grpo.services.config import child_environment
+from grpo.services.pipeline.preload import ForkedProcess, Preloader, available
 
 __all__ = [
     "Death",
@@ -79,6 +80,12 @@ class RestartPolicy(BaseModel):
     )
     backoff_max_s: float = Field(
         default=15.0, ge=0, description="Longest wait before a restart (seconds)."
+    )
+    preload: bool = Field(
+        default=True,
+        description="Fork each service from one interpreter that imported torch, transformers "
+        "and the services once (grpo.services.pipeline.preload; needs a Linux subreaper, else "
+        "fresh processes); false: every service starts a fresh interpreter.",
     )
 
     @model_validator(mode="after")
@@ -196,7 +203,8 @@ class ServiceProcess:
         port: its gRPC port on 127.0.0.1.
         config: its settings YAML.
         log: file receiving its stdout and stderr.
-        popen: the process (leader of its own process group).
+        popen: the process (leader of its own process group): a ``subprocess.Popen``, or a
+            ``ForkedProcess`` forked from the preload interpreter.
         service: the ``grpo serve`` service name (``name`` unless several share one).
     """
 
@@ -204,7 +212,7 @@ class ServiceProcess:
     port: int
     config: Path
     log: Path
-    popen: subprocess.Popen[bytes]
+    popen: subprocess.Popen[bytes] | ForkedProcess
     service: str = ""
 
     @property
@@ -227,8 +235,13 @@ class ServiceProcess:
 class ProcessSupervisor:
     """Starts services as child processes and stops them all (see the module docstring)."""
 
-    def __init__(self, log_dir: Path, *, env: dict[str, str] | None = None) -> None:
-        """Args: log_dir: where ``<name>.log`` files go; env: extra environment for children.
+    def __init__(
+        self, log_dir: Path, *, env: dict[str, str] | None = None, preload: bool = False
+    ) -> None:
+        """Args: log_dir: where ``<name>.log`` files go; env: extra environment for children;
+        preload: fork services from a preload interpreter (``grpo.services.pipeline.preload``)
+        when this process is a subreaper and ``setproctitle`` is installed; it starts importing
+        now, and any failure of it falls back to fresh processes (logged).
 
         Children get this process's environment without ``GRPO_*`` settings variables
         (``grpo.services.config.child_environment``): their settings file is the whole truth.
@@ -255,6 +268,22 @@ class ProcessSupervisor:
         self.restarts: dict[str, int] = {}
         self._restart_at: dict[str, float] = {}
         self._expected: set[str] = set()
+        self._preloader: Preloader | None = None
+        if preload and available():
+            self._preloader = Preloader(self._env, log_dir / "preload.log")
+
+    def _fork(self, argv: list[str], log_file: Path) -> ForkedProcess | None:
+        """The service forked from the preload interpreter; None (and no more tries) when it
+        is off or failed."""
+        if self._preloader is None:
+            return None
+        try:
+            return self._preloader.fork(argv, log_file)
+        except InternalError as exc:
+            log.warning("preloaded start failed, starting fresh processes from now on: %s", exc)
+            self._preloader.close()
+            self._preloader = None
+            return None
 
     def start(self, name: str, config: Path, *, service: str | None = None) -> ServiceProcess:
         """Launch ``grpo serve <service or name> --config <config> --port <free port>``.
@@ -273,26 +302,18 @@ class ProcessSupervisor:
             raise FailedPreconditionError(f"service {name!r} is already running")
         port = old.port if old is not None else free_port()
         log = self.log_dir / f"{name}.log"
-        cmd = [
-            sys.executable,
-            "-c",
-            _BOOT,
-            "serve",
-            service or name,
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-        ]
-        with log.open("ab") as fh:
-            popen = subprocess.Popen(
-                cmd,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self._env,
-                start_new_session=True,
-            )
+        argv = ["serve", service or name, "--config", str(config), "--port", str(port)]
+        popen: subprocess.Popen[bytes] | ForkedProcess | None = self._fork(argv, log)
+        if popen is None:
+            with log.open("ab") as fh:
+                popen = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, *argv],
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=self._env,
+                    start_new_session=True,
+                )
         self._groups.add(popen.pid)
         proc = ServiceProcess(
             name=name, port=port, config=config, log=log, popen=popen, service=service or name
@@ -422,6 +443,9 @@ class ProcessSupervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.popen.pid, signal.SIGKILL)
             proc.popen.wait()
+        if self._preloader is not None:
+            self._preloader.close()
+            self._preloader = None
         return {p.name: p.popen.returncode for p in procs}
 
     def reap_orphans(self, timeout_s: float = 5.0) -> list[int]:
