@@ -1,10 +1,12 @@
-"""``LearnerAlgoConfig``: every choice of the learner math, named, validated and recorded.
+"""``LearnerAlgoConfig``: every choice of the learner math, named, validated and recorded;
+``TrainerConfig``: the optimizer, schedule, batching and device settings of the trainer.
 
 One frozen pydantic model; YAML, CLI flags and environment only feed it. Its
 :meth:`LearnerAlgoConfig.resolved_definition` (the conventions with their formulas) goes into
 every checkpoint's metadata and the run's config dump, so a run can always say which std, eps,
 zero-variance rule, reduction, clip band and KL estimator produced its numbers. Paper
-configurations are available as presets (:data:`PRESETS`, docs/learner-math.md).
+configurations are available as presets (:data:`PRESETS`, docs/learner-math.md). Neither
+imports torch, so a run's configuration loads without it (``grpo run`` from a trained model).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from grpo.learner.choices import (
     ReductionName,
     StdConvention,
 )
+from grpo.learner.schedule import Schedule
 
-__all__ = ["PRESETS", "LearnerAlgoConfig"]
+__all__ = ["PRESETS", "LearnerAlgoConfig", "TrainerConfig"]
 
 _ADVANTAGE_FORMULAS = {
     "grpo": "A_i = (R_i - mean_g(R)) / std_g(R)",
@@ -331,3 +334,73 @@ PRESETS: dict[str, dict[str, Any]] = {
     "rloo": {"estimator": "rloo", "reduction": "response_mean", "kl_coef": 0.0},
 }
 """Paper configurations by name: field values applied over the defaults."""
+
+
+class TrainerConfig(BaseModel):
+    """Optimizer, schedule, batching and device settings of the trainer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lr: float = Field(default=5e-5, gt=0, description="Peak AdamW learning rate.")
+    warmup_steps: int = Field(
+        default=5,
+        ge=0,
+        description="Optimizer steps of linear warmup from lr/warmup to lr (reached at the "
+        "last warmup step).",
+    )
+    schedule: Schedule = Field(
+        default="constant",
+        description="LR after warmup: constant, or linear/cosine decay that starts after warmup.",
+    )
+    total_steps: int = Field(
+        default=0,
+        ge=0,
+        description="Optimizer step at which linear/cosine decay reaches min_lr_ratio * lr "
+        "(the decay spans steps warmup_steps..total_steps); 0 = no decay.",
+    )
+    min_lr_ratio: float = Field(
+        default=0.1, ge=0, le=1, description="Final LR as a fraction of lr for linear/cosine."
+    )
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW decoupled weight decay.")
+    adam_beta1: float = Field(default=0.9, ge=0, lt=1, description="AdamW beta1.")
+    adam_beta2: float = Field(default=0.999, ge=0, lt=1, description="AdamW beta2.")
+    adam_eps: float = Field(default=1e-8, gt=0, description="AdamW epsilon.")
+    max_grad_norm: float = Field(
+        default=1.0, ge=0, description="Clip the global gradient L2 norm to this; 0 disables."
+    )
+    ppo_epochs: int = Field(default=1, ge=1, description="Passes over each batch.")
+    minibatches: int = Field(
+        default=1, ge=1, description="Optimizer steps per epoch; the batch's rows are split evenly."
+    )
+    micro_batch_size: int = Field(
+        default=32, ge=1, description="Rows per forward/backward (gradient accumulation unit)."
+    )
+    temperature: float = Field(
+        default=1.0,
+        gt=0,
+        description="Sampler temperature; log-probs are taken at logits/temperature.",
+    )
+    max_response_length: int = Field(
+        default=0, ge=0, description="L_max of the fixed_budget reduction (sampler max_new_tokens)."
+    )
+    device: str = Field(
+        default="auto", description="'auto' (CUDA when present, else CPU), or a device."
+    )
+    seed: int = Field(default=0, description="Seed of torch's RNG at trainer construction.")
+    critic_lr: float | None = Field(
+        default=None,
+        gt=0,
+        description="estimator gae: peak AdamW learning rate of the critic (same schedule as "
+        "the policy); null = lr.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerConfig:
+        if self.schedule != "constant" and self.total_steps == 0:
+            raise ValueError(f"schedule={self.schedule!r} needs total_steps > 0")
+        if self.schedule != "constant" and self.total_steps <= self.warmup_steps:
+            raise ValueError(
+                f"total_steps={self.total_steps} must exceed warmup_steps={self.warmup_steps}: "
+                "the decay starts after warmup"
+            )
+        return self

@@ -34,6 +34,7 @@ import importlib
 import importlib.util
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -289,10 +290,8 @@ def _run_service(argv: list[str], log: Path, parent: int) -> None:
 
         # ps, top and /proc/PID/cmdline show the service, as for a fresh ``grpo serve``.
         setproctitle.setproctitle(" ".join([sys.executable, "-m", "grpo", *argv]))
-        from grpo.cli import app
-
         try:
-            app(args=argv, prog_name="grpo")
+            runpy.run_module("grpo", run_name="__main__", alter_sys=True)  # python -m grpo
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

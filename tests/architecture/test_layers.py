@@ -35,6 +35,7 @@ LAYER_OF: list[tuple[str, str]] = [
     ("grpo.services", "services"),
     ("grpo.report", "cli"),
     ("grpo.cli", "cli"),
+    ("grpo.__main__", "cli"),
 ]
 
 # What each layer may import (grpo modules only). "contracts" means the message modules
