@@ -140,12 +140,14 @@ def prepare_policy(
     config: RunConfig, run_dir: Path, tasks: RunTasks, log: Callable[[str], None]
 ) -> Path | str:
     """``init_policy`` then ``warm_start``, with one torch thread (2 threads lose 4-8x as soon
-    as anything else runs on this machine).
+    as anything else runs on this machine). From a given model without SFT, torch is not
+    imported here (the services load the model).
 
     Returns:
         The folder (or hub id) of the policy the learner publishes as version 0.
     """
-    import torch
+    if config.model.path is None or config.model.sft.enabled:
+        import torch
 
-    torch.set_num_threads(1)
+        torch.set_num_threads(1)
     return warm_start(config, init_policy(config, run_dir, log), tasks, run_dir, log)
