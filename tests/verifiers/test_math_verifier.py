@@ -114,6 +114,10 @@ HOSTILE = {
     # (input, status): every size a response controls is a verdict, decided within the limit
     "power_tower": (r"\boxed{9^{9^{9^9}}}", OK),  # over 10^4 digits: never equals 1, not run
     "huge_factorial": (r"\boxed{(10^{10})!}", OK),
+    # about 10^43 but 4 million digits if built: bounded before it is computed
+    "near_one_power": (r"\boxed{1.0001^{1000000}}", OK),
+    "e_notation_overflow": (r"\boxed{1e" + "9" * 400 + "}", OK),  # no float overflow crash
+    "tower_plus_root": (r"\boxed{9^{9^{9^9}} + \sqrt{2}}", OK),  # never handed to sympy
     "nested_braces": (r"\boxed{" + "{" * 5000 + "1" + "}" * 5000 + "}", PARSE_ERROR),
     "garbage_1mb": ("(+" * 500_000, PARSE_ERROR),
     "invalid_utf8": (b"\xff\xfe 12 \xc3(".decode("utf-8", "surrogateescape"), PARSE_ERROR),

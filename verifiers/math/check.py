@@ -16,11 +16,12 @@ What is a verdict and what is undecided (docs/verifiers.md):
   no parser reads, ``2 4/3``);
 - ``OK`` (verdict): reward 1 or 0 (0 also when both sides carry known units that differ,
   ``72^\\circ F`` vs ``72^\\circ C``: ``grpo.verifiers.math.units``); also for a value over
-  ``arith.MAX_DIGITS`` digits against a smaller one (``9^{9^{9^9}}`` vs 1 is 0, decided
-  without computing it);
-- ``UNDECIDED`` (missing): two well-formed values the verifier could not compare (both too
-  large, a sympy failure); the verifier answers the same for a time limit or memory cap hit
-  in the worker;
+  ``arith.MAX_DIGITS`` digits whose bounds prove it differs from the other side
+  (``9^{9^{9^9}}`` vs 1 is 0, decided without computing it);
+- ``UNDECIDED`` (missing): two well-formed values the verifier could not compare (a value too
+  large to compute whose bounds do not prove a difference, as ``10^{10^{10}} - 10^{10^{10}}``
+  vs 0, which is never judged wrong; a sympy failure); the verifier answers the same for a
+  time limit or memory cap hit in the worker;
 - ``INTERNAL`` (missing): the gold answer is empty or unreadable (a task error).
 """
 

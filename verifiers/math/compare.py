@@ -35,13 +35,15 @@ entries are types, not special cases:
 - :class:`Scalar` leaves: equal normalized texts; else both read exactly by
   ``grpo.verifiers.math.arith`` (no sympy): exact values equal, or, when a decimal was
   written, ``|g - a| <= rel_tol · max(|g|, |a|)``; a value over ``arith.MAX_DIGITS`` digits
-  never equals a smaller one; a percent on one side only may be read as written or divided by
-  100 (``50%`` vs ``0.5``); else sympy (``grpo.verifiers.math.symbolic``, imported here
-  lazily).
+  (or with such a part) is not computed: it differs when the bounds of the whole values
+  prove it (``arith.magnitudes_differ``: ``9^{9^{9^9}}`` vs 1), else the comparison is
+  undecided (``10^{10^{10}} - 10^{10^{10}}`` vs 0); a percent on one side only may be read
+  as written or divided by 100 (``50%`` vs ``0.5``); else sympy
+  (``grpo.verifiers.math.symbolic``, imported here lazily).
 
 Errors: :class:`AnswerParseError` (``side`` = ``"gold"`` or ``"answer"``) for an unreadable
 leaf, :class:`UndecidedError` when the values are well-formed but could not be compared
-(both too large to compute, a sympy failure).
+(values too large to compute and not provably different, a sympy failure).
 """
 
 from __future__ import annotations
@@ -66,11 +68,12 @@ from grpo.verifiers.math.answer import (
 )
 from grpo.verifiers.math.arith import (
     ArithSyntaxError,
+    Magnitude,
     NotExactError,
     TooLargeError,
     Value,
     evaluate,
-    log10_abs,
+    magnitudes_differ,
 )
 
 __all__ = ["AnswerParseError", "UndecidedError", "answers_equal"]
@@ -303,26 +306,36 @@ class _Comparer:
         gv: Value | TooLargeError | None,
         av: Value | TooLargeError | None,
     ) -> bool:
-        """One side is too large to compute: equal only if the other is as large."""
-        sizes = []
-        for scalar, value, side in ((g, gv, "gold"), (a, av, "answer")):
+        """A side too large to compute exactly: not equal only when magnitudes prove it.
+
+        Each side is its exact value, the bounds of its *whole* value
+        (``TooLargeError.magnitude``: a part's size says nothing of ``10^{10^{10}} -
+        10^{10^{10}}``), or, for a side that is not exact arithmetic, sympy's ``log10 |value|``
+        of it. They are not equal when ``arith.magnitudes_differ`` proves it for every reading
+        of a percent on one side (``x%`` as ``x`` or ``x/100``).
+
+        Raises:
+            UndecidedError: the magnitudes do not prove a difference (similar sizes, a sum that
+                may cancel, both huge and alike, a symbolic side without a numeric size).
+        """
+        readings: list[list[Fraction | Magnitude]] = []
+        for scalar, value, other, side in ((g, gv, a, "gold"), (a, av, g, "answer")):
             if isinstance(value, TooLargeError):
-                sizes.append(value.log10)
+                size: Fraction | Magnitude = value.magnitude
             elif isinstance(value, Value):
-                sizes.append(log10_abs(value.exact) if value.exact != 0 else float("-inf"))
+                size = value.exact
             else:
                 from grpo.verifiers.math import symbolic
 
-                size = self._sympy(symbolic.magnitude_of, scalar.text, side)
-                if size is None:
+                log10 = self._sympy(symbolic.magnitude_of, scalar.text, side)
+                if log10 is None:
                     raise UndecidedError("a value too large to compute against a symbolic one")
-                sizes.append(size)
-        if isinstance(gv, TooLargeError) and isinstance(av, TooLargeError):
-            raise UndecidedError("both values are too large to compute exactly")
-        small, large = sorted(sizes, key=abs)
-        if abs(large) > abs(small) + 10:
+                slack = 1e-6 * abs(log10) + 1e-6  # sympy's 30 digits, with room
+                size = Magnitude(log10 - slack, log10 + slack)
+            readings.append(list(_size_readings(size, scalar.percent, other.percent)))
+        if all(magnitudes_differ(x, y) for x in readings[0] for y in readings[1]):
             return False
-        raise UndecidedError("a value too large to compute exactly against one of similar size")
+        raise UndecidedError("a value too large to compute exactly, not provably different")
 
     def _sympy(self, fn, *args):  # type: ignore[no-untyped-def]
         from grpo.verifiers.math import symbolic
@@ -398,6 +411,17 @@ def _finite_decimal(value: Fraction) -> bool:
         while den % p == 0:
             den //= p
     return den == 1
+
+
+def _size_readings(
+    size: Fraction | Magnitude, percent: bool, other_percent: bool
+) -> tuple[Fraction | Magnitude, ...]:
+    """``_readings`` of an exact value or of a Magnitude (``/100`` lowers its bounds by 2)."""
+    if isinstance(size, Fraction):
+        return _readings(size, percent, other_percent)
+    if percent and not other_percent:
+        return size, Magnitude(size.lo - 2, size.hi - 2, size.sign, False)
+    return (size,)
 
 
 def _readings(value: Fraction, percent: bool, other_percent: bool) -> tuple[Fraction, ...]:

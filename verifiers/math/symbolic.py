@@ -87,16 +87,21 @@ def _infinite(value: Any) -> bool:
 
 
 def magnitude(value: Any) -> float | None:
-    """``log10 |value|`` of a finite non-zero number, else None."""
+    """``log10 |value|`` of a finite non-zero number, else None.
+
+    The modulus and its logarithm stay in sympy Floats (any exponent), so ``10^{400}\\pi`` is
+    about 400.5, never a Python float overflow read as infinitely large.
+    """
     if not _is_number(value) or _infinite(value):
         return None
     try:
-        v = abs(complex(value.evalf(30)))
+        v = sympy.Abs(value).evalf(30)
+        if not isinstance(v, sympy.Float) or v == 0 or not v.is_finite:
+            return None
+        size = float(sympy.log(v, 10).evalf(30))
     except (TypeError, ValueError, OverflowError):
         return None
-    if v == 0 or v != v:
-        return None
-    return math.log10(v)
+    return size if math.isfinite(size) else None
 
 
 def magnitude_of(text: str, side: str) -> float | None:

@@ -30,9 +30,12 @@ sympy only when a side has variables:
   ``|lhs - rhs| <= 0.5·10^-k`` (the value rounded as written) -> True; else False;
 - with variables: ``lhs - rhs`` simplifies to 0 -> True (an identity); otherwise None (an
   equation to solve, not a claim that can be refuted);
-- unparsable side -> None (unverifiable); a side over ``arith.MAX_DIGITS`` digits is refuted
-  against a much smaller one (``9^{9999^{9999}} = 1`` is false) and unverifiable otherwise,
-  never computed.
+- unparsable side -> None (unverifiable); a side over ``arith.MAX_DIGITS`` digits, or with
+  such a part, is never computed: the bounds of each *whole* side decide
+  (:func:`holds_by_size`): refuted when they prove the values differ (``9^{9999^{9999}} = 1``
+  is false), unverifiable otherwise (``10^100000 - 10^100000 = 0``, ``10^10^10 / 10^10^10 =
+  1``: the size of a part says nothing of the whole);
+- a right side ``4%`` read both ways is refuted only when both readings are.
 
 Expressions are parsed by ``sympy.parse_expr`` only after the text is reduced to the
 characters above, and every single letter is bound to a plain Symbol, so no sympy function
@@ -42,6 +45,7 @@ or Python name can be reached.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import string
 from fractions import Fraction
@@ -56,13 +60,15 @@ from sympy.parsing.sympy_parser import (
 )
 
 from grpo.verifiers.math.arith import (
+    Magnitude,
     NotExactError,
     TooLargeError,
     evaluate,
     log10_abs,
+    magnitudes_differ,
 )
 
-__all__ = ["Claim", "check_claim", "find_claims"]
+__all__ = ["Claim", "check_claim", "find_claims", "holds_by_size"]
 
 Claim = tuple[str, str]
 """``(lhs, rhs)`` texts of one equation."""
@@ -189,13 +195,14 @@ def find_claims(step: str) -> list[Claim]:
     return list(dict.fromkeys(claims))
 
 
-def _exact(side: str) -> Fraction | TooLargeError | None:
-    """The side read by the shared number reader, its size error, or None (use sympy)."""
+def _exact(side: str) -> Fraction | Magnitude | None:
+    """The side read by the shared number reader: its exact value, the bounds of its whole
+    value when it is too large to compute (``arith.Magnitude``), or None (use sympy)."""
     text = side.replace("$", "").replace("×", "*").replace("÷", "/")
     try:
         return evaluate(text).exact
     except TooLargeError as exc:
-        return exc
+        return exc.magnitude
     except NotExactError:
         return None  # ArithSyntaxError (``2 4/3``) propagates: the claim is unverifiable
 
@@ -213,30 +220,56 @@ def _to_sympy(side: str) -> sympy.Expr:
     return expr
 
 
+def _half_unit(rhs: str) -> Fraction:
+    """Half a unit in the last decimal place written on the right side (0: no decimals)."""
+    decimals = [len(d) for d in _DECIMALS.findall(rhs)]
+    return Fraction(1, 2 * 10 ** max(decimals)) if decimals else Fraction(0)
+
+
 def _holds_exact(left: Fraction, right: Fraction, rhs: str) -> bool:
     if left == right:
         return True
-    decimals = [len(d) for d in _DECIMALS.findall(rhs)]
-    if decimals:
-        return abs(left - right) <= Fraction(1, 2 * 10 ** max(decimals))
-    return False
+    half_unit = _half_unit(rhs)
+    return bool(half_unit) and abs(left - right) <= half_unit
+
+
+def holds_by_size(
+    left: Fraction | Magnitude, right: Fraction | Magnitude, half_unit: Fraction
+) -> bool | None:
+    """Decide ``left = right`` (within ``half_unit``) when a side is only known by bounds.
+
+    A side too large to compute is an ``arith.Magnitude``: bounds on ``log10 |value|`` of the
+    whole side. With ``half_unit`` 0 the claim is refuted when ``arith.magnitudes_differ``
+    proves the values differ, and unverifiable otherwise (``10^100000 - 10^100000 = 0`` may
+    cancel, ``9^99999999 = 9^99999999`` is alike). With a rounding allowance, it is refuted
+    when the larger side is over ten times the smaller and ``0.9 · 10^lo`` of it exceeds
+    ``half_unit`` (``|left - right|`` is at least that), holds when both sides are so small
+    that ``|left| + |right| <= half_unit`` (``10^-20000 = 0.00``), and is unverifiable else.
+
+    Returns:
+        True (holds), False (refuted) or None (unverifiable); never raises.
+    """
+    if not half_unit:
+        return False if magnitudes_differ(left, right) else None
+    ml = left if isinstance(left, Magnitude) else Magnitude.of(left)
+    mr = right if isinstance(right, Magnitude) else Magnitude.of(right)
+    log_unit = log10_abs(half_unit)  # exact-enough for any number of decimals
+    for big, small in ((ml, mr), (mr, ml)):
+        if big.lo > small.hi + 1 and big.lo + math.log10(0.9) > log_unit + 1e-9:
+            return False
+    if max(ml.hi, mr.hi) + math.log10(2) <= log_unit - 1e-9:
+        return True
+    return None
 
 
 def _decide(lhs: str, rhs: str) -> bool | None:
     left, right = _exact(lhs), _exact(rhs)
     if isinstance(left, Fraction) and isinstance(right, Fraction):
         return _holds_exact(left, right, rhs)
-    if isinstance(left, TooLargeError) or isinstance(right, TooLargeError):
-        sizes = [
-            v.log10 if isinstance(v, TooLargeError) else (log10_abs(v) if v else float("-inf"))
-            for v in (left, right)
-            if v is not None
-        ]
-        if len(sizes) == 2 and not all(isinstance(v, TooLargeError) for v in (left, right)):
-            small, large = sorted(sizes, key=abs)
-            if abs(large) > abs(small) + 10:
-                return False
-        return None
+    if left is not None and right is not None:
+        return holds_by_size(left, right, _half_unit(rhs))
+    if isinstance(left, Magnitude) or isinstance(right, Magnitude):
+        return None  # a side too large to compute against one with variables
     return _holds(_to_sympy(lhs), _to_sympy(rhs), rhs)
 
 
@@ -265,7 +298,11 @@ def check_claim(lhs: str, rhs: str) -> bool | None:
     try:
         verdict = _decide(lhs, rhs)
         if verdict is not True and rhs.endswith("%") and "%" not in lhs:
-            verdict = _decide(lhs, rhs[:-1]) or verdict
+            bare = _decide(lhs, rhs[:-1])
+            # refuted only when both readings are: an unverifiable one may be the true one
+            verdict = (
+                True if bare is True else (False if bare is False and verdict is False else None)
+            )
     except Exception:
         return None
     return verdict
