@@ -7,8 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.learner.config import LearnerAlgoConfig
-from grpo.learner.config import TrainerConfig
+from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
 from grpo.services.server import ServerSettings
 
 __all__ = ["LearnerServiceSettings"]

@@ -19,8 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.learner.config import LearnerAlgoConfig
-from grpo.learner.config import TrainerConfig
+from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
 from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.config import load_settings
 from grpo.services.pipeline.processes import RestartPolicy
