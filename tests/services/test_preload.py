@@ -80,6 +80,49 @@ def test_services_fork_from_the_preload_interpreter_and_stay_supervised(tmp_path
     assert (tmp_path / "logs" / "echo.log").read_text().count('"msg": "server started"') == 2
 
 
+FALLBACK = r"""
+import json, sys
+from pathlib import Path
+from grpo.services.pipeline.processes import ProcessSupervisor, become_subreaper
+
+assert become_subreaper()
+tmp, config = Path(sys.argv[1]), Path(sys.argv[2])
+sup = ProcessSupervisor(tmp / "logs", env={"PYTHONPATH": sys.argv[3]}, preload=True)
+try:
+    proc = sup.start("echo", config, service="echo_service:SERVICE")
+    sup.wait_healthy(["echo"], 120)
+    again = sup.start("echo-2", config, service="echo_service:SERVICE")
+    sup.wait_healthy(["echo-2"], 120)
+    out = {"types": [type(p.popen).__name__ for p in (proc, again)]}
+finally:
+    out["codes"] = sup.stop_all(5.0)
+print(json.dumps(out))
+"""
+
+
+def test_a_failing_preload_interpreter_falls_back_to_fresh_processes(tmp_path: Path) -> None:
+    # A module the preload interpreter imports fails (here: a broken transformers on the
+    # path); the echo service does not need it, so fresh processes serve.
+    broken = tmp_path / "broken"
+    (broken / "transformers").mkdir(parents=True)
+    (broken / "transformers" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    config = tmp_path / "echo.yaml"
+    config.write_text(yaml.safe_dump({"server": {"host": "127.0.0.1", "metrics_port": -1}}))
+    path = os.pathsep.join([str(broken), str(TESTS / "services")])
+    done = subprocess.run(
+        [sys.executable, "-c", FALLBACK, str(tmp_path), str(config), path],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["types"] == ["Popen", "Popen"] and set(out["codes"].values()) == {0}
+    assert "broken on purpose" in (tmp_path / "logs" / "preload.log").read_text()
+    assert "preloaded start failed, starting fresh processes" in done.stderr
+
+
 def test_without_a_subreaper_services_start_as_fresh_processes(tmp_path: Path) -> None:
     from grpo.services.pipeline.processes import ProcessSupervisor
 
