@@ -176,6 +176,14 @@ def run(
     )
     for line in _accounting_lines(summary):
         console.print(line)
+    went_on = summary.get("last_published_step", 0) - summary.get("final_policy_step", 0)
+    if went_on > 0:
+        console.print(
+            f"the learner went on to step {summary['last_published_step']} (policy "
+            f"v{summary['last_published_policy_version']}) during the final evaluation, which "
+            f"scored policy v{summary.get('final_policy_version')}; checkpoints hold the later "
+            "steps"
+        )
     try:
         from grpo.report import render_report
 

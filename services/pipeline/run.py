@@ -221,6 +221,9 @@ def run_local(
         if failure is not None:
             extra["failure"] = str(failure)[:4000]
     summary.update(extra)
+    if last_policy is not None:  # the learner may have gone on during a final evaluation
+        summary["last_published_policy_version"] = int(last_policy.policy_version)
+        summary["last_published_step"] = int(last_policy.step)
     summary["leftover_processes"] = left
     summary["wall_clock_s"] = round(time.time() - started, 1)
     summary["resumed"] = resume
