@@ -77,6 +77,7 @@ def run(
     from grpo.errors import GrpoError
     from grpo.services.pipeline.config import load_run_config
     from grpo.services.pipeline.driver import Progress
+    from grpo.services.pipeline.policy import builds_model
     from grpo.services.pipeline.processes import become_subreaper
     from grpo.services.pipeline.run import default_run_dir, run_local
 
@@ -99,7 +100,8 @@ def run(
     if problem:
         console.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(code=2)
-    _quiet_transformers()
+    if resume is None and builds_model(cfg):
+        _quiet_transformers()  # else nothing here loads a model: transformers stays unimported
     become_subreaper()
     # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
     # are stopped. Python's default action would exit at once and orphan the Redis server.

@@ -41,6 +41,7 @@ __all__ = [
     "BackgroundWorker",
     "ServiceParts",
     "ServiceSpec",
+    "load_settings_cls",
     "load_spec",
     "serve",
     "service_names",
@@ -59,6 +60,14 @@ SERVICES: dict[str, str] = {
     "driver": "grpo.services.pipeline.driver_service:SERVICE",
 }
 """CLI service name -> ``module:ATTRIBUTE`` of its ``ServiceSpec``."""
+
+SETTINGS: dict[str, str] = {
+    "learner": "grpo.services.learner.settings:LearnerServiceSettings",
+}
+"""CLI service name -> ``module:ATTRIBUTE`` of its settings class, for the services whose
+module imports torch: ``grpo run`` validates every service's settings before it starts them
+and should not pay those imports itself (the services do). The class is the spec's
+``settings_cls`` (tested)."""
 
 
 @runtime_checkable
@@ -199,6 +208,20 @@ def load_spec(name: str) -> ServiceSpec:
     if not isinstance(spec, ServiceSpec):
         raise InvalidArgumentError(f"{target} is {type(spec).__name__}, not a ServiceSpec")
     return spec
+
+
+def load_settings_cls(name: str) -> type[BaseModel]:
+    """The settings class of a CLI name or ``module:ATTRIBUTE`` path (``spec.settings_cls``),
+    imported from ``SETTINGS`` where the service has an entry there, without its service
+    module.
+
+    Raises:
+        the errors of :func:`load_spec`.
+    """
+    if name in SETTINGS:
+        module_name, _, attr = SETTINGS[name].partition(":")
+        return cast(type[BaseModel], getattr(importlib.import_module(module_name), attr))
+    return load_spec(name).settings_cls
 
 
 def _write_port_file(path: Path, port: int, metrics_port: int) -> None:

@@ -120,13 +120,10 @@ class LocalCluster:
             FailedPreconditionError / DeadlineExceededError: a service failed to start (its
                 log tail is in the message).
         """
-        import torch
-
         cfg = self.config
         self.model = model
         if not self.redis_url:
             self.start_redis()
-        torch.set_num_threads(1)
         sup = self.supervisor
         verifier_names = [cfg.verifiers.outcome]
         if cfg.verifiers.process:

@@ -18,7 +18,7 @@ from grpo.services.pipeline.config import RunConfig
 from grpo.services.pipeline.heldout import heldout_accuracy, outcome_scorer
 from grpo.services.pipeline.tasks import RunTasks
 
-__all__ = ["init_policy", "prepare_policy", "warm_start"]
+__all__ = ["builds_model", "init_policy", "prepare_policy", "warm_start"]
 
 
 def init_policy(config: RunConfig, run_dir: Path, log: Callable[[str], None]) -> Path | str:
@@ -136,6 +136,12 @@ def _dev_check(
     return check
 
 
+def builds_model(config: RunConfig) -> bool:
+    """Whether :func:`prepare_policy` creates or trains a model in this process (a new tiny
+    model, or SFT), and so imports torch and transformers."""
+    return config.model.path is None or config.model.sft.enabled
+
+
 def prepare_policy(
     config: RunConfig, run_dir: Path, tasks: RunTasks, log: Callable[[str], None]
 ) -> Path | str:
@@ -146,7 +152,7 @@ def prepare_policy(
     Returns:
         The folder (or hub id) of the policy the learner publishes as version 0.
     """
-    if config.model.path is None or config.model.sft.enabled:
+    if builds_model(config):
         import torch
 
         torch.set_num_threads(1)

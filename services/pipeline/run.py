@@ -250,11 +250,10 @@ def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> No
                 f"held-out accuracy ({row['label']}): {row['accuracy']:.3f} "
                 f"({row['correct']}/{row['total']})"
             )
+    if rows:  # the newest evaluation, the final one once it is recorded
+        monitor.progress.heldout_accuracy = float(rows[-1]["accuracy"])
     with contextlib.suppress(grpc.RpcError):
         progress = monitor.poll()
-        during = [r for r in rows if r["label"] != "final"]
-        if during:
-            progress.heldout_accuracy = float(during[-1]["accuracy"])
         if _WARNED not in shown and monitor.warn_if_no_signal(progress.stats):
             shown.add(_WARNED)
 

@@ -17,7 +17,7 @@ from grpo.errors import InvalidArgumentError
 from grpo.services.assembler.config import check_reclaim_before_deadline, reclaim_idle_ms_for
 from grpo.services.config import deep_merge, load_settings
 from grpo.services.pipeline.config import RunConfig
-from grpo.services.registry import load_spec
+from grpo.services.registry import load_settings_cls
 
 __all__ = [
     "DRIVER_GRACE_S",
@@ -158,6 +158,7 @@ def driver_settings(
 
 def write_service_config(service: str, settings: Mapping[str, Any], path: Path) -> Path:
     """Validate ``settings`` against ``service``'s settings model, then write them as YAML.
+    The model comes from ``registry.load_settings_cls``: the learner's without torch.
 
     Raises:
         InvalidArgumentError: the settings do not validate (the message names the fields).
@@ -165,6 +166,5 @@ def write_service_config(service: str, settings: Mapping[str, Any], path: Path) 
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(dict(settings), sort_keys=False))
-    spec = load_spec(service)
-    load_settings(spec.settings_cls, path, environ={})
+    load_settings(load_settings_cls(service), path, environ={})
     return path

@@ -197,3 +197,47 @@ def test_every_learner_module_loads_neither_grpc_nor_sympy() -> None:
 def test_the_runtime_check_sees_grpc() -> None:
     """The sys.modules probe does detect grpc (so the checks above can fail)."""
     assert _loaded_after_import("import grpo.services.server")["grpc"] is True
+
+
+_ORCHESTRATOR_START = """
+import json, sys
+from pathlib import Path
+from grpo.services.pipeline import cluster, config, processes, tasks
+
+processes.ProcessSupervisor.start = lambda self, name, path, service=None: None
+processes.ProcessSupervisor.wait_healthy = lambda self, names, timeout_s: None
+cluster.LocalCluster.address = lambda self, name: "127.0.0.1:1"
+cfg = config.load_run_config(Path("configs/arith-cpu.yaml"), {{"redis_url": "{redis}"}})
+run = cluster.LocalCluster(cfg, Path(sys.argv[1]))
+run.start(Path("model"), tasks.load_run_tasks(cfg).task_type)
+run.start_driver(Path("model"))
+written = sorted(p.name for p in (Path(sys.argv[1]) / "services").glob("*.yaml"))
+print(json.dumps([written, [m for m in ("torch", "transformers", "sympy") if m in sys.modules]]))
+"""
+
+
+def test_grpo_run_validates_the_service_configs_without_the_services_heavy_imports(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """``grpo run`` (the orchestrator) writes and validates every service's settings of the
+    main job, but imports neither torch, transformers nor sympy: the services (forked from
+    the preload interpreter) do, and each such import here cost the run 1-2.5 CPU s of
+    start-up (``registry.SETTINGS``, ``steps.symbolic``; docs/pipeline.md)."""
+    code = _ORCHESTRATOR_START.format(redis=redis_url)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    written, heavy = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {"learner.yaml", "driver.yaml", "verifier-steps.yaml"} <= set(written), written
+    assert heavy == []
+
+
+def test_settings_classes_named_apart_are_the_specs_own() -> None:
+    """``registry.SETTINGS`` names the very class each spec validates with."""
+    from grpo.services.registry import SETTINGS, load_settings_cls, load_spec
+
+    assert SETTINGS
+    for name in SETTINGS:
+        assert load_settings_cls(name) is load_spec(name).settings_cls, name

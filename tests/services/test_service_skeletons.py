@@ -101,6 +101,9 @@ def services(
         "GRPO_ASSEMBLER_ADDRESS": "127.0.0.1:9",
         "GRPO_OUT_DIR": str(root / "driver"),
     }
+    # The driver's stop lets the evaluation in hand finish and writes the summary: on 2 busy
+    # cores its evaluation of the SFT policy alone took 4.5 s, so 5 s of grace failed it.
+    grace = {"driver": "60"}
     started: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     for name in selected:
         port_file, log = root / f"{name}.json", root / f"{name}.log"
@@ -108,7 +111,8 @@ def services(
             proc = subprocess.Popen(
                 [sys.executable, "-m", "grpo.cli", "serve", name, "--port", "0",
                  "--port-file", str(port_file)],
-                env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                env={**env, "GRPO_SERVER__GRACE_S": grace.get(name, "5")}, cwd=REPO,
+                stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         started[name] = (proc, port_file, log)
     running: dict[str, Running] = {}

@@ -37,9 +37,9 @@ sympy only when a side has variables:
   1``: the size of a part says nothing of the whole);
 - a right side ``4%`` read both ways is refuted only when both readings are.
 
-Expressions are parsed by ``sympy.parse_expr`` only after the text is reduced to the
-characters above, and every single letter is bound to a plain Symbol, so no sympy function
-or Python name can be reached.
+Expressions are parsed by ``sympy.parse_expr`` (in ``symbolic``, imported on the first claim
+that needs it) only after the text is reduced to the characters above, and every single letter
+is bound to a plain Symbol, so no sympy function or Python name can be reached.
 """
 
 from __future__ import annotations
@@ -47,17 +47,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import string
 from fractions import Fraction
-
-import sympy
-from sympy.parsing.sympy_parser import (
-    convert_xor,
-    implicit_multiplication,
-    parse_expr,
-    rationalize,
-    standard_transformations,
-)
 
 from grpo.verifiers.math.arith import (
     Magnitude,
@@ -83,18 +73,7 @@ _SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])")
 _PARTIAL = re.compile(r"^(?:[+*/^×÷]|[-–−]\s)")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d])")
 _DECIMALS = re.compile(r"\d\.(\d+)")
-_MAX_EXPONENT_CHARS = 4
 _BREAK = "\x00"  # replaces words so that they end a run
-_SYMBOLS = {c: sympy.Symbol(c) for c in string.ascii_letters}
-# The only names parsed text can reach: number constructors and the bound single letters.
-_GLOBALS = {
-    "Integer": sympy.Integer,
-    "Float": sympy.Float,
-    "Rational": sympy.Rational,
-    "Symbol": sympy.Symbol,
-    "__builtins__": {},
-}
-_TRANSFORMS = (*standard_transformations, implicit_multiplication, convert_xor, rationalize)
 
 
 _MARKDOWN = re.compile(r"\*\*|__|`|^\s*(?:[-*•]|\d+[.)])\s+")
@@ -207,19 +186,6 @@ def _exact(side: str) -> Fraction | Magnitude | None:
         return None  # ArithSyntaxError (``2 4/3``) propagates: the claim is unverifiable
 
 
-def _to_sympy(side: str) -> sympy.Expr:
-    text = side.replace("$", "").replace("×", "*").replace("÷", "/").replace("%", "/100")
-    for power in re.finditer(r"(\^|\*\*)\s*\(?\s*([0-9.]+)", text):
-        if len(power.group(2)) > _MAX_EXPONENT_CHARS:
-            raise ValueError("exponent too large to check")
-    expr = parse_expr(
-        text, local_dict=dict(_SYMBOLS), global_dict=dict(_GLOBALS), transformations=_TRANSFORMS
-    )
-    if not isinstance(expr, sympy.Expr):
-        raise ValueError(f"{side!r} is not an expression")
-    return expr
-
-
 def _half_unit(rhs: str) -> Fraction:
     """Half a unit in the last decimal place written on the right side (0: no decimals)."""
     decimals = [len(d) for d in _DECIMALS.findall(rhs)]
@@ -270,22 +236,9 @@ def _decide(lhs: str, rhs: str) -> bool | None:
         return holds_by_size(left, right, _half_unit(rhs))
     if isinstance(left, Magnitude) or isinstance(right, Magnitude):
         return None  # a side too large to compute against one with variables
-    return _holds(_to_sympy(lhs), _to_sympy(rhs), rhs)
+    from grpo.verifiers.steps import symbolic  # sympy: imported on the first such claim
 
-
-def _holds(left: sympy.Expr, right: sympy.Expr, rhs: str) -> bool | None:
-    if left.free_symbols or right.free_symbols:
-        return True if sympy.simplify(left - right) == 0 else None
-    difference = left - right
-    if difference == 0:
-        return True
-    if not difference.is_number or not difference.is_real:
-        return None
-    decimals = [len(d) for d in _DECIMALS.findall(rhs)]
-    if decimals:
-        half_unit = sympy.Rational(1, 2 * 10 ** max(decimals))
-        return bool(abs(difference) <= half_unit)
-    return False
+    return symbolic.holds(lhs, rhs, _half_unit(rhs))
 
 
 def check_claim(lhs: str, rhs: str) -> bool | None:

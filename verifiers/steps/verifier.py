@@ -33,7 +33,7 @@ from grpo.verifiers.steps.check import StepVerdict, check_steps
 
 __all__ = ["StepsConfig", "StepsVerifier"]
 
-PRELOAD = ("grpo.verifiers.steps.check",)
+PRELOAD = ("grpo.verifiers.steps.check", "grpo.verifiers.steps.symbolic")
 
 
 class StepsConfig(BaseModel):
