@@ -181,10 +181,10 @@ def run(
     went_on = summary.get("last_published_step", 0) - summary.get("final_policy_step", 0)
     if went_on > 0:
         console.print(
-            f"the learner went on to step {summary['last_published_step']} (policy "
-            f"v{summary['last_published_policy_version']}) during the final evaluation, which "
-            f"scored policy v{summary.get('final_policy_version')}; checkpoints hold the later "
-            "steps"
+            f"the learner did not pause and went on to step {summary['last_published_step']} "
+            f"(policy v{summary['last_published_policy_version']}) during the final "
+            f"evaluation, which scored policy v{summary.get('final_policy_version')}; "
+            "checkpoints hold the later steps (the driver's log says why)"
         )
     try:
         from grpo.report import render_report

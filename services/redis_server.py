@@ -20,7 +20,6 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,18 +29,13 @@ from types import TracebackType
 import redis
 
 from grpo.errors import FailedPreconditionError, UnavailableError
+from grpo.services.ports import free_port
 
 __all__ = ["EmbeddedRedis", "connect", "redis_url_from_env", "resolve_redis_url"]
 
 
 _START_ATTEMPTS = 3
 _PR_SET_PDEATHSIG = 1
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def redis_url_from_env(default: str | None = None) -> str | None:
@@ -232,12 +226,12 @@ class EmbeddedRedis:
         Raises:
             UnavailableError: it did not start.
         """
-        # A kernel-chosen port: parallel test sessions on one machine would race for a fixed
-        # one. Retry in case another process takes it first.
+        # A port chosen per start (``ports.free_port``): parallel test sessions on one machine
+        # would race for a fixed one. Retry in case another process takes it first.
         error: Exception | None = None
         for _attempt in range(_START_ATTEMPTS):
             try:
-                self._spawn(_free_port(), timeout_s)
+                self._spawn(free_port(), timeout_s)
             except UnavailableError as exc:
                 error = exc
                 continue

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15grpo/v1/learner.proto\x12\x07grpo.v1\"\x12\n\x10GetStatusRequest\"\xe2\x01\n\x11GetStatusResponse\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x12\x17\n\x0f\x63onsumed_groups\x18\x03 \x01(\x04\x12\x41\n\x0clast_metrics\x18\x04 \x03(\x0b\x32+.grpo.v1.GetStatusResponse.LastMetricsEntry\x12\x17\n\x0flast_checkpoint\x18\x05 \x01(\t\x1a\x32\n\x10LastMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x17\n\x15SaveCheckpointRequest\"4\n\x16SaveCheckpointResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x04\x32\xa0\x01\n\x07Learner\x12\x42\n\tGetStatus\x12\x19.grpo.v1.GetStatusRequest\x1a\x1a.grpo.v1.GetStatusResponse\x12Q\n\x0eSaveCheckpoint\x12\x1e.grpo.v1.SaveCheckpointRequest\x1a\x1f.grpo.v1.SaveCheckpointResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15grpo/v1/learner.proto\x12\x07grpo.v1\"\x12\n\x10GetStatusRequest\"\xf2\x01\n\x11GetStatusResponse\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x12\x17\n\x0f\x63onsumed_groups\x18\x03 \x01(\x04\x12\x41\n\x0clast_metrics\x18\x04 \x03(\x0b\x32+.grpo.v1.GetStatusResponse.LastMetricsEntry\x12\x17\n\x0flast_checkpoint\x18\x05 \x01(\t\x12\x0e\n\x06paused\x18\x06 \x01(\x08\x1a\x32\n\x10LastMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x17\n\x15SaveCheckpointRequest\"4\n\x16SaveCheckpointResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x04\"\"\n\x10SetPausedRequest\x12\x0e\n\x06paused\x18\x01 \x01(\x08\"9\n\x11SetPausedResponse\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x32\xe4\x01\n\x07Learner\x12\x42\n\tGetStatus\x12\x19.grpo.v1.GetStatusRequest\x1a\x1a.grpo.v1.GetStatusResponse\x12Q\n\x0eSaveCheckpoint\x12\x1e.grpo.v1.SaveCheckpointRequest\x1a\x1f.grpo.v1.SaveCheckpointResponse\x12\x42\n\tSetPaused\x12\x19.grpo.v1.SetPausedRequest\x1a\x1a.grpo.v1.SetPausedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,13 +36,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSREQUEST']._serialized_start=34
   _globals['_GETSTATUSREQUEST']._serialized_end=52
   _globals['_GETSTATUSRESPONSE']._serialized_start=55
-  _globals['_GETSTATUSRESPONSE']._serialized_end=281
-  _globals['_GETSTATUSRESPONSE_LASTMETRICSENTRY']._serialized_start=231
-  _globals['_GETSTATUSRESPONSE_LASTMETRICSENTRY']._serialized_end=281
-  _globals['_SAVECHECKPOINTREQUEST']._serialized_start=283
-  _globals['_SAVECHECKPOINTREQUEST']._serialized_end=306
-  _globals['_SAVECHECKPOINTRESPONSE']._serialized_start=308
-  _globals['_SAVECHECKPOINTRESPONSE']._serialized_end=360
-  _globals['_LEARNER']._serialized_start=363
-  _globals['_LEARNER']._serialized_end=523
+  _globals['_GETSTATUSRESPONSE']._serialized_end=297
+  _globals['_GETSTATUSRESPONSE_LASTMETRICSENTRY']._serialized_start=247
+  _globals['_GETSTATUSRESPONSE_LASTMETRICSENTRY']._serialized_end=297
+  _globals['_SAVECHECKPOINTREQUEST']._serialized_start=299
+  _globals['_SAVECHECKPOINTREQUEST']._serialized_end=322
+  _globals['_SAVECHECKPOINTRESPONSE']._serialized_start=324
+  _globals['_SAVECHECKPOINTRESPONSE']._serialized_end=376
+  _globals['_SETPAUSEDREQUEST']._serialized_start=378
+  _globals['_SETPAUSEDREQUEST']._serialized_end=412
+  _globals['_SETPAUSEDRESPONSE']._serialized_start=414
+  _globals['_SETPAUSEDRESPONSE']._serialized_end=471
+  _globals['_LEARNER']._serialized_start=474
+  _globals['_LEARNER']._serialized_end=702
 # @@protoc_insertion_point(module_scope)

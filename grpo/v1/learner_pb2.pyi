@@ -11,7 +11,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("step", "policy_version", "consumed_groups", "last_metrics", "last_checkpoint")
+    __slots__ = ("step", "policy_version", "consumed_groups", "last_metrics", "last_checkpoint", "paused")
     class LastMetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -24,12 +24,14 @@ class GetStatusResponse(_message.Message):
     CONSUMED_GROUPS_FIELD_NUMBER: _ClassVar[int]
     LAST_METRICS_FIELD_NUMBER: _ClassVar[int]
     LAST_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     step: int
     policy_version: int
     consumed_groups: int
     last_metrics: _containers.ScalarMap[str, float]
     last_checkpoint: str
-    def __init__(self, step: _Optional[int] = ..., policy_version: _Optional[int] = ..., consumed_groups: _Optional[int] = ..., last_metrics: _Optional[_Mapping[str, float]] = ..., last_checkpoint: _Optional[str] = ...) -> None: ...
+    paused: bool
+    def __init__(self, step: _Optional[int] = ..., policy_version: _Optional[int] = ..., consumed_groups: _Optional[int] = ..., last_metrics: _Optional[_Mapping[str, float]] = ..., last_checkpoint: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class SaveCheckpointRequest(_message.Message):
     __slots__ = ()
@@ -42,3 +44,17 @@ class SaveCheckpointResponse(_message.Message):
     path: str
     step: int
     def __init__(self, path: _Optional[str] = ..., step: _Optional[int] = ...) -> None: ...
+
+class SetPausedRequest(_message.Message):
+    __slots__ = ("paused",)
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    paused: bool
+    def __init__(self, paused: _Optional[bool] = ...) -> None: ...
+
+class SetPausedResponse(_message.Message):
+    __slots__ = ("step", "policy_version")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    policy_version: int
+    def __init__(self, step: _Optional[int] = ..., policy_version: _Optional[int] = ...) -> None: ...

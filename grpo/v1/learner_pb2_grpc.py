@@ -44,6 +44,11 @@ class LearnerStub:
                 request_serializer=grpo_dot_v1_dot_learner__pb2.SaveCheckpointRequest.SerializeToString,
                 response_deserializer=grpo_dot_v1_dot_learner__pb2.SaveCheckpointResponse.FromString,
                 _registered_method=True)
+        self.SetPaused = channel.unary_unary(
+                '/grpo.v1.Learner/SetPaused',
+                request_serializer=grpo_dot_v1_dot_learner__pb2.SetPausedRequest.SerializeToString,
+                response_deserializer=grpo_dot_v1_dot_learner__pb2.SetPausedResponse.FromString,
+                _registered_method=True)
 
 
 class LearnerServicer:
@@ -63,6 +68,15 @@ class LearnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPaused(self, request, context):
+        """Pause training after the step in progress (its weights published), or train again. The
+        run driver pauses the learner before its final evaluation, so that evaluation scores the
+        last step; a restarted learner trains (a pause is not kept).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LearnerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +89,11 @@ def add_LearnerServicer_to_server(servicer, server):
                     servicer.SaveCheckpoint,
                     request_deserializer=grpo_dot_v1_dot_learner__pb2.SaveCheckpointRequest.FromString,
                     response_serializer=grpo_dot_v1_dot_learner__pb2.SaveCheckpointResponse.SerializeToString,
+            ),
+            'SetPaused': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPaused,
+                    request_deserializer=grpo_dot_v1_dot_learner__pb2.SetPausedRequest.FromString,
+                    response_serializer=grpo_dot_v1_dot_learner__pb2.SetPausedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +150,33 @@ class Learner:
             '/grpo.v1.Learner/SaveCheckpoint',
             grpo_dot_v1_dot_learner__pb2.SaveCheckpointRequest.SerializeToString,
             grpo_dot_v1_dot_learner__pb2.SaveCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPaused(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/grpo.v1.Learner/SetPaused',
+            grpo_dot_v1_dot_learner__pb2.SetPausedRequest.SerializeToString,
+            grpo_dot_v1_dot_learner__pb2.SetPausedResponse.FromString,
             options,
             channel_credentials,
             insecure,

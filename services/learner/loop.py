@@ -47,10 +47,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -97,6 +97,10 @@ class LearnerStatus:
     consumed_groups: int
     last_metrics: dict[str, float] = field(default_factory=dict)
     last_checkpoint: str = ""
+    paused: bool = False
+
+
+T = TypeVar("T")
 
 
 def group_records_for(
@@ -192,7 +196,11 @@ class LearnerLoop:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._requests: queue.Queue[tuple[threading.Event, list[Any]]] = queue.Queue()
+        self._requests: queue.Queue[tuple[threading.Event, list[Any], Callable[[], Any]]] = (
+            queue.Queue()
+        )
+        self._paused = False
+        self._published_step = -1
         self.error: BaseException | None = None
 
         self.consumed: list[str] = []
@@ -248,6 +256,7 @@ class LearnerLoop:
             self._publish(0)
         else:
             self.policy_version = max(self.policy_version, in_redis, 0)
+            self._published_step = self.trainer.step_count  # that version holds these weights
 
     def start(self) -> None:
         """Start the loop thread (returns at once)."""
@@ -284,6 +293,7 @@ class LearnerLoop:
                 consumed_groups=len(self.consumed),
                 last_metrics=dict(self.last_metrics),
                 last_checkpoint=self.last_checkpoint,
+                paused=self._paused,
             )
 
     def request_checkpoint(self, timeout_s: float | None = None) -> tuple[str, int]:
@@ -295,16 +305,46 @@ class LearnerLoop:
         Raises:
             FailedPreconditionError: the loop is not running or did not answer in time.
         """
+        return self._between_steps(
+            lambda: (self._checkpoint(), self.trainer.step_count), timeout_s, "checkpoint"
+        )
+
+    def set_paused(self, paused: bool, timeout_s: float | None = None) -> tuple[int, int]:
+        """Pause training after the step in progress, or train again; wait until it applies.
+
+        A pause publishes the weights of the last step first when ``publish_every`` skipped
+        them, so the run driver's final evaluation scores the last step (it pauses the
+        learner before that evaluation). A new learner process trains: a pause is not kept.
+
+        Returns:
+            (step, policy version) when it applied.
+
+        Raises:
+            FailedPreconditionError: the loop is not running or did not answer in time.
+        """
+
+        def apply() -> tuple[int, int]:
+            if paused and self._published_step < self.trainer.step_count:
+                self._publish(self.policy_version + 1)
+            self._paused = paused
+            log.info("training paused" if paused else "training resumed",
+                     extra={"step": self.trainer.step_count})  # fmt: skip
+            return self.trainer.step_count, self.policy_version
+
+        return self._between_steps(apply, timeout_s, "pause" if paused else "resume")
+
+    def _between_steps(self, fn: Callable[[], T], timeout_s: float | None, what: str) -> T:
+        """Run ``fn`` in the loop thread between two steps; its result (or error) here."""
         if self._thread is None or not self._thread.is_alive():
             raise FailedPreconditionError("the learner loop is not running")
         done = threading.Event()
         holder: list[Any] = []
-        self._requests.put((done, holder))
+        self._requests.put((done, holder, fn))
         if not done.wait(timeout_s):
-            raise FailedPreconditionError(f"no checkpoint within {timeout_s} s")
+            raise FailedPreconditionError(f"no {what} within {timeout_s} s")
         if isinstance(holder[0], BaseException):
             raise holder[0]
-        return holder[0]
+        return cast(T, holder[0])
 
     # ------------------------------------------------------------------ the loop
     def _run(self) -> None:
@@ -317,7 +357,7 @@ class LearnerLoop:
             while not self._stop.is_set():
                 self._heartbeat()
                 self._serve_requests()
-                if s.max_steps and self.trainer.step_count >= s.max_steps:
+                if self._paused or (s.max_steps and self.trainer.step_count >= s.max_steps):
                     self._stop.wait(0.2)
                     continue
                 need = s.batch_groups - len(self._buffer)
@@ -479,6 +519,7 @@ class LearnerLoop:
         )
         with self._lock:
             self.policy_version = version
+            self._published_step = self.trainer.step_count
 
     def _checkpoint(self) -> str:
         """Write a checkpoint of the current state, then acknowledge what it covers."""
@@ -532,11 +573,11 @@ class LearnerLoop:
     def _serve_requests(self) -> None:
         while True:
             try:
-                done, holder = self._requests.get_nowait()
+                done, holder, fn = self._requests.get_nowait()
             except queue.Empty:
                 return
             try:
-                holder.append((self._checkpoint(), self.trainer.step_count))
+                holder.append(fn())
             except BaseException as exc:
                 holder.append(exc)
             done.set()

@@ -2,8 +2,8 @@
 
 ``build(settings)`` loads the policy (and the reference model when the KL weight β > 0),
 restores the newest checkpoint, and returns the ``grpo.v1.Learner`` binding (GetStatus,
-SaveCheckpoint), the ``grpo.v1.Weights`` binding that serves every published version to
-generation replicas (``grpo.services.weights``), and the ``LearnerLoop`` worker
+SaveCheckpoint, SetPaused), the ``grpo.v1.Weights`` binding that serves every published version
+to generation replicas (``grpo.services.weights``), and the ``LearnerLoop`` worker
 (``grpo.services.learner.loop`` documents the consume/checkpoint/acknowledge protocol). With
 ``world_size`` W > 1, ``build`` first spawns ranks 1..W-1 (torch.multiprocessing "spawn",
 before gRPC starts) running ``follower_main``; rank 0 (this process) reads groups and hands
@@ -50,6 +50,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServicer):
             consumed_groups=st.consumed_groups,
             last_metrics=st.last_metrics,
             last_checkpoint=st.last_checkpoint,
+            paused=st.paused,
         )
 
     def SaveCheckpoint(
@@ -57,6 +58,12 @@ class LearnerServicer(learner_pb2_grpc.LearnerServicer):
     ) -> learner_pb2.SaveCheckpointResponse:
         path, step = self.loop.request_checkpoint(remaining_s(context))
         return learner_pb2.SaveCheckpointResponse(path=path, step=step)
+
+    def SetPaused(
+        self, request: learner_pb2.SetPausedRequest, context: grpc.ServicerContext
+    ) -> learner_pb2.SetPausedResponse:
+        step, version = self.loop.set_paused(request.paused, remaining_s(context))
+        return learner_pb2.SetPausedResponse(step=step, policy_version=version)
 
 
 def build_trainer(settings: LearnerServiceSettings, parallel: Any | None = None) -> tuple:

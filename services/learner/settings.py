@@ -19,7 +19,8 @@ class LearnerServiceSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     server: ServerSettings = Field(
-        default_factory=ServerSettings, description="gRPC server (GetStatus, SaveCheckpoint)."
+        default_factory=ServerSettings,
+        description="gRPC server (GetStatus, SaveCheckpoint, SetPaused).",
     )
     model_path: Path = Field(
         ..., description="save_pretrained folder (model + tokenizer) of the initial policy."

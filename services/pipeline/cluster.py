@@ -276,6 +276,10 @@ class LocalCluster:
         """The learner's GetStatus (raises grpc.RpcError when it is down)."""
         return self._status.learner_status(self.address("learner"))
 
+    def set_learner_paused(self, paused: bool, timeout_s: float) -> learner_pb2.SetPausedResponse:
+        """The learner's SetPaused (raises grpc.RpcError when it does not answer in time)."""
+        return self._status.set_learner_paused(self.address("learner"), paused, timeout_s)
+
     def assembler_stats(self) -> assembler_pb2.AssemblerStats:
         """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
         return self._status.assembler_stats(self.address("assembler"))

@@ -50,6 +50,7 @@ from grpo.v1 import assembler_pb2, common_pb2, learner_pb2
 __all__ = [
     "LEARNER_GROUP",
     "NO_SIGNAL_GROUPS",
+    "PAUSE_TIMEOUT_S",
     "WORKER_GROUP",
     "DriverRecord",
     "Endpoints",
@@ -111,6 +112,10 @@ class DriverRecord:
         self._client.set(self._elapsed, f"{seconds:.3f}")
 
 
+PAUSE_TIMEOUT_S = 120.0
+"""How long the driver waits for the learner to pause (its step in progress) or resume."""
+
+
 class Endpoints(Protocol):
     """What the driver needs from the services of a run."""
 
@@ -120,6 +125,10 @@ class Endpoints(Protocol):
 
     def assembler_stats(self) -> assembler_pb2.AssemblerStats:
         """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
+        ...
+
+    def set_learner_paused(self, paused: bool, timeout_s: float) -> learner_pb2.SetPausedResponse:
+        """The learner's SetPaused (raises grpc.RpcError when it does not answer in time)."""
         ...
 
     def verifier_address(self, name: str) -> str:
@@ -572,7 +581,8 @@ class RunDriver:
         started: float | None = None,
     ) -> dict[str, Any]:
         """Evaluate the initial policy ("sft"), train until a budget or ``stop_requested``,
-        wait for the last step's weights, evaluate them ("final") and write ``summary.json``.
+        pause the learner (SetPaused: it takes no step after the one in progress), wait for
+        that step's weights, evaluate them ("final") and write ``summary.json``.
 
         Args:
             initial_model: the initial policy's folder; None = the folder of the published
@@ -599,13 +609,15 @@ class RunDriver:
                 )
             initial_model = first.path
         sft_accuracy = self.evaluate(initial_model, "sft")
+        self._pause_learner(False)  # a driver restarted after the pause below trains again
         stop_reason = self.train(steps)
-        final_step = self.progress.step
+        paused_at = self._pause_learner(True)
         try:
             self.poll()
         except grpc.RpcError as exc:
             log.warning("final status poll failed: %s", exc)
-        policy = self.wait_for_publish(self.progress.step)
+        final_step = self.progress.step if paused_at is None else paused_at
+        policy = self.wait_for_publish(final_step)
         final_dir = policy.path if policy is not None and policy.path else initial_model
         final_accuracy = self.evaluate(final_dir, "final")
         return self.summary(
@@ -621,6 +633,19 @@ class RunDriver:
                 "outage_source": "GetStatus/GetStats (per process)",
             },
         )
+
+    def _pause_learner(self, paused: bool) -> int | None:
+        """Pause the learner (before the final evaluation: it then scores the last step and
+        the learner trains no further) or let it train; the learner's step then, or None when
+        it did not answer within ``PAUSE_TIMEOUT_S`` (logged: a pause that failed leaves the
+        learner training during the final evaluation, which ``summary.json``'s
+        ``last_published_step`` shows)."""
+        try:
+            reply = self.endpoints.set_learner_paused(paused, PAUSE_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            log.warning("the learner did not %s: %s", "pause" if paused else "resume", exc)
+            return None
+        return int(reply.step)
 
     def reported_outages(self) -> dict[str, dict[str, float]]:
         """Outage seconds per dependency per service as the services report them: this

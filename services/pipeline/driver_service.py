@@ -117,6 +117,10 @@ class RemoteEndpoints:
         """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
         return self._status.assembler_stats(self._settings.assembler_address)
 
+    def set_learner_paused(self, paused: bool, timeout_s: float) -> learner_pb2.SetPausedResponse:
+        """The learner's SetPaused (raises grpc.RpcError when it does not answer in time)."""
+        return self._status.set_learner_paused(self._settings.learner_address, paused, timeout_s)
+
     def close(self) -> None:
         """Close the kept status channels."""
         self._status.close()

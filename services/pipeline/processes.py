@@ -27,7 +27,6 @@ import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from grpo.errors import DeadlineExceededError, FailedPreconditionError, InternalError
 from grpo.services.config import child_environment
 from grpo.services.pipeline.preload import ForkedProcess, Preloader, available
+from grpo.services.ports import free_port
 
 __all__ = [
     "Death",
@@ -50,7 +50,6 @@ __all__ = [
     "ServiceFailedError",
     "ServiceProcess",
     "become_subreaper",
-    "free_port",
     "group_members",
     "orphans",
 ]
@@ -130,13 +129,6 @@ _BOOT = (
     "import ctypes, signal; ctypes.CDLL(None).prctl(1, signal.SIGKILL); "
     "from grpo.cli import app; app()"
 )
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def become_subreaper() -> bool:

@@ -1,4 +1,4 @@
-"""The learner's GetStatus and the assembler's GetStats over kept channels.
+"""The learner's GetStatus (and SetPaused) and the assembler's GetStats over kept channels.
 
 The run's two monitors, the ``grpo run`` process and the driver, each ask both services every
 ``POLL_S`` (0.5 s). Dialling a new channel per question cost a TCP connect and an HTTP/2
@@ -70,6 +70,24 @@ class StatusClient:
         return self._call(
             address,
             lambda ch: learner_pb2_grpc.LearnerStub(ch).GetStatus(request, timeout=self._timeout_s),
+        )
+
+    def set_learner_paused(
+        self, address: str, paused: bool, timeout_s: float
+    ) -> learner_pb2.SetPausedResponse:
+        """The learner's SetPaused: training paused after the step in progress, or resumed.
+
+        Args:
+            address: the learner's ``host:port``; paused: pause or resume; timeout_s: the
+                call's deadline in seconds (a pause waits for the step in progress).
+
+        Raises:
+            grpc.RpcError: the learner did not answer in time (the channel is dropped).
+        """
+        request = learner_pb2.SetPausedRequest(paused=paused)
+        return self._call(
+            address,
+            lambda ch: learner_pb2_grpc.LearnerStub(ch).SetPaused(request, timeout=timeout_s),
         )
 
     def assembler_stats(self, address: str) -> assembler_pb2.AssemblerStats:

@@ -122,3 +122,45 @@ def test_settings_errors_name_the_field(tmp_path: Path) -> None:
         LearnerServiceSettings.model_validate({"run_dir": str(tmp_path)})
     with pytest.raises(ValueError, match="fsdp"):
         LearnerServiceSettings.model_validate({"model_path": "m", "fsdp": True})
+
+
+def test_set_paused_stops_training_after_the_step_and_publishes_it(
+    tiny_model_dir: Path, make_groups, tmp_path: Path, redis_url: str, redis_client, redis_namespace
+) -> None:
+    """SetPaused(true): no step after the one in progress, though groups wait, and that step's
+    weights are published even between two publishes (publish_every 2); GetStatus says so;
+    SetPaused(false) trains again (the run driver's final evaluation; driver.drive)."""
+    names = StreamNames(redis_namespace)
+    streams = Streams(redis_client)
+    for g in make_groups(num_groups=8, group_size=4, seed=9, prefix="pause"):
+        streams.produce(names.groups, g, dedup_key=g.group_id)
+    settings = _settings(
+        tiny_model_dir, tmp_path, redis_url, redis_namespace, publish_every=2, checkpoint_every=10
+    )
+    parts = build(settings)
+    loop = parts.workers[0]
+    server = create_server(parts.bindings, ServerSettings(port=0, metrics_port=-1))
+    server.start()
+    loop.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = learner_pb2_grpc.LearnerStub(channel)
+            wait_until(lambda: loop.status().step >= 1, timeout_s=240, what="step 1")
+            paused = stub.SetPaused(learner_pb2.SetPausedRequest(paused=True), timeout=120)
+            status = stub.GetStatus(learner_pb2.GetStatusRequest(), timeout=10)
+            weights = common_pb2.PolicyWeights.FromString(redis_client.get(names.policy_key))
+            # Each checkpoint request is served at the top of a loop iteration: between the
+            # two, the loop went once past the point where it would have trained.
+            for _ in range(2):
+                stub.SaveCheckpoint(learner_pb2.SaveCheckpointRequest(), timeout=60)
+            after = loop.status()
+            resumed = stub.SetPaused(learner_pb2.SetPausedRequest(paused=False), timeout=120)
+            wait_until(lambda: loop.status().step >= 4, timeout_s=240, what="steps after resume")
+    finally:
+        loop.stop(30)
+        server.stop(0)
+    assert status.paused and status.step == paused.step >= 1
+    assert after.step == paused.step  # groups were waiting, but no step was taken
+    assert (weights.step, weights.policy_version) == (paused.step, paused.policy_version)
+    assert resumed.step == paused.step
+    assert not loop.status().paused
