@@ -82,7 +82,8 @@ def serve(
     """Run one gRPC service until SIGTERM/SIGINT, then drain and exit 0.
 
     Settings come from defaults < --config YAML < GRPO_* environment variables < these flags.
-    Health (grpc.health.v1), reflection and a Prometheus endpoint are always served.
+    Health (grpc.health.v1) and reflection are always served, and a Prometheus endpoint unless
+    --metrics-port -1.
     """
     from grpo.errors import GrpoError
     from grpo.services.config import load_settings
