@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -37,6 +38,16 @@ def _settings(model_dir: Path, run_dir: Path, redis_url: str, namespace: str, **
     return LearnerServiceSettings.model_validate(base)
 
 
+def _serving(settings: LearnerServiceSettings) -> tuple[Any, Any]:
+    """The learner service built from ``settings``, its gRPC server and loop started."""
+    parts = build(settings)
+    loop = parts.workers[0]
+    server = create_server(parts.bindings, ServerSettings(port=0, metrics_port=-1))
+    server.start()
+    loop.start()
+    return loop, server
+
+
 def test_loop_trains_publishes_checkpoints_and_acks(
     tiny_model_dir: Path, make_groups, tmp_path: Path, redis_url: str, redis_client, redis_namespace
 ) -> None:
@@ -51,11 +62,7 @@ def test_loop_trains_publishes_checkpoints_and_acks(
         streams.produce(names.groups, g, dedup_key=g.group_id)
     streams.produce(names.groups, groups[0])  # a duplicate entry of an already-sent group
     settings = _settings(tiny_model_dir, tmp_path, redis_url, redis_namespace, max_steps=3)
-    parts = build(settings)
-    loop = parts.workers[0]
-    server = create_server(parts.bindings, ServerSettings(port=0, metrics_port=-1))
-    server.start()
-    loop.start()
+    loop, server = _serving(settings)
     try:
         wait_until(
             lambda: loop.status().step == 3 and loop.status().last_checkpoint.endswith("3"),
@@ -137,11 +144,7 @@ def test_set_paused_stops_training_after_the_step_and_publishes_it(
     settings = _settings(
         tiny_model_dir, tmp_path, redis_url, redis_namespace, publish_every=2, checkpoint_every=10
     )
-    parts = build(settings)
-    loop = parts.workers[0]
-    server = create_server(parts.bindings, ServerSettings(port=0, metrics_port=-1))
-    server.start()
-    loop.start()
+    loop, server = _serving(settings)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             stub = learner_pb2_grpc.LearnerStub(channel)

@@ -26,7 +26,10 @@ def test_a_port_in_use_is_never_chosen(monkeypatch) -> None:
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     busy = taken.getsockname()[1]
-    picks = iter([busy, busy, busy + 1 if busy + 1 < 65536 else busy - 1])
+    with socket.socket() as probe:  # a port free a moment ago, for the pick after the busy ones
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    picks = iter([busy, busy, free])
     monkeypatch.setattr(ports, "ephemeral_range", lambda: (65535, 65535))
     monkeypatch.setattr(ports._random, "randint", lambda a, b: next(picks))
     try:
