@@ -2,9 +2,13 @@
 
 A local cluster runs configs/e2e-tiny.yaml with the driver launched like any other service.
 Once the driver has recorded its first evaluation during training (found by ``due``, a
-multiple of ``eval.every_steps``: the learner may be past it by then) it is SIGKILLed, with
-most of the 60 steps still to go (the learner cannot go on without the driver's feed); the
-cluster's supervision restarts it and the new driver finishes the run.
+multiple of ``eval.every_steps``: the learner may be past it by then), the test pauses the
+learner (SetPaused, as a driver does before its final evaluation) and SIGKILLs the driver.
+The pause holds the learner where it is while no driver runs: unpaused, the tiny learner
+trains through the groups already fed in a second or two, and a loaded machine's late first
+evaluation plus that lead once left the restarted driver no step to evaluate before the
+budget. The cluster's supervision restarts the driver, which resumes the learner and finishes
+the run.
 Then:
 
 - the prompts stream holds exactly a prefix of the feed's deterministic order, in order and
@@ -13,8 +17,9 @@ Then:
   for a multiple of ``eval.every_steps``, in step order (training goes on during an
   evaluation, so a multiple the learner passed meanwhile is skipped), and the summary lists
   them all;
+- the restarted driver evaluated at least one step of its own after the recorded ones;
 - the summary is the restarted driver's (stop reason "steps"), and the learner reached the
-  step budget.
+  step budget: the restarted driver resumed the paused learner.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def cluster(tmp_path: Path, redis_url: str, redis_namespace: str) -> Iterator[Lo
         "data.heldout_size": 4,
         "eval.every_steps": 2,
         "eval.max_new_tokens": 8,
-        "budget.steps": 60,
+        "budget.steps": 100,
     }
     c = LocalCluster(load_run_config(REPO / "configs" / "e2e-tiny.yaml", overrides), tmp_path / "r")
     yield c
@@ -74,7 +79,10 @@ def test_a_restarted_driver_resumes_without_refeeding_or_reevaluating(
         what="a first evaluation during training",
     )
     assert c.supervisor.services["driver"].alive(), "the driver finished before the kill"
-    c.supervisor.kill("driver")  # SIGKILL mid-run
+    paused_at = c.set_learner_paused(True, timeout_s=60).step
+    assert paused_at < cfg.budget.steps - 20, f"the learner is at step {paused_at} already"
+    c.supervisor.kill("driver")  # SIGKILL mid-run (reaped: it records nothing more)
+    recorded_at_kill = [int(r["due"]) for r in record.evaluations() if "due" in r]
 
     def finished() -> bool:
         c.check()  # restarts the driver
@@ -110,7 +118,7 @@ def test_a_restarted_driver_resumes_without_refeeding_or_reevaluating(
     labels = [r["label"] for r in rows]
     assert len(labels) == len(set(labels)) and labels[0] == "sft" and labels[-1] == "final"
     dues = [r["due"] for r in rows if "due" in r]
-    assert len(dues) >= 2, dues
+    assert dues[-1] > max(recorded_at_kill), (dues, recorded_at_kill)  # the new driver's own
     assert all(d % 2 == 0 for d in dues) and dues == sorted(set(dues)), dues
     summary = json.loads((c.run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "steps"
