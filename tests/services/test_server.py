@@ -177,7 +177,10 @@ def test_in_process_drain_cancels_calls_that_outlive_the_grace_period():
         srv.stop(grace_s=0.2)
         with pytest.raises(grpc.RpcError) as err:
             pending.result(timeout=30)
-        assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # grpc: "Cancelling all calls"
+        # gRPC core cancels the calls left at the end of the grace ("Cancelling all calls"):
+        # the client sees UNAVAILABLE, or CANCELLED when the stream's reset wins the race with
+        # that status (seen on a loaded 2-core machine); never the call's result.
+        assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
     assert srv.wait(timeout_s=5)
 
 
