@@ -27,7 +27,8 @@ draw is a pure function of (seed, group id), so a decision never depends on thre
 The cost stays visible: a skipped prompt generates nothing (no token is spent on it), and the
 assembler's counters (accepted, rejected, generated and kept tokens) count every group that
 was generated, as without a curriculum. ``stats()`` reports per bucket what was fed, skipped
-and observed (``summary.json`` ``curriculum``).
+and observed, and how many observed groups were all wrong and all right: where the run's
+wasted generation went (``summary.json`` ``curriculum``).
 
 This is the online difficulty filtering of e.g. Kimi k1.5 (curriculum + prioritized sampling)
 and DAPO's motivation for dynamic sampling (§3.2), done before generation instead of after.
@@ -57,11 +58,16 @@ def group_is_mixed(group: common_pb2.Group, correct_threshold: float) -> bool | 
         True (mixed), False (all correct or all wrong), or None when fewer than 2 members have
         a valid reward (the group says nothing about the bucket).
     """
+    counts = _correct_of_valid(group, correct_threshold)
+    return None if counts is None else 0 < counts[0] < counts[1]
+
+
+def _correct_of_valid(group: common_pb2.Group, correct_threshold: float) -> tuple[int, int] | None:
+    """(correct, valid) reward counts of a closed group; None with fewer than 2 valid."""
     rewards = [m.outcome.reward for m in group.members if not m.missing]
     if len(rewards) < 2:
         return None
-    correct = sum(1 for r in rewards if r >= correct_threshold)
-    return 0 < correct < len(rewards)
+    return sum(1 for r in rewards if r >= correct_threshold), len(rewards)
 
 
 @dataclass
@@ -71,12 +77,16 @@ class BucketStats:
     Attributes:
         mixed, unmixed: decayed counts of observed mixed and all-wrong/all-right groups.
         observed: groups observed (not decayed).
+        all_wrong, all_right: of the observed groups, those all wrong and all right (not
+            decayed): the bucket's zero-variance groups, whose generation taught nothing.
         fed, skipped: prompts of this bucket the feeder fed and skipped.
     """
 
     mixed: float = 0.0
     unmixed: float = 0.0
     observed: int = 0
+    all_wrong: int = 0
+    all_right: int = 0
     fed: int = 0
     skipped: int = 0
 
@@ -130,8 +140,9 @@ class PassRateCurriculum:
     def _stats(self, bucket: str) -> BucketStats:
         return self.buckets.setdefault(bucket, BucketStats())
 
-    def observe(self, bucket: str, mixed: bool) -> None:
-        """Count one closed group of ``bucket`` (older observations decay by ``half_life``)."""
+    def observe(self, bucket: str, mixed: bool, *, all_right: bool = False) -> None:
+        """Count one closed group of ``bucket`` (older observations decay by ``half_life``);
+        ``all_right`` tells an unmixed group all right from all wrong (ignored when mixed)."""
         s = self._stats(bucket)
         s.mixed *= self.decay
         s.unmixed *= self.decay
@@ -139,6 +150,10 @@ class PassRateCurriculum:
             s.mixed += 1.0
         else:
             s.unmixed += 1.0
+            if all_right:
+                s.all_right += 1
+            else:
+                s.all_wrong += 1
         s.observed += 1
 
     def observe_groups(
@@ -156,10 +171,11 @@ class PassRateCurriculum:
         seen = 0
         for group in groups:
             task = tasks_by_id.get(group.prompt_id)
-            mixed = group_is_mixed(group, correct_threshold)
-            if task is None or mixed is None:
+            counts = _correct_of_valid(group, correct_threshold)
+            if task is None or counts is None:
                 continue
-            self.observe(self.bucket(task), mixed)
+            correct, valid = counts
+            self.observe(self.bucket(task), 0 < correct < valid, all_right=correct == valid)
             seen += 1
         return seen
 
@@ -188,12 +204,17 @@ class PassRateCurriculum:
         return accept
 
     def stats(self) -> dict[str, dict[str, float]]:
-        """Per bucket: fed, skipped, observed, the mixed share and the accept probability."""
+        """Per bucket: fed, skipped, observed, of those all wrong and all right, their
+        zero-variance share (undecayed, over the whole run), the decayed mixed share and the
+        accept probability."""
         return {
             name: {
                 "fed": s.fed,
                 "skipped": s.skipped,
                 "observed": s.observed,
+                "all_wrong": s.all_wrong,
+                "all_right": s.all_right,
+                "zero_variance_share": round((s.all_wrong + s.all_right) / max(s.observed, 1), 4),
                 "mixed_share": round(s.mixed_share, 4),
                 "accept_probability": round(self.accept_probability(name), 4),
             }

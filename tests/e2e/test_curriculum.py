@@ -49,6 +49,31 @@ def test_mixed_means_both_a_correct_and_a_wrong_valid_reward() -> None:
     assert group_is_mixed(_group("p", [0.6, 0.2]), 0.5) is True  # the threshold decides
 
 
+def test_observed_groups_are_counted_all_wrong_all_right_or_mixed() -> None:
+    cur = PassRateCurriculum(half_life=2.0)
+    tasks = {
+        "p": common_pb2.Task(id="p", metadata={"difficulty": "b"}),
+        "q": common_pb2.Task(id="q"),
+    }
+    groups = [
+        _group("p", [0.0, 0.0, None]),  # all wrong (the missing member is ignored)
+        _group("p", [1.0, 1.0, 1.0]),  # all right
+        _group("p", [1.0, 0.0, 0.0]),  # mixed
+        _group("p", [1.0, None, None]),  # one valid reward: not observed
+        _group("q", [0.2, 0.9]),  # no difficulty label: its own bucket; mixed at 0.5
+        _group("unknown", [0.0, 0.0]),  # not a training prompt: not observed
+    ]
+    assert cur.observe_groups(groups, tasks, correct_threshold=0.5) == 4
+    b, q = cur.stats()["b"], cur.stats()["q"]
+    assert (b["observed"], b["all_wrong"], b["all_right"]) == (3, 1, 1)
+    assert b["zero_variance_share"] == pytest.approx(2 / 3, abs=1e-4)
+    assert (q["observed"], q["all_wrong"], q["all_right"], q["zero_variance_share"]) == (1, 0, 0, 0)
+    # The undecayed counts are the run's whole history; the decayed share weighs recent groups.
+    d = 0.5 ** (1 / 2.0)
+    mixed, unmixed = 1.0, d + d**2
+    assert cur.buckets["b"].mixed_share == pytest.approx((mixed + 1) / (mixed + unmixed + 2))
+
+
 def test_accept_probability_follows_the_mixed_share_with_a_floor() -> None:
     cur = PassRateCurriculum(min_accept=0.1, power=2.0, half_life=1e9)
     for _ in range(8):
@@ -131,6 +156,9 @@ def test_feeder_skips_unmixed_buckets_and_resumes_after_its_decisions(
     assert f.curriculum is not None and f.curriculum.buckets["hard"].observed == 20
     stats = f.curriculum.stats()
     assert stats["easy"]["accept_probability"] == 1.0 and stats["hard"]["accept_probability"] == 0.1
+    # Where the waste went: every hard group all wrong, no easy group zero-variance.
+    assert (stats["hard"]["all_wrong"], stats["hard"]["all_right"]) == (20, 0)
+    assert stats["hard"]["zero_variance_share"] == 1.0 and stats["easy"]["zero_variance_share"] == 0
     assert written == 10 and f.skipped > 0
     raw = redis_client.xrange(names.prompts)
     fed = [common_pb2.PromptJob.FromString(fields[b"pb"]).task for _i, fields in raw]  # type: ignore[union-attr]
