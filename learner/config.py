@@ -113,6 +113,12 @@ class LearnerAlgoConfig(BaseModel):
         description="Weight of the process (step) advantage in the token advantage; used only "
         "when a process verifier is routed.",
     )
+    process_groups: Literal["all", "mixed"] = Field(
+        default="all",
+        description="Groups that get process credit: all, or mixed = only groups whose outcome "
+        "rewards differ (an all-wrong or all-right group then has advantage 0, as with outcome "
+        "only).",
+    )
     loss_type: LossTypeName = Field(
         default="ppo",
         description="Per-token loss: ppo clipped surrogate, or cispo clipped detached IS "
@@ -176,6 +182,16 @@ class LearnerAlgoConfig(BaseModel):
             raise ValueError(
                 f"tis_cap={self.tis_cap} < 1 would down-weight on-policy tokens; use a cap >= 1 "
                 "(e.g. 2.0) or null"
+            )
+        if self.process_groups == "mixed" and self.estimator == "gae":
+            raise ValueError(
+                "process_groups='mixed' gates group advantages; estimator 'gae' has none "
+                "(its step rewards enter the token rewards): use process_groups: all"
+            )
+        if self.process_groups == "mixed" and self.outcome_weight == 0:
+            raise ValueError(
+                "process_groups='mixed' with outcome_weight 0 would leave only the process "
+                "credit of mixed groups while ignoring their outcome; set outcome_weight > 0"
             )
         if self.outcome_weight == 0 and self.process_weight == 0:
             raise ValueError(
@@ -270,6 +286,7 @@ class LearnerAlgoConfig(BaseModel):
             "process": {
                 "normalization": self.process_normalization,
                 "credit": "A_t = sum of normalized step rewards of steps ending at or after t",
+                "groups": self.process_groups,
                 "outcome_weight": self.outcome_weight,
                 "process_weight": self.process_weight,
                 "combined": "A_t = outcome_weight * A_outcome + process_weight * A_process_t",

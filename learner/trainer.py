@@ -306,7 +306,9 @@ class Trainer:
         """Token advantages [N, T] and the outcome advantages per group member [P, G].
 
         A_{i,t} = outcome_weight · A_i + process_weight · A^process_{i,t} (the algo config's
-        weights; the process term only when the batch carries step rewards).
+        weights; the process term only when the batch carries step rewards). With
+        ``process_groups: mixed`` the process term is 0 in every group whose outcome
+        advantages are all 0 (all wrong or all right), so such a group adds nothing.
 
         Raises:
             ValueError: the estimator is ``gae`` (its advantages need the critic: ``step``).
@@ -332,6 +334,9 @@ class Trainer:
                 std=algo.std,
                 eps=algo.eps,
             )
+            if algo.process_groups == "mixed":
+                contrast = (outcome != 0).any(dim=1)  # (P,) groups with an outcome signal
+                proc = proc * contrast[batch.row_prompt][:, None].to(proc.dtype)
             adv = combine_advantages(
                 row_adv,
                 proc.to(row_adv),

@@ -37,6 +37,8 @@ def test_defaults_frozen_and_forbid_unknown_fields():
         ({"tis_cap": 0.5}, "cap >= 1"),
         ({"outcome_weight": 0.0, "process_weight": 0.0}, "set outcome_weight"),
         ({"clip_low": 1.0}, "less than 1"),
+        ({"process_groups": "mixed", "estimator": "gae"}, "use process_groups: all"),
+        ({"process_groups": "mixed", "outcome_weight": 0.0}, "set outcome_weight > 0"),
     ],
 )
 def test_invariants_say_how_to_fix(fields, message):

@@ -143,6 +143,37 @@ def test_process_credit_changes_the_update(tiny_model_dir: Path, make_groups) ->
     assert max(float((p0[k] - p1[k]).abs().max()) for k in p0) > 1e-5
 
 
+def test_gated_process_credit_leaves_all_wrong_groups_at_zero(
+    tiny_model_dir: Path, make_groups
+) -> None:
+    """``process_groups: mixed``: an all-wrong group gets no process credit, so a batch of such
+    groups takes no optimizer step, while ungated credit trains on it (the weak-start
+    collapse of docs/pipeline.md); a mixed group's advantages are the same either way."""
+    from grpo.learner.batch import pad_batch
+
+    groups = make_groups(num_groups=2, group_size=4, seed=2)
+    for member in groups[0].members:
+        member.outcome.reward = 0.0  # group 0 all wrong; its step rewards still differ
+    algo = {"process_weight": 1.0, "tis_cap": 2.0}
+    gated = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(**algo, process_groups="mixed"))
+    ungated = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(**algo))
+    tok = load_tokenizer(tiny_model_dir)
+    batch = pad_batch(_rows(groups), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    adv_gated, _ = gated.advantages(batch)
+    adv_ungated, _ = ungated.advantages(batch)
+    wrong = batch.row_prompt == 0
+    assert bool((adv_gated[wrong] == 0).all()) and bool((adv_ungated[wrong] != 0).any())
+    torch.testing.assert_close(adv_gated[~wrong], adv_ungated[~wrong], rtol=0, atol=0)
+
+    before = _params(gated)
+    metrics = gated.step(_rows(groups[:1]))
+    assert all(torch.equal(before[k], v) for k, v in _params(gated).items())
+    assert metrics["optim/no_signal_steps"] == 1.0 and metrics["optim/skipped_steps"] == 0.0
+    before = _params(ungated)
+    ungated.step(_rows(groups[:1]))
+    assert max(float((before[k] - v).abs().max()) for k, v in _params(ungated).items()) > 1e-5
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_step_matches_cpu(tiny_model_dir: Path, make_groups) -> None:
