@@ -116,8 +116,8 @@ class LearnerAlgoConfig(BaseModel):
     process_groups: Literal["all", "mixed"] = Field(
         default="all",
         description="Groups that get process credit: all, or mixed = only groups whose outcome "
-        "rewards differ (an all-wrong or all-right group then has advantage 0, as with outcome "
-        "only).",
+        "advantages are not all 0 (an all-wrong or all-right group then has advantage 0, as "
+        "with outcome only).",
     )
     loss_type: LossTypeName = Field(
         default="ppo",
@@ -290,6 +290,8 @@ class LearnerAlgoConfig(BaseModel):
                 "outcome_weight": self.outcome_weight,
                 "process_weight": self.process_weight,
                 "combined": "A_t = outcome_weight * A_outcome + process_weight * A_process_t",
+                "groups_rule": "mixed: A_process_t = 0 in groups whose outcome advantages "
+                "are all 0",
             },
             "loss": {
                 "loss_type": self.loss_type,

@@ -308,7 +308,8 @@ class Trainer:
         A_{i,t} = outcome_weight · A_i + process_weight · A^process_{i,t} (the algo config's
         weights; the process term only when the batch carries step rewards). With
         ``process_groups: mixed`` the process term is 0 in every group whose outcome
-        advantages are all 0 (all wrong or all right), so such a group adds nothing.
+        advantages are all 0 (its valid rewards tied, e.g. all wrong or all right, or fewer
+        than 2 of them), so with β = 0 such a group adds nothing to the update.
 
         Raises:
             ValueError: the estimator is ``gae`` (its advantages need the critic: ``step``).
@@ -334,12 +335,13 @@ class Trainer:
                 std=algo.std,
                 eps=algo.eps,
             )
+            proc = proc.to(row_adv)
             if algo.process_groups == "mixed":
                 contrast = (outcome != 0).any(dim=1)  # (P,) groups with an outcome signal
-                proc = proc * contrast[batch.row_prompt][:, None].to(proc.dtype)
+                proc = torch.where(contrast[batch.row_prompt][:, None], proc, 0.0)
             adv = combine_advantages(
                 row_adv,
-                proc.to(row_adv),
+                proc,
                 outcome_weight=algo.outcome_weight,
                 process_weight=algo.process_weight,
             )

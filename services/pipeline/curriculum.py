@@ -77,8 +77,9 @@ class BucketStats:
     Attributes:
         mixed, unmixed: decayed counts of observed mixed and all-wrong/all-right groups.
         observed: groups observed (not decayed).
-        all_wrong, all_right: of the observed groups, those all wrong and all right (not
-            decayed): the bucket's zero-variance groups, whose generation taught nothing.
+        all_wrong, all_right: of the observed groups, those whose valid rewards are all
+            below / all at or above the correct threshold (not decayed). With binary rewards
+            these are the bucket's zero-variance groups, whose generation taught nothing.
         fed, skipped: prompts of this bucket the feeder fed and skipped.
     """
 
@@ -142,7 +143,8 @@ class PassRateCurriculum:
 
     def observe(self, bucket: str, mixed: bool, *, all_right: bool = False) -> None:
         """Count one closed group of ``bucket`` (older observations decay by ``half_life``);
-        ``all_right`` tells an unmixed group all right from all wrong (ignored when mixed)."""
+        ``all_right`` tells an unmixed group all right (True) from all wrong (False, the
+        default); it is ignored when ``mixed``."""
         s = self._stats(bucket)
         s.mixed *= self.decay
         s.unmixed *= self.decay

@@ -143,28 +143,40 @@ def test_process_credit_changes_the_update(tiny_model_dir: Path, make_groups) ->
     assert max(float((p0[k] - p1[k]).abs().max()) for k in p0) > 1e-5
 
 
-def test_gated_process_credit_leaves_all_wrong_groups_at_zero(
-    tiny_model_dir: Path, make_groups
+@pytest.mark.parametrize("tied_reward", [0.0, 1.0], ids=["all_wrong", "all_right"])
+def test_gated_process_credit_leaves_tied_groups_at_zero(
+    tiny_model_dir: Path, make_groups, tied_reward: float
 ) -> None:
-    """``process_groups: mixed``: an all-wrong group gets no process credit, so a batch of such
-    groups takes no optimizer step, while ungated credit trains on it (the weak-start
-    collapse of docs/pipeline.md); a mixed group's advantages are the same either way."""
+    """``process_groups: mixed``: a group whose outcome rewards are tied (all wrong or all
+    right) gets no process credit, so its rows skip the passes and a batch of such groups takes
+    no optimizer step, while ungated credit trains on it (the weak-start collapse of
+    docs/pipeline.md); a mixed group's advantages are the same either way."""
     from grpo.learner.batch import pad_batch
 
     groups = make_groups(num_groups=2, group_size=4, seed=2)
     for member in groups[0].members:
-        member.outcome.reward = 0.0  # group 0 all wrong; its step rewards still differ
+        member.outcome.reward = tied_reward  # group 0 tied; its step rewards still differ
     algo = {"process_weight": 1.0, "tis_cap": 2.0}
     gated = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(**algo, process_groups="mixed"))
     ungated = _trainer(tiny_model_dir, algo=LearnerAlgoConfig(**algo))
+    assert gated.algo.resolved_definition()["process"]["groups"] == "mixed"
     tok = load_tokenizer(tiny_model_dir)
     batch = pad_batch(_rows(groups), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     adv_gated, _ = gated.advantages(batch)
     adv_ungated, _ = ungated.advantages(batch)
-    wrong = batch.row_prompt == 0
-    assert bool((adv_gated[wrong] == 0).all()) and bool((adv_ungated[wrong] != 0).any())
-    torch.testing.assert_close(adv_gated[~wrong], adv_ungated[~wrong], rtol=0, atol=0)
+    tied = batch.row_prompt == 0
+    assert bool((adv_gated[tied] == 0).all()) and bool((adv_ungated[tied] != 0).any())
+    torch.testing.assert_close(adv_gated[~tied], adv_ungated[~tied], rtol=0, atol=0)
 
+    gated_metrics = gated.step(_rows(groups))
+    ungated_metrics = ungated.step(_rows(groups))
+    assert gated_metrics["optim/zero_advantage_rows_skipped"] == 4.0
+    assert ungated_metrics["optim/zero_advantage_rows_skipped"] == 0.0
+
+    gated, ungated = (
+        _trainer(tiny_model_dir, algo=LearnerAlgoConfig(**algo, process_groups=mode))
+        for mode in ("mixed", "all")
+    )
     before = _params(gated)
     metrics = gated.step(_rows(groups[:1]))
     assert all(torch.equal(before[k], v) for k, v in _params(gated).items())
@@ -178,8 +190,11 @@ def test_gated_process_credit_leaves_all_wrong_groups_at_zero(
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_step_matches_cpu(tiny_model_dir: Path, make_groups) -> None:
     groups = make_groups(num_groups=3, group_size=4, seed=1)
-    cpu = _trainer(tiny_model_dir, dtype=torch.float64, device="cpu")
-    gpu = _trainer(tiny_model_dir, dtype=torch.float64, device="auto")
+    for member in groups[0].members:
+        member.outcome.reward = 0.0  # a tied group through the process gate on both devices
+    algo = LearnerAlgoConfig(clip_high=0.28, tis_cap=2.0, process_groups="mixed")
+    cpu = _trainer(tiny_model_dir, algo=algo, dtype=torch.float64, device="cpu")
+    gpu = _trainer(tiny_model_dir, algo=algo, dtype=torch.float64, device="auto")
     assert gpu.device.type == "cuda"
     m_cpu, m_gpu = cpu.step(_rows(groups)), gpu.step(_rows(groups))
     assert m_gpu["loss/total"] == pytest.approx(m_cpu["loss/total"], rel=1e-6)
