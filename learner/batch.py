@@ -252,77 +252,27 @@ def pad_batch(
         raise InvalidArgumentError("pad_batch needs at least one group, got none")
     for group in groups:
         check_group_rows(group)
-    num_groups = len(groups)
-    group_size = max(max(int(g.group_size), len(g.rows)) for g in groups)
-    rewards = torch.full((num_groups, group_size), float("nan"), dtype=torch.float32)
-    valid = torch.zeros((num_groups, group_size), dtype=torch.bool)
-
-    prompts: list[list[int]] = []
-    responses: list[list[int]] = []
-    behaviors: list[list[float]] = []
-    stopped: list[bool] = []
-    row_prompt: list[int] = []
-    row_slot: list[int] = []
-    versions: list[int] = []
-    step_ends: list[list[int]] = []
-    step_rewards: list[list[float]] = []
-    top_ks: list[int] = []
-    top_ps: list[float] = []
-    for p, group in enumerate(groups):
-        for row in group.rows:
-            slot = int(row.slot)
-            if row.reward is not None and math.isfinite(row.reward):
-                rewards[p, slot] = float(row.reward)
-                valid[p, slot] = True
-            prompts.append(list(row.prompt_ids))
-            responses.append(list(row.response_ids))
-            behaviors.append(list(row.behavior_logprobs))
-            stopped.append(bool(row.stopped))
-            row_prompt.append(p)
-            row_slot.append(slot)
-            versions.append(int(row.policy_version))
-            top_ks.append(int(row.top_k))
-            top_ps.append(float(row.top_p))
-            step_ends.append([int(e) for e in row.step_ends])
-            step_rewards.append([float(r) for r in row.step_rewards])
-
-    n_rows = len(responses)
-    prompt_len = max(len(x) for x in prompts)
-    resp_len = max(1, max(len(x) for x in responses))
-    input_ids = torch.full((n_rows, prompt_len + resp_len), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((n_rows, prompt_len + resp_len), dtype=torch.long)
-    behavior = torch.zeros((n_rows, resp_len), dtype=torch.float32)
-    for i, (prompt, resp, mu) in enumerate(zip(prompts, responses, behaviors, strict=True)):
-        start = prompt_len - len(prompt)
-        input_ids[i, start:prompt_len] = torch.tensor(prompt, dtype=torch.long)
-        attention[i, start:prompt_len] = 1
-        if resp:
-            end = prompt_len + len(resp)
-            input_ids[i, prompt_len:end] = torch.tensor(resp, dtype=torch.long)
-            attention[i, prompt_len:end] = 1
-            behavior[i, : len(resp)] = torch.tensor(mu, dtype=torch.float32)
+    rewards, valid = _rewards(groups)
+    rows = [row for group in groups for row in group.rows]  # N rows, groups in order
+    rp = torch.tensor([p for p, g in enumerate(groups) for _ in g.rows], dtype=torch.long)
+    rs = torch.tensor([int(row.slot) for row in rows], dtype=torch.long)
+    prompt_len = max(len(row.prompt_ids) for row in rows)
+    input_ids, attention, behavior = _pad_rows(rows, prompt_len, pad_token_id)
     masks = response_mask(
         input_ids[:, prompt_len:],
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
-        lengths=torch.tensor([len(r) for r in responses], dtype=torch.long),
+        lengths=torch.tensor([len(row.response_ids) for row in rows], dtype=torch.long),
     )
     # A response that ended on a stop string has no EOS but is finished, not truncated.
-    trunc = masks.truncated & ~torch.tensor(stopped, dtype=torch.bool)
+    stopped = torch.tensor([bool(row.stopped) for row in rows], dtype=torch.bool)
+    trunc = masks.truncated & ~stopped
     resp_mask = masks.mask & ~trunc[:, None] if mask_truncated else masks.mask
-    for i, ends in enumerate(step_ends):
-        length = int(masks.lengths[i])
-        if any(e >= length for e in ends):
-            keep = [k for k, e in enumerate(ends) if e < length]
-            step_ends[i] = [ends[k] for k in keep]
-            step_rewards[i] = [step_rewards[i][k] for k in keep]
-    rp = torch.tensor(row_prompt, dtype=torch.long)
-    rs = torch.tensor(row_slot, dtype=torch.long)
-    position_ids = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    step_ends, step_rewards = _steps_inside(rows, masks.lengths)
     return TrainingBatch(
         input_ids=input_ids,
         attention_mask=attention,
-        position_ids=position_ids,
+        position_ids=(attention.cumsum(dim=1) - 1).clamp(min=0),
         response_ids=input_ids[:, prompt_len:].clone(),
         response_mask=resp_mask,
         behavior_logprobs=behavior,
@@ -332,10 +282,10 @@ def pad_batch(
         row_prompt=rp,
         row_slot=rs,
         row_valid=valid[rp, rs],
-        policy_versions=torch.tensor(versions, dtype=torch.long),
+        policy_versions=torch.tensor([int(row.policy_version) for row in rows], dtype=torch.long),
         straggler_wait_s=torch.tensor([g.straggler_wait_s for g in groups], dtype=torch.float64),
-        sampling_top_k=torch.tensor(top_ks, dtype=torch.long),
-        sampling_top_p=torch.tensor(top_ps, dtype=torch.float64),
+        sampling_top_k=torch.tensor([int(row.top_k) for row in rows], dtype=torch.long),
+        sampling_top_p=torch.tensor([float(row.top_p) for row in rows], dtype=torch.float64),
         prompt_len=prompt_len,
         step_ends=step_ends,
         step_rewards=step_rewards,
@@ -344,3 +294,54 @@ def pad_batch(
         task_types=[g.task_type for g in groups],
         group_metadata=[dict(g.metadata) for g in groups],
     )
+
+
+def _rewards(groups: Sequence[GroupRows]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outcome rewards [P, G] float32 (NaN where missing: None, not finite or no member) and
+    their validity [P, G] bool; G is the largest group size."""
+    group_size = max(max(int(g.group_size), len(g.rows)) for g in groups)
+    rewards = torch.full((len(groups), group_size), float("nan"), dtype=torch.float32)
+    valid = torch.zeros((len(groups), group_size), dtype=torch.bool)
+    for p, group in enumerate(groups):
+        for row in group.rows:
+            if row.reward is not None and math.isfinite(row.reward):
+                rewards[p, int(row.slot)] = float(row.reward)
+                valid[p, int(row.slot)] = True
+    return rewards, valid
+
+
+def _pad_rows(
+    rows: Sequence[RolloutRow], prompt_len: int, pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Input ids [N, S] (prompts left-padded to ``prompt_len``, responses right-padded to the
+    longest, at least 1 column), attention mask [N, S] and μ's log-probs [N, T] (0 on padding)."""
+    resp_len = max(1, max(len(row.response_ids) for row in rows))
+    input_ids = torch.full((len(rows), prompt_len + resp_len), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), prompt_len + resp_len), dtype=torch.long)
+    behavior = torch.zeros((len(rows), resp_len), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        start = prompt_len - len(row.prompt_ids)
+        input_ids[i, start:prompt_len] = torch.tensor(list(row.prompt_ids), dtype=torch.long)
+        attention[i, start:prompt_len] = 1
+        if len(row.response_ids) > 0:
+            end = prompt_len + len(row.response_ids)
+            input_ids[i, prompt_len:end] = torch.tensor(list(row.response_ids), dtype=torch.long)
+            attention[i, prompt_len:end] = 1
+            behavior[i, : len(row.response_ids)] = torch.tensor(
+                list(row.behavior_logprobs), dtype=torch.float32
+            )
+    return input_ids, attention, behavior
+
+
+def _steps_inside(
+    rows: Sequence[RolloutRow], lengths: torch.Tensor
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Each row's process step ends and rewards, without the steps that end at or past its
+    response length (``lengths`` [N], the tokens up to the first EOS)."""
+    step_ends: list[list[int]] = []
+    step_rewards: list[list[float]] = []
+    for row, length in zip(rows, lengths.tolist(), strict=True):
+        keep = [k for k, e in enumerate(row.step_ends) if int(e) < length]
+        step_ends.append([int(row.step_ends[k]) for k in keep])
+        step_rewards.append([float(row.step_rewards[k]) for k in keep])
+    return step_ends, step_rewards

@@ -1,12 +1,16 @@
 """The learner's algorithm choices, each list of names declared once.
 
-Every choice (advantage estimator, loss reduction, per-token loss type, KL estimator, std
-convention) is one ``Literal`` here. The config fields (``LearnerAlgoConfig``) are typed with
-these; each registry is created with its ``Literal`` (``Registry(kind, declared=...)``), so
-registering an undeclared name raises; and ``tests/learner/test_choices.py`` checks that every
-declared name is registered, has a formula in the resolved definition and a row in the docs
-table (docs/learner-math.md). Adding a choice is one name added to its ``Literal`` here, plus
-its implementation (the registered function) and its docs row, which the test asks for.
+Every choice (advantage estimator, loss reduction, per-token loss type, ratio level, KL
+estimator, std convention, zero-variance rule, process normalization and groups, LR schedule)
+is one ``Literal`` here; no other module spells its names. The config fields
+(``LearnerAlgoConfig``, ``TrainerConfig``) are typed with these; each registry is created with
+its ``Literal`` (``Registry(kind, declared=...)``), so registering an undeclared name raises;
+the modules that check a name at run time derive their tuple with :func:`names`; and
+``tests/learner/test_choices.py`` checks that every config field's ``Literal`` is declared
+here and that every declared name is registered, has a formula in the resolved definition and
+a row in the docs table (docs/learner-math.md). Adding a choice is one name added to its
+``Literal`` here, plus its implementation (the registered function) and its docs row, which
+the test asks for.
 
 Torch-free, so the config and anything that validates a run config can import it cheaply.
 """
@@ -21,8 +25,13 @@ __all__ = [
     "GroupEstimatorName",
     "KlEstimatorName",
     "LossTypeName",
+    "ProcessGroups",
+    "ProcessNormalization",
+    "RatioLevel",
     "ReductionName",
+    "ScheduleName",
     "StdConvention",
+    "ZeroVarianceRule",
     "names",
 ]
 
@@ -38,8 +47,19 @@ LossTypeName = Literal["ppo", "cispo"]
 """Per-token loss types (``grpo.learner.losses.LOSS_TYPES``)."""
 KlEstimatorName = Literal["k1", "k2", "k3"]
 """KL estimators (``grpo.learner.kl.KL_ESTIMATORS``)."""
+RatioLevel = Literal["token", "sequence"]
+"""Importance ratio per token, or GSPO's length-normalized sequence ratio
+(``grpo.learner.losses.policy_loss``)."""
 StdConvention = Literal["population", "sample"]
 """Group std: population (divide by n) or sample (n − 1, Bessel)."""
+ZeroVarianceRule = Literal["zero_advantage"]
+"""What a group whose valid rewards are all equal yields (``grpo.learner.advantages``)."""
+ProcessNormalization = Literal["group", "response", "none"]
+"""Normalization of process step rewards (``grpo.learner.process``)."""
+ProcessGroups = Literal["all", "mixed"]
+"""Groups that get process credit: all, or only those with an outcome contrast."""
+ScheduleName = Literal["constant", "linear", "cosine"]
+"""LR after warmup (``grpo.learner.schedule.lr_multiplier``)."""
 
 
 def names(choice: Any) -> tuple[str, ...]:

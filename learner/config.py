@@ -11,7 +11,7 @@ imports torch, so a run's configuration loads without it (``grpo run`` from a tr
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -19,10 +19,14 @@ from grpo.learner.choices import (
     EstimatorName,
     KlEstimatorName,
     LossTypeName,
+    ProcessGroups,
+    ProcessNormalization,
+    RatioLevel,
     ReductionName,
+    ScheduleName,
     StdConvention,
+    ZeroVarianceRule,
 )
-from grpo.learner.schedule import Schedule
 
 __all__ = ["PRESETS", "LearnerAlgoConfig", "TrainerConfig"]
 
@@ -93,13 +97,13 @@ class LearnerAlgoConfig(BaseModel):
         description="A group whose reward std is <= eps gets advantage 0 (threshold; eps is "
         "not added to the std).",
     )
-    zero_variance_rule: Literal["zero_advantage"] = Field(
+    zero_variance_rule: ZeroVarianceRule = Field(
         default="zero_advantage",
         description="What a group whose valid rewards are all equal (max == min, decided "
         "exactly) or whose std <= eps yields: zero_advantage = every member gets exactly 0 "
         "(dropping such groups is the assembler's dynamic sampling).",
     )
-    process_normalization: Literal["group", "response", "none"] = Field(
+    process_normalization: ProcessNormalization = Field(
         default="group",
         description="Normalization of process (step) rewards before token credit: group "
         "(mean/std over all steps of the group's responses, DeepSeekMath), response, none.",
@@ -113,7 +117,7 @@ class LearnerAlgoConfig(BaseModel):
         description="Weight of the process (step) advantage in the token advantage; used only "
         "when a process verifier is routed.",
     )
-    process_groups: Literal["all", "mixed"] = Field(
+    process_groups: ProcessGroups = Field(
         default="all",
         description="Groups that get process credit: all, or mixed = only groups whose outcome "
         "advantages are not all 0 (an all-wrong or all-right group then has advantage 0, as "
@@ -124,7 +128,7 @@ class LearnerAlgoConfig(BaseModel):
         description="Per-token loss: ppo clipped surrogate, or cispo clipped detached IS "
         "weight times advantage times log-prob (MiniMax-M1 2025).",
     )
-    ratio_level: Literal["token", "sequence"] = Field(
+    ratio_level: RatioLevel = Field(
         default="token",
         description="Importance ratio per token, or GSPO's length-normalized sequence ratio "
         "(Zheng et al. 2025).",
@@ -367,7 +371,7 @@ class TrainerConfig(BaseModel):
         description="Optimizer steps of linear warmup from lr/warmup to lr (reached at the "
         "last warmup step).",
     )
-    schedule: Schedule = Field(
+    schedule: ScheduleName = Field(
         default="constant",
         description="LR after warmup: constant, or linear/cosine decay that starts after warmup.",
     )

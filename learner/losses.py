@@ -57,13 +57,14 @@ from typing import Any
 import torch
 
 from grpo.learner import metric_names as mn
-from grpo.learner.choices import LossTypeName, ReductionName
+from grpo.learner.choices import LossTypeName, RatioLevel, ReductionName, names
 from grpo.learner.collectives import all_reduce
 from grpo.learner.kl import KL_ESTIMATORS, LOG_RATIO_CLAMP, kl_penalty
 from grpo.learner.registry import Registry
 
 __all__ = [
     "LOSS_TYPES",
+    "RATIO_LEVELS",
     "REDUCTIONS",
     "LossDenominators",
     "LossTerms",
@@ -71,6 +72,8 @@ __all__ = [
     "merge_loss_stats",
     "policy_loss",
 ]
+
+RATIO_LEVELS: tuple[str, ...] = names(RatioLevel)
 
 
 @dataclass(frozen=True)
@@ -247,8 +250,10 @@ def _validate(
         )
     if dual_clip is not None and (dual_clip <= 1.0 or loss_type != "ppo"):
         raise ValueError(f"dual_clip={dual_clip}: needs a value > 1 (e.g. 3.0) and loss_type='ppo'")
-    if ratio_level not in ("token", "sequence"):
-        raise ValueError(f"unknown ratio_level {ratio_level!r}; valid: sequence, token")
+    if ratio_level not in RATIO_LEVELS:
+        raise ValueError(
+            f"unknown ratio_level {ratio_level!r}; valid: {', '.join(sorted(RATIO_LEVELS))}"
+        )
 
 
 def policy_loss(
@@ -260,7 +265,7 @@ def policy_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     dual_clip: float | None = None,
-    ratio_level: str = "token",
+    ratio_level: RatioLevel = "token",
     loss_type: str = "ppo",
     reduction: str = "token_mean",
     max_response_length: int | None = None,

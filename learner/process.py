@@ -25,11 +25,11 @@ from __future__ import annotations
 import bisect
 import sys
 from collections.abc import Sequence
-from typing import Literal
 
 import torch
 
 from grpo.learner.advantages import StdConvention, grouped_stats
+from grpo.learner.choices import ProcessNormalization, names
 
 __all__ = [
     "PROCESS_NORMALIZATIONS",
@@ -39,8 +39,7 @@ __all__ = [
     "step_end_tokens",
 ]
 
-ProcessNormalization = Literal["group", "response", "none"]
-PROCESS_NORMALIZATIONS: tuple[str, ...] = ("group", "response", "none")
+PROCESS_NORMALIZATIONS: tuple[str, ...] = names(ProcessNormalization)
 
 
 def step_end_tokens(

@@ -23,12 +23,13 @@ gives factors 0.02 at s = 0, 1.0 at s = 49 and s = 50, 0.55 at s = 75, 0.1 at s 
 from __future__ import annotations
 
 import math
-from typing import Literal
+
+from grpo.learner.choices import ScheduleName, names
 
 __all__ = ["SCHEDULES", "Schedule", "lr_multiplier"]
 
-Schedule = Literal["constant", "linear", "cosine"]
-SCHEDULES: tuple[str, ...] = ("constant", "linear", "cosine")
+Schedule = ScheduleName  # the name this module has always exported
+SCHEDULES: tuple[str, ...] = names(ScheduleName)
 
 
 def lr_multiplier(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -127,14 +127,7 @@ def run_sft(
         InvalidArgumentError: no stopping rule, no examples, an empty prompt/completion, or
             ``check`` without ``check_every > 0``.
     """
-    if steps is None and epochs is None and time_budget_s is None:
-        raise InvalidArgumentError("give at least one of steps, epochs or time_budget_s")
-    if not examples:
-        raise InvalidArgumentError("examples is empty")
-    if batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
-    if check is not None and check_every < 1:
-        raise InvalidArgumentError(f"check needs check_every >= 1, got {check_every}")
+    _check_arguments(steps, epochs, time_budget_s, examples, batch_size, check, check_every)
     start, cpu_start = time.perf_counter(), time.process_time()
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -144,25 +137,9 @@ def run_sft(
     model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model.train()
     data = _encode_examples(tok, examples)
-    per_epoch = math.ceil(len(data) / batch_size)
-    max_steps = steps if steps is not None else 1 << 62
-    if epochs is not None:
-        max_steps = min(max_steps, math.ceil(epochs * per_epoch))
-    # A run no longer than its warmup has nothing to decay over: it ends at the peak lr.
-    known = max_steps < 1 << 62 and max_steps > warmup_steps
-    decay_steps = max_steps if known and schedule == "cosine" else None
+    max_steps = _max_steps(len(data), batch_size, steps, epochs)
+    lr_at = _lr_at(lr, warmup_steps, max_steps, schedule)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-
-    def lr_at(step: int) -> float:
-        # lr is the peak; cosine decay to 10% starts after warmup (grpo.learner.schedule)
-        return lr * lr_multiplier(
-            step,
-            warmup_steps=warmup_steps,
-            schedule="cosine" if decay_steps is not None else "constant",
-            total_steps=decay_steps,
-            min_lr_ratio=0.1,
-        )
-
     target = Path(out_dir) if out_dir is not None else Path(model_dir)
     target.mkdir(parents=True, exist_ok=True)
 
@@ -172,7 +149,7 @@ def run_sft(
         tok.save_pretrained(target)
         model.train()
 
-    order: list[int] = []
+    batches = _shuffled_batches(len(data), batch_size, rng)
     history: list[tuple[int, float]] = []
     checks: list[tuple[int, float]] = []
     stopped = False
@@ -181,12 +158,7 @@ def run_sft(
     while step < max_steps:
         if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
             break
-        if len(order) < batch_size:
-            fresh = list(range(len(data)))
-            rng.shuffle(fresh)
-            order += fresh
-        batch = [data[i] for i in order[:batch_size]]
-        del order[:batch_size]
+        batch = [data[i] for i in next(batches)]
         ids, mask, labels = _collate(batch, tok.pad_token_id)
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
@@ -224,3 +196,70 @@ def run_sft(
         checks=checks,
         stopped_by_check=stopped,
     )
+
+
+def _check_arguments(
+    steps: int | None,
+    epochs: float | None,
+    time_budget_s: float | None,
+    examples: Sequence[tuple[str, str]],
+    batch_size: int,
+    check: Callable[[Path, int], tuple[float, bool]] | None,
+    check_every: int,
+) -> None:
+    """``run_sft``'s argument checks (its Raises)."""
+    if steps is None and epochs is None and time_budget_s is None:
+        raise InvalidArgumentError("give at least one of steps, epochs or time_budget_s")
+    if not examples:
+        raise InvalidArgumentError("examples is empty")
+    if batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+    if check is not None and check_every < 1:
+        raise InvalidArgumentError(f"check needs check_every >= 1, got {check_every}")
+
+
+_UNBOUNDED = 1 << 62
+
+
+def _max_steps(num_examples: int, batch_size: int, steps: int | None, epochs: float | None) -> int:
+    """The step bound of ``steps`` and ``epochs`` (``_UNBOUNDED`` when neither is given)."""
+    max_steps = steps if steps is not None else _UNBOUNDED
+    if epochs is not None:
+        max_steps = min(max_steps, math.ceil(epochs * math.ceil(num_examples / batch_size)))
+    return max_steps
+
+
+def _lr_at(
+    lr: float, warmup_steps: int, max_steps: int, schedule: Literal["cosine", "constant"]
+) -> Callable[[int], float]:
+    """The learning rate of each step: ``lr`` is the peak; cosine decay to 10% starts after
+    warmup when the number of steps is known (``grpo.learner.schedule``)."""
+    # A run no longer than its warmup has nothing to decay over: it ends at the peak lr.
+    known = max_steps < _UNBOUNDED and max_steps > warmup_steps
+    decay_steps = max_steps if known and schedule == "cosine" else None
+
+    def lr_at(step: int) -> float:
+        return lr * lr_multiplier(
+            step,
+            warmup_steps=warmup_steps,
+            schedule="cosine" if decay_steps is not None else "constant",
+            total_steps=decay_steps,
+            min_lr_ratio=0.1,
+        )
+
+    return lr_at
+
+
+def _shuffled_batches(
+    num_examples: int, batch_size: int, rng: random.Random
+) -> Iterator[list[int]]:
+    """Endless batches of example indices: each pass over the examples in a fresh shuffle,
+    a batch running on into the next pass when the examples do not divide evenly."""
+    order: list[int] = []
+    while True:
+        if len(order) < batch_size:
+            fresh = list(range(num_examples))
+            rng.shuffle(fresh)
+            order += fresh
+        yield order[:batch_size]
+        del order[:batch_size]

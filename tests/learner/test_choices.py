@@ -66,3 +66,27 @@ def test_registry_refuses_an_undeclared_name_and_reports_a_missing_one() -> None
 def test_config_rejects_an_undeclared_choice_naming_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=re.escape("'token_mean', 'response_mean'")):
         LearnerAlgoConfig(reduction="seq_mean")  # type: ignore[arg-type]
+
+
+def test_every_literal_field_of_the_configs_is_a_declared_choice() -> None:
+    """No config field spells its own list of names: each ``Literal`` field is one of
+    ``grpo.learner.choices``, and the modules that check a name at run time derive their
+    tuple from the same declaration."""
+    from typing import Literal, get_origin
+
+    from grpo.learner.config import TrainerConfig
+    from grpo.learner.losses import RATIO_LEVELS
+    from grpo.learner.process import PROCESS_NORMALIZATIONS
+    from grpo.learner.schedule import SCHEDULES
+
+    declared = [getattr(choices, n) for n in choices.__all__ if n != "names"]
+    for model in (LearnerAlgoConfig, TrainerConfig):
+        for name, field in model.model_fields.items():
+            if get_origin(field.annotation) is Literal:
+                assert any(field.annotation is d for d in declared), (
+                    f"{model.__name__}.{name} spells a Literal of its own; declare it in "
+                    "grpo.learner.choices"
+                )
+    assert RATIO_LEVELS == choices.names(choices.RatioLevel) == tuple(config._RATIO_FORMULAS)
+    assert choices.names(choices.ProcessNormalization) == PROCESS_NORMALIZATIONS
+    assert choices.names(choices.ScheduleName) == SCHEDULES
