@@ -108,7 +108,7 @@ def test_installed_extras_are_defined_and_match_components() -> None:
     assert by_stage["build-math"] == {"math"}  # the math verifier image has no torch
     assert by_stage["build-code"] == {"code"}
     assert by_stage["build-assembler"] == {"k8s"}
-    assert by_stage["build-learner"] == {"learner"}
+    assert by_stage["build-learner"] == {"learner", "tracking"}  # report_to: wandb, mlflow
     assert by_stage["build-rollout-worker"] == {"generation"}
     # the driver evaluates with the transformers backend and scores math in process
     assert by_stage["build-driver"] == {"generation", "math"}
