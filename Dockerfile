@@ -40,7 +40,7 @@ FROM runtime AS source
 RUN python -m venv /opt/venv \
     && pip install --no-cache-dir "pip==25.3" "setuptools==80.9.0" "wheel==0.45.1"
 WORKDIR /src
-# grpo/learner, grpo/services and grpo/verifiers are symlinks to the top-level folders.
+# pyproject.toml's package-dir maps grpo.learner, grpo.services and grpo.verifiers to these folders.
 # README.md (pyproject's readme) is left out: only package metadata uses it.
 COPY pyproject.toml ./
 COPY grpo/ ./grpo/

@@ -32,7 +32,8 @@ proto-check:  ## fail when committed stubs differ from freshly generated ones
 lint:  ## ruff + mypy + buf lint + hadolint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy -p grpo
+	$(PY) scripts/typing_view.py $(TOOLS)/typing
+	cd $(TOOLS)/typing && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p grpo
 	cd proto && ../$(BUF) lint
 	$(VENV)/bin/hadolint Dockerfile
 
@@ -65,7 +66,7 @@ chart-schema:  ## regenerate the service-config part of helm/grpo-pipeline/value
 	$(PY) scripts/chart_schema.py
 
 config-docs:  ## regenerate docs/configuration.md from the settings models' Field descriptions
-	$(PY) -m grpo.services.config --markdown > docs/configuration.md
+	$(PY) -m grpo.services.runtime.config --markdown > docs/configuration.md
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache $(TOOLS)/proto-check

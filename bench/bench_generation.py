@@ -147,9 +147,9 @@ def _ratio_summary(values: Sequence[float]) -> str:
 
 def _main_policy(tmp: Path) -> tuple[Path, list]:
     """The main job's SFT policy (made here, as ``grpo run`` makes it) and its training tasks."""
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.policy import prepare_policy
-    from grpo.services.pipeline.tasks import load_run_tasks
+    from grpo.local.policy import prepare_policy
+    from grpo.services.settings.run import load_run_config
+    from grpo.services.tasks.run_tasks import load_run_tasks
 
     config = load_run_config(MAIN_CONFIG)
     tasks = load_run_tasks(config)
@@ -162,9 +162,9 @@ def _main_policy(tmp: Path) -> tuple[Path, list]:
 def _worker_rates(policy: Path, tasks: list, rounds: int) -> dict[int, list[float]]:
     """Part 2: {prompts per call: [rollout tokens per worker CPU-second, one per round]}."""
     from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.redis_server import EmbeddedRedis, connect
-    from grpo.services.streams import StreamNames, Streams
+    from grpo.services.runtime.redis_server import EmbeddedRedis, connect
+    from grpo.services.runtime.streams import StreamNames, Streams
+    from grpo.services.settings.run import load_run_config
     from grpo.v1 import common_pb2
 
     gen = load_run_config(MAIN_CONFIG).generation
@@ -278,8 +278,8 @@ class ServiceCpu:
 _TREE_RUN = """
 import json, sys
 from pathlib import Path
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.run import run_local
+from grpo.services.settings.run import load_run_config
+from grpo.local.run import run_local
 run_local(load_run_config(sys.argv[1], json.loads(sys.argv[2])), Path(sys.argv[3]),
           log_fn=lambda _m: None)
 """
@@ -289,8 +289,8 @@ def _main_job(policy: Path, per_call: int, tmp: Path, tree: Path | None = None) 
     """Part 3: one short ``grpo run`` of the main job from ``policy`` with ``per_call``; with
     ``tree`` (a checkout of another commit), that tree's code and config, run in a child
     process whose ``PYTHONPATH`` puts the tree first (its services inherit it)."""
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.run import run_local
+    from grpo.local.run import run_local
+    from grpo.services.settings.run import load_run_config
 
     config_path = MAIN_CONFIG if tree is None else tree / MAIN_CONFIG.relative_to(REPO)
     shipped = load_run_config(config_path)
@@ -389,7 +389,7 @@ def main() -> None:
                 f"{_summary(rates[per_call])}   vs 1 per call: {_ratio_summary(ratios)}"
             )
         from grpo.services.generation.worker import RolloutWorkerConfig
-        from grpo.services.pipeline.config import load_run_config
+        from grpo.services.settings.run import load_run_config
 
         shipped = load_run_config(MAIN_CONFIG).generation.extra.get("worker", {})
         per_call = int(

@@ -29,16 +29,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _overhead_per_rollout_s(n_groups: int = 60, group_size: int = 8) -> float:
     from grpo.services.assembler.assembler import Assembler
-    from grpo.services.assembler.config import (
+    from grpo.services.assembler.service import StreamGroupSink
+    from grpo.services.assembler.store import GroupStore
+    from grpo.services.runtime.redis_server import EmbeddedRedis, connect
+    from grpo.services.runtime.streams import StreamNames, Streams
+    from grpo.services.runtime.verifier_client import RolloutScores
+    from grpo.services.settings.assembler import (
         AssemblerConfig,
         DynamicSamplingConfig,
         DynamicSamplingMode,
     )
-    from grpo.services.assembler.service import StreamGroupSink
-    from grpo.services.assembler.store import GroupStore
-    from grpo.services.assembler.verifier_client import RolloutScores
-    from grpo.services.redis_server import EmbeddedRedis, connect
-    from grpo.services.streams import StreamNames, Streams
     from grpo.v1 import common_pb2
 
     class ConstantScorer:
@@ -93,11 +93,11 @@ def _overhead_per_rollout_s(n_groups: int = 60, group_size: int = 8) -> float:
 
 
 def _pipeline_run(steps: int = 8) -> dict[str, float]:
-    from grpo.services.pipeline.cluster import namespace_for
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.run import run_local
-    from grpo.services.redis_server import EmbeddedRedis, connect
-    from grpo.services.streams import StreamNames
+    from grpo.local.cluster import namespace_for
+    from grpo.local.run import run_local
+    from grpo.services.runtime.redis_server import EmbeddedRedis, connect
+    from grpo.services.runtime.streams import StreamNames
+    from grpo.services.settings.run import load_run_config
     from grpo.v1 import common_pb2
 
     # The bench's own Redis (the run uses it instead of an embedded one and leaves it up), so

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import grpc
 
-from grpo.services.redis_server import EmbeddedRedis, connect, redis_url_from_env
-from grpo.services.server import ServerSettings, create_server
-from grpo.services.streams import Streams
+from grpo.services.runtime.redis_server import EmbeddedRedis, connect, redis_url_from_env
+from grpo.services.runtime.server import ServerSettings, create_server
+from grpo.services.runtime.streams import Streams
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from grpo.services.datasets import data_dir
+from grpo.services.tasks.datasets import data_dir
 from grpo.v1 import common_pb2
 from grpo.verifiers.math import MathConfig, MathVerifier
 from grpo.verifiers.sdk import PoolSettings

@@ -168,9 +168,9 @@ class TreeSampler(threading.Thread):
 
 
 def _prepare(config_path: Path, seed: int, root: Path) -> tuple[Any, Path]:
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.policy import prepare_policy
-    from grpo.services.pipeline.tasks import load_run_tasks
+    from grpo.local.policy import prepare_policy
+    from grpo.services.settings.run import load_run_config
+    from grpo.services.tasks.run_tasks import load_run_tasks
 
     config = load_run_config(config_path, {"seed": seed})
     tasks = load_run_tasks(config)
@@ -185,8 +185,8 @@ def _prepare(config_path: Path, seed: int, root: Path) -> tuple[Any, Path]:
 
 
 def _score(config: Any, model_dir: Path, out: Path) -> float:
-    from grpo.services.pipeline.heldout import heldout_accuracy
-    from grpo.services.pipeline.tasks import load_run_tasks
+    from grpo.services.driver.heldout import heldout_accuracy
+    from grpo.services.tasks.run_tasks import load_run_tasks
 
     tasks = load_run_tasks(config)
     report = heldout_accuracy(

@@ -44,9 +44,9 @@ def _publish(run_dir: Path, version: int, size_mb: int) -> None:
 
 def _serve(run_dir: str, ports: mp.Queue, stop: mp.Event) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from grpo.services.server import ServerSettings, create_server
-    from grpo.services.weights.servicer import weights_binding
-    from grpo.services.weights.store import WeightStore
+    from grpo.services.runtime.server import ServerSettings, create_server
+    from grpo.services.runtime.weights.servicer import weights_binding
+    from grpo.services.runtime.weights.store import WeightStore
 
     server = create_server(
         [weights_binding(WeightStore(Path(run_dir)))],
@@ -59,7 +59,7 @@ def _serve(run_dir: str, ports: mp.Queue, stop: mp.Event) -> None:
 
 
 def _puller(address: str, cache: Path, chunk: int):
-    from grpo.services.weights.puller import WeightPuller, WeightTransferConfig
+    from grpo.services.runtime.weights.puller import WeightPuller, WeightTransferConfig
 
     return WeightPuller(
         WeightTransferConfig(mode="grpc", address=address, cache_dir=cache, chunk_bytes=chunk)
@@ -100,7 +100,7 @@ def _generation_during_pull(address: str, tmp: Path) -> None:
     from grpo.model import init_tiny_model
     from grpo.services.generation.backend import BackendConfig, SamplingConfig
     from grpo.services.generation.transformers_backend import TransformersBackend
-    from grpo.services.weights.puller import BackgroundPuller
+    from grpo.services.runtime.weights.puller import BackgroundPuller
 
     hf_logging.disable_progress_bar()
     model = init_tiny_model(tmp / "tiny", seed=0, hidden=64, layers=2)

@@ -1,6 +1,6 @@
 """The ``grpo`` command line (typer).
 
-``grpo serve SERVICE`` runs one service (see ``grpo.services.registry``). The other commands
+``grpo serve SERVICE`` runs one service (see ``grpo.services.runtime.registry``). The other commands
 live in their own modules and are attached here, so each owner edits only their module:
 
 - Table ``SUBCOMMANDS`` maps a command name to a module ``grpo.cli_<name>``.
@@ -86,10 +86,10 @@ def serve(
     --metrics-port -1.
     """
     from grpo.errors import GrpoError
-    from grpo.services.config import load_settings
-    from grpo.services.logging import configure_logging
-    from grpo.services.registry import load_spec
-    from grpo.services.registry import serve as serve_service
+    from grpo.services.runtime.config import load_settings
+    from grpo.services.runtime.logging import configure_logging
+    from grpo.services.runtime.registry import load_spec
+    from grpo.services.runtime.registry import serve as serve_service
 
     configure_logging(log_level, json=log_json)
     try:

@@ -1,6 +1,6 @@
 """``grpo compare CONFIG --estimators grpo,rloo,dr_grpo,gae --seeds 3 --budget-tokens N``:
 advantage estimators from the same starting policy at the same generated-token budget
-(``grpo.services.pipeline.compare``)."""
+(``grpo.experiments.compare``)."""
 
 from __future__ import annotations
 
@@ -75,9 +75,9 @@ def compare(
 
     from grpo.cli_run import _interrupt_once, _parse_overrides, _quiet_transformers
     from grpo.errors import GrpoError
-    from grpo.services.pipeline.compare import check_request, parse_estimators, run_comparison
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.processes import become_subreaper
+    from grpo.experiments.compare import check_request, parse_estimators, run_comparison
+    from grpo.local.processes import become_subreaper
+    from grpo.services.settings.run import load_run_config
 
     logging.basicConfig(level=logging.WARNING)
     console = Console()

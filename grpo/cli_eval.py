@@ -4,7 +4,7 @@ report pass@1, pass@k, maj@k, mean reward and statuses (overall and by field).
 A thin command over ``grpo.services.evaluation.evaluate``: problems come from
 ``evaluation.tasks`` (shipped sources or a JSONL file with a field map), or with
 ``--run-config`` from a ``grpo run`` config's held-out set, evaluated exactly as the run
-evaluates it (``grpo.services.pipeline.heldout``). Writes ``samples.jsonl`` (one row per
+evaluates it (``grpo.services.driver.heldout``). Writes ``samples.jsonl`` (one row per
 sample, appended as scored; ``--resume``), ``run.json`` (what the folder was made from:
 ``--resume`` refuses another dataset, model, sampling settings or verifier) and
 ``summary.json`` into ``--output-dir`` and prints a table. Exits 3 when some samples got no
@@ -123,9 +123,9 @@ def _run(options: dict[str, Any], output_dir: Path, on_progress: Callable[[int, 
     from grpo.services.generation.backend import SamplingConfig
 
     if options["run_config"] is not None:
-        from grpo.services.pipeline.config import load_run_config
-        from grpo.services.pipeline.heldout import heldout_accuracy
-        from grpo.services.pipeline.tasks import load_run_tasks
+        from grpo.services.driver.heldout import heldout_accuracy
+        from grpo.services.settings.run import load_run_config
+        from grpo.services.tasks.run_tasks import load_run_tasks
 
         config = load_run_config(options["run_config"])
         run_tasks = load_run_tasks(config)

@@ -3,7 +3,7 @@
 - ``grpo model init OUT_DIR``: a random tiny Qwen2 + character tokenizer
   (``grpo.model.init_tiny_model``).
 - ``grpo model arith-data OUT.jsonl --n 20000``: worked-solution pairs for addition
-  (``grpo.services.datasets.arith_tasks``), one ``{"prompt", "completion"}`` object per line.
+  (``grpo.services.tasks.datasets.arith_tasks``), one ``{"prompt", "completion"}`` object per line.
 - ``grpo model sft OUT_DIR --data FILE.jsonl``: SFT in place (``grpo.learner.sft.run_sft``);
   ``--eval-arith N`` then prints greedy accuracy on N held-out arithmetic tasks.
 """
@@ -67,7 +67,7 @@ def arith_data(
     ops: Annotated[str, typer.Option(help="Operations to draw from, e.g. '+-'.")] = "+",
 ) -> None:
     """Write worked-solution SFT pairs for arithmetic."""
-    from grpo.services.datasets import arith_tasks, worked_examples
+    from grpo.services.tasks.datasets import arith_tasks, worked_examples
 
     tasks = arith_tasks(n, seed=seed, min_digits=min_digits, max_digits=max_digits, ops=list(ops))
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -123,10 +123,10 @@ def sft(
         f"{result.wall_s:.1f} s"
     )
     if eval_arith:
-        from grpo.services.datasets import arith_tasks
         from grpo.services.evaluation.evaluate import EvalSettings, evaluate_model
         from grpo.services.evaluation.scorers import LocalScorer
         from grpo.services.generation.backend import SamplingConfig
+        from grpo.services.tasks.datasets import arith_tasks
 
         seen = {"arith/" + prompt.removesuffix("=") for prompt, _ in pairs}
         held = arith_tasks(eval_arith, seed=10_007, exclude_ids=seen)

@@ -1,4 +1,4 @@
-"""``grpo run CONFIG``: the main job on one machine (``grpo.services.pipeline.run.run_local``:
+"""``grpo run CONFIG``: the main job on one machine (``grpo.local.run.run_local``:
 prepare the policy, start the local cluster, drive the run)."""
 
 from __future__ import annotations
@@ -75,11 +75,11 @@ def run(
     from rich.table import Table
 
     from grpo.errors import GrpoError
-    from grpo.services.pipeline.config import load_run_config
-    from grpo.services.pipeline.driver import Progress
-    from grpo.services.pipeline.policy import builds_model
-    from grpo.services.pipeline.processes import become_subreaper
-    from grpo.services.pipeline.run import default_run_dir, run_local
+    from grpo.local.policy import builds_model
+    from grpo.local.processes import become_subreaper
+    from grpo.local.run import default_run_dir, run_local
+    from grpo.services.driver.driver import Progress
+    from grpo.services.settings.run import load_run_config
 
     logging.basicConfig(level=logging.WARNING)
     console = Console()

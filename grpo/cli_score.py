@@ -45,7 +45,7 @@ from grpo.services.evaluation.scoring import (
     score_stream,
     summarize_rows,
 )
-from grpo.services.score_status import VERDICT_STATUSES
+from grpo.services.runtime.score_status import VERDICT_STATUSES
 from grpo.v1 import verifier_pb2
 
 __all__ = [
@@ -141,7 +141,7 @@ class ScoreRun:
     def unscored(self) -> int:
         """Rows without a reward (exit code 3 when > 0): ``invalid_input``, ``too_large``, and
         rows the verifier could not decide (a status that is no verdict,
-        ``grpo.services.score_status``)."""
+        ``grpo.services.runtime.score_status``)."""
         return self.summary.refused + self.summary.missing
 
 
@@ -339,7 +339,7 @@ def _read_input(path: Path) -> bytes:
 
 
 def _status_names(verdicts: bool) -> str:
-    """The statuses that are (or are not) verdicts, by ``grpo.services.score_status``."""
+    """The statuses that are (or are not) verdicts, by ``grpo.services.runtime.score_status``."""
     from grpo.services.evaluation.scoring import status_name
     from grpo.v1 import common_pb2
 

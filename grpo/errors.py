@@ -2,7 +2,7 @@
 
 Verifiers, generation backends, the assembler's logic and the learner raise these classes;
 none of them imports gRPC. The one place an exception becomes a gRPC status code is the
-table beside the server interceptor (``grpo.services.server.STATUS_CODES``). Names avoid
+table beside the server interceptor (``grpo.services.runtime.server.STATUS_CODES``). Names avoid
 shadowing builtins (no ``TimeoutError``/``ConnectionError``), and each class also derives
 from the builtin a caller would expect where there is one (``ValueError``, ``LookupError``).
 """

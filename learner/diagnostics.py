@@ -77,9 +77,9 @@ class GroupRecord:
 def undecided_diagnostics(undecided: Sequence[int], members: Sequence[int]) -> dict[str, float]:
     """Members of this step's groups whose verifier could not decide (status UNDECIDED).
 
-    Such a reward is missing (masked, never 0; ``grpo.services.score_status``); the assembler
-    drops groups with more than ``dynamic_sampling.max_undecided_frac`` of them, so these are
-    the ones it let through.
+    Such a reward is missing (masked, never 0; ``grpo.services.runtime.score_status``); the
+    assembler drops groups with more than ``dynamic_sampling.max_undecided_frac`` of them, so these
+    are the ones it let through.
 
     Args:
         undecided: per group, members whose outcome status is UNDECIDED.

@@ -107,7 +107,7 @@ def assembler_metric(counter: str) -> str:
     return f"{ASSEMBLER_PREFIX}{counter}"
 
 
-# -- grpo.services.assembler.stats (AssemblerStats counters, copied by the learner loop) ------
+# -- grpo.services.runtime.accounting (AssemblerStats counters, copied by the learner loop) ------
 ASSEMBLER_GROUPS_ACCEPTED = assembler_metric("groups_accepted")
 """Groups the assembler closed and wrote for training (cumulative count)."""
 ASSEMBLER_GROUPS_REJECTED = {

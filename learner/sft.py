@@ -7,7 +7,7 @@ the number of steps is known (constant after warmup when only a time budget boun
 schedule is ``grpo.learner.schedule.lr_multiplier``, the trainer's.
 
 Evaluation is not here: held-out and dev-set accuracy are scored by the run's outcome verifier
-(``grpo.services.pipeline.heldout.heldout_accuracy`` over ``grpo.services.evaluation``), the
+(``grpo.services.driver.heldout.heldout_accuracy`` over ``grpo.services.evaluation``), the
 verifier that gives the reward.
 """
 

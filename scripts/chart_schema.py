@@ -52,7 +52,7 @@ def settings_defs() -> dict[str, Any]:
     Raises:
         ValueError: two different models share a class name (their hoisted names collide).
     """
-    from grpo.services.registry import load_spec, service_names
+    from grpo.services.runtime.registry import load_spec, service_names
 
     defs: dict[str, Any] = {}
     hoisted: dict[str, Any] = {}

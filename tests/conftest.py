@@ -38,7 +38,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """URL of the Redis the tests use: $REDIS_URL, else a session-wide embedded server."""
-    from grpo.services.redis_server import EmbeddedRedis, redis_url_from_env
+    from grpo.services.runtime.redis_server import EmbeddedRedis, redis_url_from_env
 
     url = redis_url_from_env()
     if url:
@@ -51,7 +51,7 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture
 def redis_client(redis_url: str) -> Iterator[Any]:
     """A redis-py client on `redis_url` with binary responses; closed after the test."""
-    from grpo.services.redis_server import connect
+    from grpo.services.runtime.redis_server import connect
 
     client = connect(redis_url)
     yield client
@@ -61,7 +61,7 @@ def redis_client(redis_url: str) -> Iterator[Any]:
 @pytest.fixture
 def redis_namespace(request: pytest.FixtureRequest, redis_url: str) -> Iterator[str]:
     """A key prefix unique to this test (``t:<test name>:<random>``); its keys are removed."""
-    from grpo.services.redis_server import connect
+    from grpo.services.runtime.redis_server import connect
 
     safe = "".join(c if c.isalnum() else "_" for c in request.node.name)[:40]
     namespace = f"t:{safe}:{uuid.uuid4().hex[:8]}"

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from grpo.errors import ContractError
-from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.assembler.group import GroupPhase, assemble_group, scored_member
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict
 from grpo.services.assembler.store import GroupStore
-from grpo.services.assembler.verifier_client import RolloutScores
+from grpo.services.runtime.verifier_client import RolloutScores
+from grpo.services.settings.assembler import AssemblerConfig
 from grpo.v1 import common_pb2
 
 __all__ = ["Assembler", "GroupSink", "Scorer", "SubmitResult"]

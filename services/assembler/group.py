@@ -12,7 +12,7 @@ update happens exactly once, atomically with the move to ``CLOSED``. Rollouts ar
 group has left ``OPEN`` are late and ignored (counted).
 
 A member's outcome reward counts when its verifier status is a verdict on the response
-(``grpo.services.score_status``); otherwise the member is marked missing, never reward 0.
+(``grpo.services.runtime.score_status``); otherwise the member is marked missing, never reward 0.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from grpo.errors import ContractError
-from grpo.services.score_status import is_verdict
+from grpo.services.runtime.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = [
@@ -61,7 +61,7 @@ def scored_member(
 
     Returns:
         A ScoredRollout whose ``missing`` flag is set when the outcome is not valid
-        (``grpo.services.score_status.is_verdict``); its reward is then never read as 0.
+        (``grpo.services.runtime.score_status.is_verdict``); its reward is then never read as 0.
     """
     member = common_pb2.ScoredRollout(rollout=rollout, missing=not is_verdict(outcome))
     member.outcome.CopyFrom(outcome if outcome is not None else missing_score("no outcome score"))

@@ -9,7 +9,7 @@ so an always-solved (or never-solved) prompt cannot loop forever.
 "Correct" means a valid outcome reward >= ``correct_threshold``; missing members (see
 ``grpo.services.assembler.group``) count neither as correct nor as wrong. A group with fewer
 than ``min_valid_members`` valid rewards is rejected whatever the mode, and so is a group with
-more than ``max_undecided_frac`` of its members UNDECIDED (``grpo.services.score_status``):
+more than ``max_undecided_frac`` of its members UNDECIDED (``grpo.services.runtime.score_status``):
 an undecided reward is masked (advantage 0, above a wrong answer's), so a policy that learned
 to make the verifier undecided would escape its 0s; dropping such groups removes the gain.
 """
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
-from grpo.services.score_status import is_undecided
+from grpo.services.runtime.score_status import is_undecided
+from grpo.services.settings.assembler import DynamicSamplingConfig, DynamicSamplingMode
 from grpo.v1 import common_pb2
 
 __all__ = ["Decision", "DynamicSampler", "GroupVerdict", "regenerated_group_id"]

@@ -3,7 +3,7 @@
 ``grpo serve assembler --config FILE`` builds, from :class:`AssemblerSettings`:
 
 - :class:`AssemblerWorker`, a background thread that follows the one stream-consumer
-  protocol (``grpo.services.streams.StreamConsumer``): it takes back its own pending entries
+  protocol (``grpo.services.runtime.streams.StreamConsumer``): it takes back its own pending entries
   after a restart, every ``reclaim_every_s`` takes over entries a dead consumer left pending
   (XAUTOCLAIM), reads new ones, hands them to
   :class:`~grpo.services.assembler.assembler.Assembler` and acknowledges them only after
@@ -40,17 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.errors import ContractError
 from grpo.services.assembler.assembler import Assembler
-from grpo.services.assembler.config import AssemblerConfig
 from grpo.services.assembler.sampling import GroupVerdict
-from grpo.services.assembler.stats import stats_from_counters
 from grpo.services.assembler.store import GroupStore
-from grpo.services.assembler.verifier_client import VerifierClient
-from grpo.services.discovery import DiscoverySettings, discovery_worker
-from grpo.services.redis_server import connect, resolve_redis_url
-from grpo.services.registry import BackgroundWorker, ServiceParts, ServiceSpec
-from grpo.services.routing import RouteConfig, RoutingTable
-from grpo.services.server import ServerSettings, ServiceBinding
-from grpo.services.streams import (
+from grpo.services.runtime.accounting import stats_from_counters
+from grpo.services.runtime.discovery import DiscoverySettings, discovery_worker
+from grpo.services.runtime.redis_server import connect, resolve_redis_url
+from grpo.services.runtime.registry import BackgroundWorker, ServiceParts, ServiceSpec
+from grpo.services.runtime.routing import RouteConfig, RoutingTable
+from grpo.services.runtime.server import ServerSettings, ServiceBinding
+from grpo.services.runtime.streams import (
     REDIS_ERRORS,
     ConsumerLoop,
     Outage,
@@ -60,6 +58,8 @@ from grpo.services.streams import (
     StreamNames,
     Streams,
 )
+from grpo.services.runtime.verifier_client import VerifierClient
+from grpo.services.settings.assembler import AssemblerConfig
 from grpo.v1 import assembler_pb2, assembler_pb2_grpc, common_pb2
 
 __all__ = [
@@ -86,7 +86,7 @@ class AssemblerSettings(BaseModel):
     redis_url: str | None = Field(
         default=None,
         description="Redis holding the streams and state; None = $REDIS_URL (required one way "
-        "or the other, grpo.services.redis_server.resolve_redis_url).",
+        "or the other, grpo.services.runtime.redis_server.resolve_redis_url).",
     )
     namespace: str = Field(
         default="grpo", min_length=1, description="Run namespace of stream and key names."
@@ -151,7 +151,7 @@ class ClosedGroupStream:
     """Appends every closed group (accepted or rejected) to ``StreamNames.closed``, members
     reduced to their index and outcome score, with dedup key = group id and metadata
     ``verdict`` and ``tokens``: what the run driver's prompt curriculum reads
-    (``grpo.services.pipeline.curriculum``). A Redis error is logged and the record dropped:
+    (``grpo.services.driver.curriculum``). A Redis error is logged and the record dropped:
     it is a statistic, never a reward, and the group itself is already durable."""
 
     def __init__(self, streams: Streams, names: StreamNames) -> None:

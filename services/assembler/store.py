@@ -10,7 +10,7 @@ Keys (``<ns>`` is the run's namespace):
   HSETNX inside a Lua script, so a replayed rollout is stored and counted exactly once.
 - ``<ns>:asm:open`` sorted set: group id -> deadline (Unix seconds) of every group not yet
   CLOSED (OPEN or CLOSING); the deadline sweeper and ``groups_pending`` read it.
-- ``<ns>:asm:stats`` hash: the counters of ``grpo.services.assembler.stats``.
+- ``<ns>:asm:stats`` hash: the counters of ``grpo.services.runtime.accounting``.
 
 Every state change and its counter updates happen in one Lua script (atomic on the server), so
 counters and state cannot disagree after a crash at any point.
@@ -26,11 +26,14 @@ import redis
 
 from grpo.errors import ContractError, UnavailableError
 from grpo.services.assembler.group import GroupPhase
-from grpo.services.assembler.stats import COUNTERS, stats_from_counters
-from grpo.services.streams import PAYLOAD_FIELD, Streams
-from grpo.v1 import assembler_pb2, common_pb2
+from grpo.services.runtime.accounting import COUNTERS
+from grpo.services.runtime.accounting import members_key as _members_key
+from grpo.services.runtime.accounting import open_key as _open_key
+from grpo.services.runtime.accounting import stats_key as _stats_key
+from grpo.services.runtime.accounting import text as _text
+from grpo.v1 import common_pb2
 
-__all__ = ["GroupMeta", "GroupStore", "RecordResult", "read_accounting"]
+__all__ = ["GroupMeta", "GroupStore", "RecordResult"]
 
 # KEYS: meta, members, open, stats
 # ARGV: index, payload, group_size, now, deadline, tokens, group_id
@@ -97,18 +100,6 @@ return 1
 """
 
 
-def _open_key(namespace: str) -> str:
-    return f"{namespace}:asm:open"
-
-
-def _members_key(namespace: str, group_id: str) -> str:
-    return f"{namespace}:asm:members:{group_id}"
-
-
-def _stats_key(namespace: str) -> str:
-    return f"{namespace}:asm:stats"
-
-
 @dataclass(frozen=True)
 class RecordResult:
     """Outcome of recording one scored member.
@@ -142,10 +133,6 @@ class GroupMeta:
     last_scored_unix_s: float
     close_status: str
     closed_unix_s: float
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class GroupStore:
@@ -352,79 +339,3 @@ class GroupStore:
             return list(pipe.execute())
         except redis.exceptions.ConnectionError as exc:
             raise UnavailableError(f"redis unreachable: {exc}") from exc
-
-
-def read_accounting(
-    client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
-) -> tuple[assembler_pb2.AssemblerStats, int, int]:
-    """The inputs of ``stats.run_accounting``, read from Redis in one MULTI/EXEC (no assembler
-    needed): the counters with ``groups_pending`` (live values such as ``rollouts_held`` are
-    0), the rollouts produced (``XLEN`` of ``rollouts_stream``) and the rollouts queued
-    (entries ``consumer_group`` has not acknowledged: never delivered + pending).
-
-    Args:
-        client: redis-py client of the run's Redis; namespace: the run's namespace;
-        rollouts_stream: the rollouts stream's key; consumer_group: the assembler's group.
-
-    Returns:
-        ``(stats, produced, queued)``; queued = produced while the group does not exist.
-
-    Raises:
-        UnavailableError: Redis unreachable.
-        redis.ResponseError: any other Redis error.
-    """
-    pipe = client.pipeline(transaction=True)
-    pipe.hgetall(_stats_key(namespace))
-    pipe.zcard(_open_key(namespace))
-    pipe.xlen(rollouts_stream)
-    pipe.xinfo_groups(rollouts_stream)
-    try:
-        raw, pending_groups, produced, groups = pipe.execute(raise_on_error=False)
-    except redis.exceptions.ConnectionError as exc:
-        raise UnavailableError(f"redis unreachable: {exc}") from exc
-    for reply in (raw, pending_groups, produced):
-        if isinstance(reply, Exception):
-            raise reply
-    values = {_text(k): int(v) for k, v in raw.items()}
-    stats = stats_from_counters(values, int(pending_groups))
-    info = None
-    if not isinstance(groups, Exception):  # no stream yet: XINFO fails, nothing delivered
-        named = ({_text(k): v for k, v in g.items()} for g in groups)
-        info = next((g for g in named if _text(g["name"]) == consumer_group), None)
-    if info is None:
-        return stats, int(produced), int(produced)
-    undelivered = info.get("lag")
-    if undelivered is None:  # lag unknown to this server (e.g. after XDEL): count it
-        queued = Streams(client).lag(rollouts_stream, consumer_group)
-    else:
-        queued = int(undelivered) + int(info["pending"])
-    if int(info["pending"]):
-        queued -= _recorded_pending(client, namespace, rollouts_stream, consumer_group)
-    return stats, int(produced), queued
-
-
-def _recorded_pending(client: redis.Redis, namespace: str, stream: str, group: str) -> int:
-    """Pending entries of ``group`` whose rollout is already a member of its open group: a
-    Redis restarted from its append-only file can have lost their acknowledgement while
-    keeping the record (already counted as scored), so they are not queued. Read after the
-    MULTI of ``read_accounting``; exact when nothing runs (``grpo run`` reads with the services
-    stopped)."""
-    pending: Any = client.xpending_range(stream, group, min="-", max="+", count=100_000)
-    if not pending:
-        return 0
-    pipe = client.pipeline(transaction=False)
-    for p in pending:
-        entry_id = _text(p["message_id"])
-        pipe.xrange(stream, min=entry_id, max=entry_id)
-    rollouts = []
-    for reply in pipe.execute():
-        for _id, fields in reply or []:
-            payload = fields.get(PAYLOAD_FIELD)
-            if payload:
-                rollouts.append(common_pb2.Rollout.FromString(payload))
-    if not rollouts:
-        return 0
-    pipe = client.pipeline(transaction=False)
-    for r in rollouts:
-        pipe.hexists(_members_key(namespace, r.group_id), str(r.index))
-    return sum(1 for found in pipe.execute() if found)

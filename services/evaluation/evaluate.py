@@ -2,7 +2,7 @@
 sample as it is scored, and summarise (pass@k, maj@k, mean reward, statuses, per field).
 
 :func:`evaluate` is what ``grpo eval`` runs and what ``grpo run``'s held-out evaluation calls
-(``grpo.services.pipeline.heldout``; greedy, one sample): one code path, so ``grpo eval`` of a
+(``grpo.services.driver.heldout``; greedy, one sample): one code path, so ``grpo eval`` of a
 policy on a run's held-out set gives the run's accuracy.
 
 Problems are taken ``batch_prompts`` at a time; each batch is generated in one call and its
@@ -63,6 +63,7 @@ __all__ = [
     "check_by_fields",
     "evaluate",
     "evaluate_model",
+    "greedy_sampling",
     "sample_key",
     "summarize",
 ]
@@ -73,6 +74,18 @@ Row = dict[str, Any]
 def sample_key(row: Row) -> tuple[str, int]:
     """The resume key of a sample row: (problem id, sample index)."""
     return str(row["problem"]), int(row["sample"])
+
+
+def greedy_sampling(max_new_tokens: int) -> Any:
+    """Greedy decoding (temperature 0) of at most ``max_new_tokens`` tokens per response: the
+    ``SamplingConfig`` of a held-out evaluation (imported on call: no torch at import time).
+
+    Raises:
+        pydantic.ValidationError: ``max_new_tokens`` < 1.
+    """
+    from grpo.services.generation.backend import SamplingConfig
+
+    return SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
 
 
 @dataclass(frozen=True)

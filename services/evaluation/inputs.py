@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo.errors import InvalidArgumentError, UsageError
-from grpo.services.jsonl import decode_line
+from grpo.services.runtime.jsonl import decode_line
 from grpo.v1 import common_pb2
 
 __all__ = [
@@ -372,7 +372,7 @@ def parse_line(spec: InputSpec, fields: FieldMap, line_no: int, raw: bytes) -> S
     Raises:
         InvalidArgumentError: not UTF-8, not a JSON object, a field missing or mistyped, or a
             lone surrogate; the message names the field. Lines are decoded by
-            ``grpo.services.jsonl.decode_line`` (a byte-order mark on line 1 is dropped).
+            ``grpo.services.runtime.jsonl.decode_line`` (a byte-order mark on line 1 is dropped).
     """
     obj = decode_line(raw, line_no)
     if obj is None:

@@ -2,8 +2,8 @@
 
 Definitions (docs/evaluation.md):
 
-- A sample is **correct** when its status is a verdict (``grpo.services.score_status``) and its
-  reward is at least the correct threshold (1.0 by default: an exact answer, every test
+- A sample is **correct** when its status is a verdict (``grpo.services.runtime.score_status``) and
+  its reward is at least the correct threshold (1.0 by default: an exact answer, every test
   passed). A sample whose status is not a verdict (undecided, internal, no score) is
   **missing**: it is left out of every rate, never counted as wrong.
 - **pass@k** (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", eq. 1): the

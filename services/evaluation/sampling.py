@@ -127,7 +127,7 @@ class ServiceSampler(Sampler):
     def __init__(self, address: str, *, timeout_s: float = 600.0) -> None:
         import grpc
 
-        from grpo.services.routing import validate_address
+        from grpo.services.runtime.routing import validate_address
         from grpo.v1 import generation_pb2_grpc
 
         self.where = validate_address(address)

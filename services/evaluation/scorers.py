@@ -13,7 +13,7 @@ in :meth:`BatchScorer.score`:
   halves; an item refused on its own gets status ``too_large``;
 - UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, INTERNAL, UNKNOWN (remote only): retried with
   exponential backoff, each attempt under its own deadline, by the policy the assembler calls
-  verifiers with (``grpo.services.rpc_retry``; ``VerifierClientConfig``: ``timeout_s``,
+  verifiers with (``grpo.services.runtime.rpc_retry``; ``VerifierClientConfig``: ``timeout_s``,
   ``max_attempts``, ``backoff_initial_s`` doubling up to ``backoff_max_s``); still failing, the
   call raises ``UnavailableError`` and the caller stops, keeping what was finished.
 
@@ -39,8 +39,8 @@ from grpo.errors import (
     UnavailableError,
     UsageError,
 )
-from grpo.services.assembler.config import VerifierClientConfig
 from grpo.services.evaluation.inputs import ScoreItem
+from grpo.services.runtime.verifier_client import VerifierClientConfig
 from grpo.v1 import common_pb2, verifier_pb2
 
 __all__ = [
@@ -216,7 +216,7 @@ class LocalScorer(BatchScorer):
             settings: the service's settings mapping (``server`` is ignored); defaults if None.
                 It wins over ``environ``, as ``grpo serve``'s flags win over its environment.
             environ: an environment whose ``GRPO_*`` settings variables feed the settings
-                through ``grpo serve``'s loader (``grpo.services.config.load_settings``:
+                through ``grpo serve``'s loader (``grpo.services.runtime.config.load_settings``:
                 ``GRPO_VERIFIER__REL_TOL=0.01``); None reads no environment.
 
         Raises:
@@ -224,8 +224,8 @@ class LocalScorer(BatchScorer):
             InvalidArgumentError: an unknown service, or a service that is not a verifier
                 built with ``verifier_service_spec``.
         """
-        from grpo.services.config import load_settings
-        from grpo.services.registry import load_spec
+        from grpo.services.runtime.config import load_settings
+        from grpo.services.runtime.registry import load_spec
 
         spec = load_spec(service)
         try:
@@ -299,8 +299,8 @@ class RemoteScorer(BatchScorer):
         *,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from grpo.services.channels import client_channel
-        from grpo.services.routing import validate_address
+        from grpo.services.runtime.channels import client_channel
+        from grpo.services.runtime.routing import validate_address
         from grpo.v1 import verifier_pb2_grpc
 
         self.where = validate_address(address)
@@ -320,11 +320,11 @@ class RemoteScorer(BatchScorer):
         self._stub = verifier_pb2_grpc.VerifierStub(self._channel)
 
     def _call(self, method: str, request: Any) -> Any:
-        """One RPC with the retry policy (``grpo.services.rpc_retry``); maps final failures to
-        ``grpo.errors`` classes."""
+        """One RPC with the retry policy (``grpo.services.runtime.rpc_retry``); maps final failures
+        to ``grpo.errors`` classes."""
         import grpc
 
-        from grpo.services.rpc_retry import call_with_retries, rpc_status
+        from grpo.services.runtime.rpc_retry import call_with_retries, rpc_status
 
         cfg = self._config
         rpc = getattr(self._stub, method)

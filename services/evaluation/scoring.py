@@ -11,7 +11,7 @@ batches are cancelled and the results already handed over are all that is kept.
 
 A score row (``grpo score``'s output line): ``line`` (1-based input line), ``id``, ``status``
 (a ``ScoreStatus`` name in lower case, or ``invalid_input`` / ``too_large`` for a line that got
-no score), ``reward`` (null unless the status is a verdict: ``grpo.services.score_status``),
+no score), ``reward`` (null unless the status is a verdict: ``grpo.services.runtime.score_status``),
 ``extracted``, ``detail``, ``latency_s`` (seconds), ``verifier``, and ``steps`` (process
 verifiers: ``start``, ``end``, ``status``, ``reward``, ``detail``) or ``tests`` (code:
 ``name``, ``status``, ``detail``).
@@ -43,7 +43,7 @@ from grpo.services.evaluation.scorers import (
     Refusal,
     request_size,
 )
-from grpo.services.score_status import is_verdict
+from grpo.services.runtime.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = [
@@ -68,7 +68,7 @@ def status_name(status: int) -> str:
 
 
 def is_verdict_status(name: str) -> bool:
-    """True when a row's status name is a verdict (``grpo.services.score_status``): its
+    """True when a row's status name is a verdict (``grpo.services.runtime.score_status``): its
     reward counts. ``invalid_input``/``too_large`` and unknown names are not verdicts."""
     try:
         value = common_pb2.ScoreStatus.Value("SCORE_STATUS_" + name.upper())
@@ -205,10 +205,10 @@ class ScoreSummary:
     Attributes:
         rows: result rows.
         statuses: status name -> rows.
-        verdicts: rows whose reward counts (status a verdict, ``grpo.services.score_status``).
-        missing: rows scored with a non-verdict status (the verifier could not decide).
-        refused: rows without a score (``invalid_input``, ``too_large``).
-        reward_mean: mean reward over the verdict rows (None when there are none).
+        verdicts: rows whose reward counts (status a verdict,
+        ``grpo.services.runtime.score_status``). missing: rows scored with a non-verdict status
+        (the verifier could not decide). refused: rows without a score (``invalid_input``,
+        ``too_large``). reward_mean: mean reward over the verdict rows (None when there are none).
         latency_p50_s, latency_p99_s: nearest-rank percentiles of ``latency_s`` over scored
             rows (seconds).
     """

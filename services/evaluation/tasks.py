@@ -1,7 +1,7 @@
 """Problem sets for ``grpo eval``: the shipped sources, or any JSONL file with a field map.
 
 - ``gsm8k`` (the test split held in the data folder), ``math500``, ``humaneval``: the loaders of
-  ``grpo.services.datasets`` (task types ``math``, ``math``, ``code``);
+  ``grpo.services.tasks.datasets`` (task types ``math``, ``math``, ``code``);
 - ``arith``: ``limit`` synthetic arithmetic problems (``arith_tasks``, type ``arith``);
 - a ``.jsonl`` path: one problem per line, read by ``evaluation.inputs`` with ``prompt``
   required, ``gold`` required for outcome math and the code tests for code, every other
@@ -59,7 +59,7 @@ def load_problems(
             source's.
         NotFoundError: the data folder is missing.
     """
-    from grpo.services import datasets
+    from grpo.services.tasks import datasets
 
     if limit < 0:
         raise InvalidArgumentError(f"limit must be >= 0, got {limit}")

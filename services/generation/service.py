@@ -20,8 +20,8 @@ from grpo.services.generation.backend import (
     SamplingConfig,
     create_backend,
 )
-from grpo.services.registry import ServiceParts, ServiceSpec
-from grpo.services.server import ServerSettings, ServiceBinding, remaining_s, require
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.server import ServerSettings, ServiceBinding, remaining_s, require
 from grpo.v1 import generation_pb2, generation_pb2_grpc
 
 __all__ = ["SERVICE", "GenerationServicer", "GenerationSettings"]

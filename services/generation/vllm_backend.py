@@ -19,7 +19,7 @@ skip without vllm and a GPU). See docs/generation.md for what was and was not ve
   ``VLLM_ALLOW_INSECURE_SERIALIZATION``) and calls the model's own ``load_weights`` (which
   handles fused QKV/gate-up layouts), then resets the prefix cache, whose KV entries belong to
   the old weights. No engine restart.
-- NCCL broadcast (the GPU fast path, ``grpo.services.weights.nccl``): ``join_weight_group``
+- NCCL broadcast (the GPU fast path, ``grpo.services.runtime.weights.nccl``): ``join_weight_group``
   makes every worker join the learner's weight-update group through ``collective_rpc``
   ("grpo_init_weight_group"), and ``receive_weights`` takes one broadcast of every parameter
   ("grpo_receive_weights", then a prefix-cache reset), following vLLM's documented RLHF
@@ -83,8 +83,8 @@ class VllmWorkerExtension:
     def grpo_init_weight_group(
         self, master_address: str, master_port: int, rank_offset: int, world_size: int
     ) -> int:
-        """Join the learner's NCCL weight-update group (``grpo.services.weights.nccl``) as rank
-        ``rank_offset`` + this worker's rank in the engine; returns that rank."""
+        """Join the learner's NCCL weight-update group (``grpo.services.runtime.weights.nccl``) as
+        rank ``rank_offset`` + this worker's rank in the engine; returns that rank."""
         from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
         from vllm.distributed.parallel_state import get_world_group
         from vllm.distributed.utils import StatelessProcessGroup
@@ -260,7 +260,8 @@ class VllmBackend(GenerationBackend):
         self, master_address: str, master_port: int, rank_offset: int, world_size: int
     ) -> list[int]:
         """Make every engine worker join the learner's NCCL weight-update group (the learner is
-        rank 0, ``grpo.services.weights.nccl.NcclWeightSender``); blocks until the group forms.
+        rank 0, ``grpo.services.runtime.weights.nccl.NcclWeightSender``); blocks until the group
+        forms.
 
         Returns:
             The group rank of each worker.

@@ -29,7 +29,7 @@ A job the backend rejects as invalid (e.g. a prompt longer than the context) is 
 ``<prompts>:dead`` with the reason and acknowledged (its call mates are retried one by one);
 any other failure leaves the entries pending for a retry by reclaim.
 
-The loop follows the one stream-consumer protocol (``grpo.services.streams.StreamConsumer``:
+The loop follows the one stream-consumer protocol (``grpo.services.runtime.streams.StreamConsumer``:
 reclaim -> consume -> write rollouts -> acknowledge) and its crash policy
 (``ConsumerLoop``): a Redis outage is ridden out with backoff for ``redis_outage_s`` seconds,
 after which the worker reports dead and its supervisor restarts it.
@@ -61,8 +61,8 @@ from grpo.services.generation.backend import (
     SamplingConfig,
     derived_seed,
 )
-from grpo.services.learner.publish import read_policy
-from grpo.services.streams import (
+from grpo.services.runtime.policy import read_policy
+from grpo.services.runtime.streams import (
     ConsumerLoop,
     Outage,
     StreamConsumer,
@@ -73,7 +73,7 @@ from grpo.services.streams import (
 from grpo.v1 import common_pb2
 
 if TYPE_CHECKING:
-    from grpo.services.weights.puller import BackgroundPuller
+    from grpo.services.runtime.weights.puller import BackgroundPuller
 
 __all__ = ["RolloutWorker", "RolloutWorkerConfig", "rollout_dedup_key"]
 

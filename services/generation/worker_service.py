@@ -5,7 +5,7 @@ its background loop, and the same backend is served as ``grpo.v1.Generation`` (D
 Generate for ad-hoc sampling, LoadWeights) so operators can inspect the policy version.
 
 With ``weights.mode: grpc`` new versions are pulled from the learner's ``grpo.v1.Weights``
-server in the background (``grpo.services.weights.puller``); when ``backend.model_path`` has
+server in the background (``grpo.services.runtime.weights.puller``); when ``backend.model_path`` has
 no model (a pod without a shared volume) the process first waits for the learner's newest
 published version, pulls it and starts the engine from that copy. On a shared volume, a
 ``backend.model_path`` that is not a local model folder (a hub id the learner resolved) makes
@@ -25,12 +25,16 @@ from grpo.errors import FailedPreconditionError
 from grpo.services.generation.backend import BackendConfig, create_backend
 from grpo.services.generation.service import GenerationServicer
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
-from grpo.services.learner.publish import read_policy
-from grpo.services.redis_server import connect, resolve_redis_url
-from grpo.services.registry import ServiceParts, ServiceSpec
-from grpo.services.server import ServerSettings, ServiceBinding
-from grpo.services.streams import StreamNames
-from grpo.services.weights.puller import BackgroundPuller, WeightPuller, WeightTransferConfig
+from grpo.services.runtime.policy import read_policy
+from grpo.services.runtime.redis_server import connect, resolve_redis_url
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.server import ServerSettings, ServiceBinding
+from grpo.services.runtime.streams import StreamNames
+from grpo.services.runtime.weights.puller import (
+    BackgroundPuller,
+    WeightPuller,
+    WeightTransferConfig,
+)
 from grpo.v1 import common_pb2, generation_pb2_grpc
 
 __all__ = ["SERVICE", "RolloutWorkerSettings"]
@@ -47,7 +51,7 @@ class RolloutWorkerSettings(BaseModel):
     redis_url: str | None = Field(
         default=None,
         description="Redis holding the prompts and rollouts streams; None = $REDIS_URL "
-        "(required one way or the other, grpo.services.redis_server.resolve_redis_url).",
+        "(required one way or the other, grpo.services.runtime.redis_server.resolve_redis_url).",
     )
     backend: BackendConfig = Field(..., description="Sampling engine and initial policy.")
     worker: RolloutWorkerConfig = Field(

@@ -3,8 +3,8 @@
 The groups stream carries ``common_pb2.Group`` messages; the learner trains on
 ``grpo.learner.batch.GroupRows``. :func:`group_rows` reads one group into rows, resolving what
 needs the wire form: the outcome reward (a verdict status and a finite value, else missing,
-``grpo.services.score_status``), the process steps' character spans mapped to the tokens that
-end them (``Completion.token_char_offsets``), the finish reason and the sampler's top-k/top-p
+``grpo.services.runtime.score_status``), the process steps' character spans mapped to the tokens
+that end them (``Completion.token_char_offsets``), the finish reason and the sampler's top-k/top-p
 (an unset ``top_p`` of 0 reads as 1, i.e. off). :func:`build_batch` is ``group_rows`` then
 ``grpo.learner.batch.pad_batch``.
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from grpo.errors import ContractError
 from grpo.learner.batch import GroupRows, RolloutRow, TrainingBatch, check_group_rows, pad_batch
 from grpo.learner.process import step_end_tokens
-from grpo.services.score_status import is_verdict
+from grpo.services.runtime.score_status import is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = ["build_batch", "check_group", "group_rows", "outcome_reward"]
@@ -27,7 +27,7 @@ def outcome_reward(member: common_pb2.ScoredRollout) -> float | None:
     """The outcome reward of a scored rollout, or None when it is missing.
 
     A reward is valid only when the member is not ``missing``, the outcome status is a verdict
-    on the response (``grpo.services.score_status``) and the value is finite.
+    on the response (``grpo.services.runtime.score_status``) and the value is finite.
     """
     if member.missing or not member.HasField("outcome"):
         return None

@@ -27,7 +27,7 @@ step are superseded: on resume, when any version newer than the checkpoint's exi
 or on disk), the restored model is published under the next unused number
 (``grpo.services.learner.publish.next_version``), so generation drops the lost lineage.
 
-Reading follows the one stream-consumer protocol (``grpo.services.streams.StreamConsumer``);
+Reading follows the one stream-consumer protocol (``grpo.services.runtime.streams.StreamConsumer``);
 every Redis call rides out an outage with backoff (``Outage``, ``redis_outage_s``). The
 crash policy is the one of every consumer: a failed loop ends its thread, ``is_alive()`` turns
 False, ``serve`` drains the process and exits non-zero, and the supervisor restarts it.
@@ -75,12 +75,12 @@ from grpo.services.learner.publish import (
     highest_folder_version,
     next_version,
     publish_weights,
-    published_version,
 )
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.score_status import is_undecided
-from grpo.services.streams import Outage, StreamConsumer, StreamEntry, StreamNames, Streams
+from grpo.services.runtime.policy import published_version
+from grpo.services.runtime.score_status import is_undecided
+from grpo.services.runtime.streams import Outage, StreamConsumer, StreamEntry, StreamNames, Streams
 from grpo.v1 import common_pb2
 
 __all__ = ["LearnerLoop", "LearnerStatus", "group_records_for", "resolved_config"]

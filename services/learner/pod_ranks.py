@@ -43,7 +43,7 @@ import torch
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.registry import ServiceParts
+from grpo.services.runtime.registry import ServiceParts
 
 __all__ = [
     "FollowerRank",

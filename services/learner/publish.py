@@ -10,8 +10,8 @@ weights (the steps after it were lost) publishes a fresh number rather than one 
 already loaded. Old folders beyond ``keep`` are removed (generation loads a folder within
 seconds of its publication), but never the version just written nor the one announced in Redis.
 
-``read_policy`` is the one reader of the policy key (rollout workers, the learner, the run
-driver).
+The policy key is read with ``grpo.services.runtime.policy.read_policy`` (rollout workers, the
+learner, the run driver).
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ from typing import Any
 
 import redis
 
+from grpo.services.runtime.policy import published_version
 from grpo.v1 import common_pb2
 
 __all__ = [
     "highest_folder_version",
     "next_version",
     "publish_weights",
-    "published_version",
-    "read_policy",
-    "snapshot_policy",
     "weights_dir",
 ]
 
@@ -40,74 +38,6 @@ __all__ = [
 def weights_dir(run_dir: Path, version: int) -> Path:
     """Folder of policy ``version``: ``<run_dir>/weights/v<version>``."""
     return run_dir / "weights" / f"v{version}"
-
-
-def snapshot_policy(folder: Path, dest: Path) -> Path:
-    """A private copy of a published policy folder that pruning cannot take away.
-
-    Files are hard-linked (no bytes copied; copied when ``dest`` is on another filesystem), so
-    the snapshot costs nothing while ``folder`` exists and keeps its files once the learner's
-    pruning (``publish_weights(keep=...)``) removes ``folder``. The caller removes ``dest``
-    when done with it.
-
-    Args:
-        folder: a ``weights_dir`` folder (a ``save_pretrained`` folder).
-        dest: where the snapshot goes (replaced when it exists).
-
-    Returns:
-        ``dest``.
-
-    Raises:
-        NotFoundError: ``folder`` has no ``config.json`` or a file vanished while it was
-            linked (the version was pruned first; nothing is left at ``dest``).
-    """
-    from grpo.errors import NotFoundError
-
-    shutil.rmtree(dest, ignore_errors=True)
-    try:
-        if not (folder / "config.json").is_file():
-            raise FileNotFoundError(folder / "config.json")
-        shutil.copytree(folder, dest, copy_function=_link_or_copy)
-    except (FileNotFoundError, shutil.Error) as exc:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise NotFoundError(f"policy folder {folder} is gone or incomplete: {exc}") from exc
-    return dest
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except FileNotFoundError:
-        raise
-    except OSError:
-        shutil.copy2(src, dst)  # another filesystem (EXDEV) or no hard links there
-
-
-def _policy_key(names_or_key: Any) -> str:
-    return names_or_key if isinstance(names_or_key, str) else str(names_or_key.policy_key)
-
-
-def read_policy(client: redis.Redis, names_or_key: Any) -> common_pb2.PolicyWeights | None:
-    """The ``PolicyWeights`` announced at the policy key, or None when nothing is published.
-
-    Args:
-        client: Redis connection (binary responses).
-        names_or_key: the run's ``StreamNames`` or the policy key itself.
-
-    Raises:
-        redis.RedisError: Redis cannot be read.
-        google.protobuf.message.DecodeError: the key holds something else.
-    """
-    raw = client.get(_policy_key(names_or_key))
-    if raw is None:
-        return None
-    return common_pb2.PolicyWeights.FromString(raw)  # type: ignore[arg-type]
-
-
-def published_version(client: redis.Redis, policy_key: Any) -> int:
-    """The policy version currently at the policy key, or -1 when nothing is published."""
-    weights = read_policy(client, policy_key)
-    return -1 if weights is None else int(weights.policy_version)
 
 
 def _version_folders(run_dir: Path) -> list[Path]:

@@ -3,7 +3,7 @@
 ``build(settings)`` loads the policy (and the reference model when the KL weight β > 0),
 restores the newest checkpoint, and returns the ``grpo.v1.Learner`` binding (GetStatus,
 SaveCheckpoint, SetPaused), the ``grpo.v1.Weights`` binding that serves every published version
-to generation replicas (``grpo.services.weights``), and the ``LearnerLoop`` worker
+to generation replicas (``grpo.services.runtime.weights``), and the ``LearnerLoop`` worker
 (``grpo.services.learner.loop`` documents the consume/checkpoint/acknowledge protocol). With
 ``world_size`` W > 1, ``build`` first spawns ranks 1..W-1 (torch.multiprocessing "spawn",
 before gRPC starts) running ``follower_main``; rank 0 (this process) reads groups and hands
@@ -23,10 +23,10 @@ import torch
 from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
 from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.registry import ServiceParts, ServiceSpec
-from grpo.services.server import ServiceBinding, remaining_s
-from grpo.services.weights.servicer import weights_binding
-from grpo.services.weights.store import WeightStore
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.server import ServiceBinding, remaining_s
+from grpo.services.runtime.weights.servicer import weights_binding
+from grpo.services.runtime.weights.store import WeightStore
 from grpo.v1 import learner_pb2, learner_pb2_grpc
 
 __all__ = ["SERVICE", "LearnerServicer", "build", "build_trainer", "follower_main"]
@@ -131,7 +131,7 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
         FailedPreconditionError: no Redis URL (settings.redis_url or $REDIS_URL).
     """
     from grpo.services.learner import pod_ranks
-    from grpo.services.redis_server import connect, resolve_redis_url
+    from grpo.services.runtime.redis_server import connect, resolve_redis_url
 
     rank = pod_ranks.env_rank(settings)  # None = ranks 1..W-1 (if any) are spawned here
     if rank is not None and rank > 0:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
-from grpo.services.server import ServerSettings
+from grpo.services.runtime.server import ServerSettings
 
 __all__ = ["LearnerServiceSettings"]
 

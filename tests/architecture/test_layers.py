@@ -32,26 +32,54 @@ LAYER_OF: list[tuple[str, str]] = [
     ("grpo.model", "model"),
     ("grpo.devices", "model"),
     ("grpo.learner", "learner"),
-    ("grpo.services", "services"),
+    # services/ in floors: runtime < settings < tasks and the deployables < evaluation < driver.
+    ("grpo.services.runtime", "runtime"),
+    ("grpo.services.settings", "settings"),
+    ("grpo.services.tasks", "tasks"),
+    ("grpo.services.assembler", "assembler"),
+    ("grpo.services.generation", "generation"),
+    ("grpo.services.learner", "learner-service"),
+    ("grpo.services.evaluation", "evaluation"),
+    ("grpo.services.driver", "driver"),
+    ("grpo.services", "services-root"),
+    # The one-machine app behind ``grpo run`` and the experiments, on top of services/.
+    ("grpo.local", "local"),
+    ("grpo.experiments", "experiments"),
     ("grpo.report", "cli"),
     ("grpo.cli", "cli"),
     ("grpo.__main__", "cli"),
 ]
 
-# What each layer may import (grpo modules only). "contracts" means the message modules
-# (``grpo.v1.*_pb2``); the gRPC stubs (``*_pb2_grpc``) are "stubs", for the edges only.
+DOMAIN = {"errors", "contracts", "model", "learner", "verifiers"}
+DEPLOYABLES = {"assembler", "generation", "learner-service"}
+SERVICES_FLOORS = {"runtime", "settings", "tasks", *DEPLOYABLES, "evaluation", "driver"}
+
+# What each layer may import (grpo modules only; a layer always imports itself). "contracts"
+# means the message modules (``grpo.v1.*_pb2``); the gRPC stubs (``*_pb2_grpc``) are "stubs",
+# for the edges only. A deployable imports the runtime, the settings and the domain: never a
+# peer deployable's modules (what two deployables share lives in the runtime).
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "contracts": {"contracts"},
-    "model": {"errors", "model"},
-    "learner": {"errors", "contracts", "model", "learner"},
-    "verifiers": {"errors", "contracts", "verifiers"},
-    "verifier-edge": {"errors", "contracts", "stubs", "verifiers", "verifier-edge", "services"},
-    "services": {"errors", "contracts", "stubs", "model", "learner", "verifiers",
-                 "verifier-edge", "services"},
-    "cli": {"errors", "contracts", "stubs", "model", "learner", "verifiers", "verifier-edge",
-            "services", "cli"},
+    "model": {"errors"},
+    "learner": {"errors", "contracts", "model"},
+    "verifiers": {"errors", "contracts"},
+    "verifier-edge": {"errors", "contracts", "stubs", "verifiers", "runtime"},
+    "runtime": {"errors", "contracts", "stubs"},
+    "settings": {"errors", "contracts", "learner", "runtime"},
+    "tasks": {"errors", "contracts", "runtime", "settings"},
+    **{d: {*DOMAIN, "stubs", "runtime", "settings"} for d in DEPLOYABLES},
+    "evaluation": {*DOMAIN, "stubs", "verifier-edge", "runtime", "settings", "tasks",
+                   "generation"},
+    "driver": {"errors", "contracts", "stubs", "learner", "runtime", "settings", "tasks",
+               "evaluation"},
+    "services-root": set(),
+    "local": {*DOMAIN, "stubs", "verifier-edge", *SERVICES_FLOORS},
+    "experiments": {*DOMAIN, "stubs", "verifier-edge", *SERVICES_FLOORS, "local"},
+    "cli": {*DOMAIN, "stubs", "verifier-edge", *SERVICES_FLOORS, "local", "experiments"},
 }  # fmt: skip
+for _layer, _allowed in MAY_IMPORT.items():
+    _allowed.add(_layer)
 
 
 def layer_of(module: str) -> str:
@@ -81,7 +109,7 @@ def _module_name(path: Path) -> str:
 
 def _project_modules() -> list[Path]:
     files = [p for d in PACKAGES for p in (REPO / d).rglob("*.py")]
-    files += [p for p in (REPO / "grpo").glob("*.py")]
+    files += [p for p in (REPO / "grpo").rglob("*.py") if "v1" not in p.relative_to(REPO).parts]
     return sorted(f for f in files if "__pycache__" not in f.parts)
 
 
@@ -144,9 +172,68 @@ def test_layer_table_rejects_a_domain_import_of_the_services() -> None:
     assert "stubs" not in MAY_IMPORT[layer_of("grpo.verifiers.math.verifier")]
     assert layer_of("grpo.v1.verifier_pb2_grpc") == "stubs"
     assert layer_of("grpo.verifiers.code.service") == "verifier-edge"
-    assert "cli" not in MAY_IMPORT[layer_of("grpo.services.server")]
+    assert "cli" not in MAY_IMPORT[layer_of("grpo.services.runtime.server")]
     with pytest.raises(AssertionError, match="no layer"):
         layer_of("grpo.somewhere_new")
+
+
+def _violations(module: str, source: str) -> list[str]:
+    """The layer violations of ``source`` read as the module ``module``."""
+    allowed = MAY_IMPORT[layer_of(module)]
+    imported = [n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
+    return [m for m in imported if m and layer_of(m) not in allowed]
+
+
+@pytest.mark.parametrize(
+    ("module", "planted"),
+    [
+        ("grpo.services.generation.worker", "from grpo.services.learner.publish import x"),
+        ("grpo.services.assembler.service", "from grpo.services.generation.backend import x"),
+        ("grpo.services.learner.loop", "from grpo.services.assembler.store import x"),
+        ("grpo.services.runtime.streams", "from grpo.services.settings.run import x"),
+        ("grpo.services.driver.driver", "from grpo.services.generation.backend import x"),
+        ("grpo.services.evaluation.scorers", "from grpo.services.driver.heldout import x"),
+        ("grpo.services.driver.service", "from grpo.local.run import x"),
+    ],
+)
+def test_a_planted_import_of_a_peer_or_a_higher_floor_fails(module: str, planted: str) -> None:
+    assert _violations(module, planted), f"{planted} in {module} should break the table"
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] == ["grpo", "services"] and len(parts) > 2:
+        return parts[2]
+    return None
+
+
+def test_services_stand_on_at_most_five_floors_with_no_arrow_back_up() -> None:
+    """Drawn from the imports (package to package inside services/), the graph has no cycle
+    and its longest chain is at most 5 floors: runtime < settings < tasks and the deployables
+    < evaluation < driver (issue 34)."""
+    arrows: dict[str, set[str]] = {}
+    for path in _project_modules():
+        module = _module_name(path)
+        src = _package(module)
+        if src is None:
+            continue
+        for _line, imported in _grpo_imports(path, module):
+            dst = _package(imported)
+            if dst is not None and dst != src:
+                arrows.setdefault(src, set()).add(dst)
+    floor: dict[str, int] = {}
+
+    def floor_of(pkg: str, seen: tuple[str, ...] = ()) -> int:
+        assert pkg not in seen, f"import cycle: {' -> '.join((*seen, pkg))}"
+        if pkg not in floor:
+            floor[pkg] = 1 + max(
+                (floor_of(d, (*seen, pkg)) for d in arrows.get(pkg, ())), default=0
+            )
+        return floor[pkg]
+
+    floors = {pkg: floor_of(pkg) for pkg in {*arrows, *(d for ds in arrows.values() for d in ds)}}
+    assert max(floors.values()) <= 5, floors
+    assert floors["runtime"] == 1, floors
 
 
 def _loaded_after_import(statement: str) -> dict[str, bool]:
@@ -196,13 +283,15 @@ def test_every_learner_module_loads_neither_grpc_nor_sympy() -> None:
 
 def test_the_runtime_check_sees_grpc() -> None:
     """The sys.modules probe does detect grpc (so the checks above can fail)."""
-    assert _loaded_after_import("import grpo.services.server")["grpc"] is True
+    assert _loaded_after_import("import grpo.services.runtime.server")["grpc"] is True
 
 
 _ORCHESTRATOR_START = """
 import json, sys
 from pathlib import Path
-from grpo.services.pipeline import cluster, config, processes, tasks
+from grpo.local import cluster, processes
+from grpo.services.settings import run as config
+from grpo.services.tasks import run_tasks as tasks
 
 processes.ProcessSupervisor.start = lambda self, name, path, service=None: None
 processes.ProcessSupervisor.wait_healthy = lambda self, names, timeout_s: None
@@ -236,7 +325,7 @@ def test_grpo_run_validates_the_service_configs_without_the_services_heavy_impor
 
 def test_settings_classes_named_apart_are_the_specs_own() -> None:
     """``registry.SETTINGS`` names the very class each spec validates with."""
-    from grpo.services.registry import SETTINGS, load_settings_cls, load_spec
+    from grpo.services.runtime.registry import SETTINGS, load_settings_cls, load_spec
 
     assert SETTINGS
     for name in SETTINGS:

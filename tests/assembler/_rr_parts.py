@@ -19,7 +19,7 @@ from typing import Any
 
 
 def _server(host: str, port: int, name: str) -> None:
-    from grpo.services.server import ServerSettings, ServiceBinding, create_server
+    from grpo.services.runtime.server import ServerSettings, ServiceBinding, create_server
     from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
     class Named(verifier_pb2_grpc.VerifierServicer):
@@ -42,9 +42,8 @@ def _server(host: str, port: int, name: str) -> None:
 
 
 def _client(target: str, n: int) -> None:
-    from grpo.services.assembler.config import VerifierClientConfig
-    from grpo.services.assembler.verifier_client import VerifierClient
-    from grpo.services.routing import RoutingTable
+    from grpo.services.runtime.routing import RoutingTable
+    from grpo.services.runtime.verifier_client import VerifierClient, VerifierClientConfig
     from grpo.v1 import common_pb2
 
     table = RoutingTable.from_config({"arith": [target]})

@@ -16,12 +16,17 @@ from assembler_helpers import rollout, score
 
 from grpo.errors import ContractError
 from grpo.services.assembler.assembler import Assembler
-from grpo.services.assembler.config import AssemblerConfig, DynamicSamplingConfig
 from grpo.services.assembler.service import StreamGroupSink
-from grpo.services.assembler.stats import run_accounting, stats_from_counters, stats_identity_gap
-from grpo.services.assembler.store import GroupStore, read_accounting
-from grpo.services.assembler.verifier_client import RolloutScores
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.assembler.store import GroupStore
+from grpo.services.runtime.accounting import (
+    read_accounting,
+    run_accounting,
+    stats_from_counters,
+    stats_identity_gap,
+)
+from grpo.services.runtime.streams import StreamNames, Streams
+from grpo.services.runtime.verifier_client import RolloutScores
+from grpo.services.settings.assembler import AssemblerConfig, DynamicSamplingConfig
 from grpo.v1 import common_pb2
 
 

@@ -6,11 +6,11 @@ import pytest
 from assembler_helpers import member, rollout, score
 
 from grpo.errors import ContractError, InvalidArgumentError
-from grpo.services.assembler.config import DynamicSamplingConfig, DynamicSamplingMode
 from grpo.services.assembler.group import assemble_group, scored_member
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict, regenerated_group_id
-from grpo.services.assembler.stats import stats_from_counters, stats_identity_gap
-from grpo.services.score_status import is_verdict
+from grpo.services.runtime.accounting import stats_from_counters, stats_identity_gap
+from grpo.services.runtime.score_status import is_verdict
+from grpo.services.settings.assembler import DynamicSamplingConfig, DynamicSamplingMode
 from grpo.v1 import common_pb2
 
 

@@ -18,16 +18,16 @@ from assembler_helpers import rollout, score
 from helpers import wait_until
 
 from grpo.services.assembler.assembler import Assembler
-from grpo.services.assembler.config import (
+from grpo.services.assembler.service import AssemblerServicer, AssemblerWorker, StreamGroupSink
+from grpo.services.assembler.store import GroupStore
+from grpo.services.runtime.streams import StreamNames, Streams
+from grpo.services.runtime.verifier_client import RolloutScores
+from grpo.services.settings.assembler import (
     AssemblerConfig,
     VerifierClientConfig,
     check_reclaim_before_deadline,
     reclaim_idle_ms_for,
 )
-from grpo.services.assembler.service import AssemblerServicer, AssemblerWorker, StreamGroupSink
-from grpo.services.assembler.store import GroupStore
-from grpo.services.assembler.verifier_client import RolloutScores
-from grpo.services.streams import StreamNames, Streams
 from grpo.v1 import assembler_pb2, common_pb2
 
 GROUP = "assembler"

@@ -11,10 +11,9 @@ import grpc
 import pytest
 from assembler_helpers import rollout
 
-from grpo.services.assembler.config import VerifierClientConfig
-from grpo.services.assembler.verifier_client import VerifierClient
-from grpo.services.routing import RoutingTable
-from grpo.services.server import GrpoServer, ServerSettings, ServiceBinding, create_server
+from grpo.services.runtime.routing import RoutingTable
+from grpo.services.runtime.server import GrpoServer, ServerSettings, ServiceBinding, create_server
+from grpo.services.runtime.verifier_client import VerifierClient, VerifierClientConfig
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
 

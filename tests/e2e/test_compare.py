@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.pipeline.compare import (
+from grpo.experiments.compare import (
     ArmResult,
     arm_config,
     budget_check,
@@ -24,10 +24,10 @@ from grpo.services.pipeline.compare import (
     parse_estimators,
     step_tokens,
 )
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.driver import RunDriver
-from grpo.services.pipeline.tasks import load_run_tasks
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.driver.driver import RunDriver
+from grpo.services.runtime.streams import StreamNames, Streams
+from grpo.services.settings.run import load_run_config
+from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import assembler_pb2, learner_pb2
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ import redis
 from grpo.errors import InvalidArgumentError
 from grpo.services.assembler.sampling import GroupVerdict
 from grpo.services.assembler.service import ClosedGroupStream
-from grpo.services.datasets import arith_difficulty, arith_tasks
-from grpo.services.pipeline.curriculum import PassRateCurriculum, group_is_mixed
-from grpo.services.pipeline.feeder import PromptFeeder
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.driver.curriculum import PassRateCurriculum, group_is_mixed
+from grpo.services.driver.feeder import PromptFeeder
+from grpo.services.runtime.streams import StreamNames, Streams
+from grpo.services.tasks.datasets import arith_difficulty, arith_tasks
 from grpo.v1 import common_pb2
 
 

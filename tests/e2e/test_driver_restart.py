@@ -32,12 +32,12 @@ from pathlib import Path
 import pytest
 from helpers import wait_until
 
-from grpo.services.pipeline.cluster import LocalCluster
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.driver import LEARNER_GROUP, WORKER_GROUP, DriverRecord
-from grpo.services.pipeline.feeder import PromptFeeder
-from grpo.services.pipeline.policy import prepare_policy
-from grpo.services.pipeline.tasks import load_run_tasks
+from grpo.local.cluster import LocalCluster
+from grpo.local.policy import prepare_policy
+from grpo.services.driver.driver import LEARNER_GROUP, WORKER_GROUP, DriverRecord
+from grpo.services.driver.feeder import PromptFeeder
+from grpo.services.settings.run import load_run_config
+from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import common_pb2
 
 REPO = Path(__file__).resolve().parents[2]

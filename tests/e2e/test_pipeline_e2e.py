@@ -30,15 +30,15 @@ import pytest
 from helpers import wait_until
 
 from grpo.learner.checkpoint import latest_checkpoint
-from grpo.services.assembler.stats import stats_identity_gap
-from grpo.services.learner.publish import read_policy
-from grpo.services.pipeline.cluster import LocalCluster
-from grpo.services.pipeline.config import RunConfig, load_run_config
-from grpo.services.pipeline.driver import LEARNER_GROUP, RunDriver
-from grpo.services.pipeline.policy import prepare_policy
-from grpo.services.pipeline.processes import group_members
-from grpo.services.pipeline.tasks import load_run_tasks
-from grpo.services.redis_server import connect
+from grpo.local.cluster import LocalCluster
+from grpo.local.policy import prepare_policy
+from grpo.local.processes import group_members
+from grpo.services.driver.driver import LEARNER_GROUP, RunDriver
+from grpo.services.runtime.accounting import stats_identity_gap
+from grpo.services.runtime.policy import read_policy
+from grpo.services.runtime.redis_server import connect
+from grpo.services.settings.run import RunConfig, load_run_config
+from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import common_pb2
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,12 +8,12 @@ import pytest
 import redis
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.pipeline.config import RunConfig, load_run_config
-from grpo.services.pipeline.driver import FeedLoop
-from grpo.services.pipeline.feeder import PromptFeeder
-from grpo.services.pipeline.service_configs import learner_settings, rollout_worker_settings
-from grpo.services.pipeline.tasks import load_run_tasks
-from grpo.services.streams import Outage, OutageBudgetExceededError, StreamNames, Streams
+from grpo.services.driver.driver import FeedLoop
+from grpo.services.driver.feeder import PromptFeeder
+from grpo.services.runtime.streams import Outage, OutageBudgetExceededError, StreamNames, Streams
+from grpo.services.settings.run import RunConfig, load_run_config
+from grpo.services.settings.services import learner_settings, rollout_worker_settings
+from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import common_pb2
 from tests.helpers import wait_until
 
@@ -196,8 +196,8 @@ def test_children_do_not_inherit_settings_variables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the run dir's YAML says is what a launched service runs with."""
-    from grpo.services.config import child_environment
-    from grpo.services.pipeline.processes import ProcessSupervisor
+    from grpo.local.processes import ProcessSupervisor
+    from grpo.services.runtime.config import child_environment
 
     parent = {
         "PATH": "/bin",
@@ -221,8 +221,8 @@ def test_children_do_not_inherit_settings_variables(
 def test_unknown_settings_variables_are_logged_not_dropped_silently(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from grpo.services.config import load_settings
     from grpo.services.learner.settings import LearnerServiceSettings
+    from grpo.services.runtime.config import load_settings
 
     env = {
         "GRPO_MODEL_PATH": "/m",
@@ -230,14 +230,14 @@ def test_unknown_settings_variables_are_logged_not_dropped_silently(
         "GRPO_RUN_BUDGET__STEPS": "3",  # grpo run's, not the learner's
         "GRPO_DATA_DIR": "/data",  # a process-level name
     }
-    with caplog.at_level("WARNING", logger="grpo.services.config"):
+    with caplog.at_level("WARNING", logger="grpo.services.runtime.config"):
         settings = load_settings(LearnerServiceSettings, environ=env)
     assert str(settings.model_path) == "/m"
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and "GRPO_TRAINER__LRR" in warned[0]
     assert "LearnerServiceSettings" in warned[0]
     caplog.clear()
-    with caplog.at_level("WARNING", logger="grpo.services.config"):
+    with caplog.at_level("WARNING", logger="grpo.services.runtime.config"):
         load_run_config(REPO / "configs" / "e2e-tiny.yaml", environ={"GRPO_RUN_BUDGET__STEPZ": "1"})
     assert ["GRPO_RUN_BUDGET__STEPZ" in r.getMessage() for r in caplog.records] == [True]
 
@@ -381,7 +381,7 @@ def test_the_run_feeder_holds_back_on_generation_groups_ahead(
 ) -> None:
     """``generation.groups_ahead`` bounds the closed groups waiting for the learner; unset, the
     bound is 2 x ``learner.batch_groups`` (e2e-tiny: 4)."""
-    from grpo.services.pipeline.driver import LEARNER_GROUP, RunDriver
+    from grpo.services.driver.driver import LEARNER_GROUP, RunDriver
 
     cfg = load_run_config(
         REPO / "configs" / "e2e-tiny.yaml", {"generation.groups_ahead": groups_ahead}

@@ -15,11 +15,11 @@ from typing import Any
 
 from helpers import process_alive, wait_until
 
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.driver import NO_SIGNAL_GROUPS, RunDriver
-from grpo.services.pipeline.processes import orphans
-from grpo.services.pipeline.tasks import load_run_tasks
-from grpo.services.streams import StreamNames, Streams
+from grpo.local.processes import orphans
+from grpo.services.driver.driver import NO_SIGNAL_GROUPS, RunDriver
+from grpo.services.runtime.streams import StreamNames, Streams
+from grpo.services.settings.run import load_run_config
+from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import assembler_pb2
 
 REPO = Path(__file__).resolve().parents[2]

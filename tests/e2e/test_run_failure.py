@@ -27,9 +27,9 @@ from typing import Any
 from helpers import wait_until
 
 from grpo.learner import metric_names as mn
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.processes import ServiceFailedError
-from grpo.services.pipeline.run import run_local
+from grpo.local.processes import ServiceFailedError
+from grpo.local.run import run_local
+from grpo.services.settings.run import load_run_config
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = "rollout-worker-0"

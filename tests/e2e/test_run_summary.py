@@ -22,13 +22,13 @@ import pytest
 
 from grpo.cli_run import _accounting_lines
 from grpo.learner import metric_names as mn
-from grpo.services.assembler.stats import run_accounting
-from grpo.services.logging import JsonFormatter
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.driver import Progress, RunDriver
-from grpo.services.pipeline.outages import dependency_of, log_outages, service_outages
-from grpo.services.pipeline.tasks import load_run_tasks
-from grpo.services.streams import Outage, StreamNames, Streams
+from grpo.local.outages import dependency_of, log_outages, service_outages
+from grpo.services.driver.driver import Progress, RunDriver
+from grpo.services.runtime.accounting import run_accounting
+from grpo.services.runtime.logging import JsonFormatter
+from grpo.services.runtime.streams import Outage, StreamNames, Streams
+from grpo.services.settings.run import load_run_config
+from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import assembler_pb2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ class _Lines(logging.Handler):
 @pytest.fixture
 def log_lines() -> Iterator[list[str]]:
     handler = _Lines()
-    logger = logging.getLogger("grpo.services.streams")
+    logger = logging.getLogger("grpo.services.runtime.streams")
     logger.addHandler(handler)
     try:
         yield handler.lines

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from grpo.cli import app
 from grpo.cli_resumable import EXIT_UNSCORED, EXIT_USAGE
 from grpo.errors import InvalidArgumentError
-from grpo.services.pipeline.config import load_run_config
-from grpo.services.pipeline.heldout import heldout_accuracy
-from grpo.services.pipeline.tasks import load_run_tasks
+from grpo.services.driver.heldout import heldout_accuracy
+from grpo.services.settings.run import load_run_config
+from grpo.services.tasks.run_tasks import load_run_tasks
 
 
 def _problems(tmp_path: Path) -> Path:

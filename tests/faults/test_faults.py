@@ -33,9 +33,9 @@ import redis
 import yaml
 from helpers import wait_until
 
-from grpo.services.pipeline.config import RunConfig, load_run_config
-from grpo.services.pipeline.run import run_local
-from grpo.services.streams import StreamNames
+from grpo.local.run import run_local
+from grpo.services.runtime.streams import StreamNames
+from grpo.services.settings.run import RunConfig, load_run_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo.services.pipeline.processes import ProcessSupervisor, RestartPolicy, ServiceFailedError
+from grpo.local.processes import ProcessSupervisor, RestartPolicy, ServiceFailedError
 
 ECHO = "echo_service:SERVICE"
 TESTS = Path(__file__).resolve().parents[1]

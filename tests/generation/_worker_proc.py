@@ -14,7 +14,7 @@ import torch
 from grpo.services.generation.backend import BackendConfig, SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
-from grpo.services.redis_server import connect
+from grpo.services.runtime.redis_server import connect
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.datasets import (
+from grpo.services.tasks.datasets import (
     arith_solution,
     arith_tasks,
     load_gsm8k,

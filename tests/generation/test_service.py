@@ -13,7 +13,7 @@ from grpo.errors import DeadlineExceededError
 from grpo.services.generation.backend import PromptResult, SamplingConfig
 from grpo.services.generation.service import GenerationServicer
 from grpo.services.generation.transformers_backend import TransformersBackend
-from grpo.services.server import ServerSettings, ServiceBinding, create_server
+from grpo.services.runtime.server import ServerSettings, ServiceBinding, create_server
 from grpo.v1 import common_pb2, generation_pb2, generation_pb2_grpc
 
 from .conftest import TUNED_COMPLETION, TUNED_PROMPT
@@ -135,9 +135,9 @@ def test_deadline_aborts_generation_on_the_server(stub_and_backend) -> None:
 
 
 def test_registry_builds_both_generation_services(tiny_model_dir: Path, redis_url: str) -> None:
-    from grpo.services.config import load_settings
     from grpo.services.generation.worker import RolloutWorker
-    from grpo.services.registry import load_spec
+    from grpo.services.runtime.config import load_settings
+    from grpo.services.runtime.registry import load_spec
 
     model = {"backend.model_path": str(tiny_model_dir)}
     gen = load_spec("generation")

@@ -60,7 +60,7 @@ def _send_weights(model_dir: str, port: int, ready) -> None:
     """The learner side of the NCCL path, in its own process on cuda:1."""
     from transformers import AutoModelForCausalLM
 
-    from grpo.services.weights.nccl import NcclWeightSender
+    from grpo.services.runtime.weights.nccl import NcclWeightSender
 
     torch.cuda.set_device(1)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to("cuda:1")
@@ -77,7 +77,7 @@ def test_vllm_receives_a_policy_over_nccl(vllm_backend, tuned_model_dir: Path) -
 
     from transformers import AutoModelForCausalLM
 
-    from grpo.services.weights.nccl import weight_specs
+    from grpo.services.runtime.weights.nccl import weight_specs
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

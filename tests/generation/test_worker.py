@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from grpo.services.generation.backend import SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 
 from .conftest import TUNED_COMPLETION, TUNED_PROMPT

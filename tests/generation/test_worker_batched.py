@@ -16,7 +16,7 @@ import redis
 from grpo.services.generation.backend import SampleRequest
 from grpo.services.generation.transformers_backend import TransformersBackend
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig, rollout_dedup_key
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 
 from .test_worker import SAMPLING, job, rollouts, wait_idle

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from grpo.errors import FailedPreconditionError
-from grpo.services.config import load_settings
 from grpo.services.generation.worker_service import SERVICE
-from grpo.services.streams import StreamNames
+from grpo.services.runtime.config import load_settings
+from grpo.services.runtime.streams import StreamNames
 from grpo.v1 import common_pb2, generation_pb2
 
 

@@ -13,16 +13,20 @@ from pathlib import Path
 import redis
 import yaml
 
-from grpo.services.config import load_settings
 from grpo.services.generation.backend import SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
 from grpo.services.generation.worker_service import SERVICE, RolloutWorkerSettings
-from grpo.services.server import ServerSettings, create_server
-from grpo.services.streams import StreamNames, Streams
-from grpo.services.weights.puller import BackgroundPuller, WeightPuller, WeightTransferConfig
-from grpo.services.weights.servicer import weights_binding
-from grpo.services.weights.store import Chunk, WeightStore
+from grpo.services.runtime.config import load_settings
+from grpo.services.runtime.server import ServerSettings, create_server
+from grpo.services.runtime.streams import StreamNames, Streams
+from grpo.services.runtime.weights.puller import (
+    BackgroundPuller,
+    WeightPuller,
+    WeightTransferConfig,
+)
+from grpo.services.runtime.weights.servicer import weights_binding
+from grpo.services.runtime.weights.store import Chunk, WeightStore
 from grpo.v1 import common_pb2
 
 from .conftest import TUNED_COMPLETION, TUNED_PROMPT

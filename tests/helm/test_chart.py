@@ -17,11 +17,11 @@ import pytest
 import yaml
 from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceSpec
 
-from grpo.services.config import load_settings
-from grpo.services.discovery import verifier_from_service
-from grpo.services.registry import load_spec
-from grpo.services.routing import RoutingTable
-from grpo.services.server import ServerSettings
+from grpo.services.runtime.config import load_settings
+from grpo.services.runtime.discovery import verifier_from_service
+from grpo.services.runtime.registry import load_spec
+from grpo.services.runtime.routing import RoutingTable
+from grpo.services.runtime.server import ServerSettings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "grpo-pipeline"
 KUBE_LATEST = kubernetes_validate.utils.latest_version()  # newest schemas shipped (1.37 here)
@@ -764,7 +764,7 @@ def test_service_config_schema_is_generated_from_the_settings_models() -> None:
     current = (CHART / "values.schema.json").read_text()
     assert module.render(json.loads(current)) == current, "stale schema: run make chart-schema"
     defs = json.loads(current)["$defs"]
-    from grpo.services.registry import service_names
+    from grpo.services.runtime.registry import service_names
 
     for serve in service_names():
         assert f"settings.{serve}" in defs, serve
@@ -789,7 +789,7 @@ K8S_BLOCKS = {
     "appArmorProfile",
     "env",
     "config",
-    "run",  # a RunConfig: snake_case settings (grpo.services.pipeline.config)
+    "run",  # a RunConfig: snake_case settings (grpo.services.settings.run)
     "volume",  # a Kubernetes volume source
 }
 

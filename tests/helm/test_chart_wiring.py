@@ -537,7 +537,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def jsonl_rows(n: int) -> str:
     """A user's dataset: arithmetic questions under the field names of RUN's mapping."""
-    from grpo.services.datasets import arith_tasks
+    from grpo.services.tasks.datasets import arith_tasks
 
     tasks = arith_tasks(n, seed=0, min_digits=1, max_digits=2, ops=("+",))
     rows = ({"question": t.prompt, "answer": t.gold_answer} for t in tasks)

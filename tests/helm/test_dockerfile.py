@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from grpo.services.registry import SERVICES
+from grpo.services.runtime.registry import SERVICES
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"

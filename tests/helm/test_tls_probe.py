@@ -12,7 +12,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from grpo.services.server import ServerSettings, ServiceBinding, create_server
+from grpo.services.runtime.server import ServerSettings, ServiceBinding, create_server
 from grpo.v1 import verifier_pb2_grpc
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "grpo-pipeline"

@@ -18,8 +18,8 @@ from grpo.learner.config import LearnerAlgoConfig
 from grpo.learner.trainer import Trainer, TrainerConfig
 from grpo.model import load_tokenizer
 from grpo.report import METRICS_READ
-from grpo.services.assembler.stats import REJECTIONS
 from grpo.services.learner.batch import group_rows
+from grpo.services.runtime.accounting import REJECTIONS
 from grpo.v1 import assembler_pb2
 
 

@@ -23,7 +23,7 @@ from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.learner.distributed import RankCommand
 from grpo.services.learner.pod_ranks import env_rank
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.streams import StreamNames, Streams
 
 STEPS = 2
 

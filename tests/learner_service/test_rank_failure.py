@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from pod_world import free_port, serve_learner
 
 from grpo.learner.checkpoint import latest_checkpoint
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.streams import StreamNames, Streams
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 

@@ -15,7 +15,7 @@ from helpers import wait_until
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.learner.service import build
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.v1 import common_pb2
 
 
@@ -148,8 +148,8 @@ def test_versions_are_never_reused_and_the_one_in_use_is_never_pruned(
         highest_folder_version,
         next_version,
         publish_weights,
-        read_policy,
     )
+    from grpo.services.runtime.policy import read_policy
 
     key = StreamNames(redis_namespace).policy_key
     run_dir = tmp_path / "run"

@@ -15,8 +15,8 @@ from grpo.learner import metric_names
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.learner.service import build
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.server import ServerSettings, create_server
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.server import ServerSettings, create_server
+from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.v1 import common_pb2, learner_pb2, learner_pb2_grpc
 
 

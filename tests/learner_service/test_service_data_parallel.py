@@ -13,7 +13,7 @@ import pytest
 
 from grpo.services.learner.service import build
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.streams import StreamNames, Streams
+from grpo.services.runtime.streams import StreamNames, Streams
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from grpo.errors import NotFoundError
-from grpo.services.learner.publish import snapshot_policy, weights_dir
+from grpo.services.learner.publish import weights_dir
+from grpo.services.runtime.policy import snapshot_policy
 
 
 def _published(run_dir: Path, version: int) -> Path:

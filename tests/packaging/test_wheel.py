@@ -32,7 +32,7 @@ def test_wheel_contains_every_module(tmp_path: Path) -> None:
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for folder in (*FOLDERS, "grpo"):
-        shutil.copytree(REPO / folder, src / folder, symlinks=True, ignore=ignore)
+        shutil.copytree(REPO / folder, src / folder, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     out = tmp_path / "dist"
@@ -55,3 +55,5 @@ def test_wheel_contains_every_module(tmp_path: Path) -> None:
     missing = sorted(_sources(src) - names)
     assert not missing, f"modules left out of the wheel: {missing}"
     assert {"grpo/v1/common_pb2.py", "grpo/cli.py", "grpo/py.typed"} <= names
+    local = {f"grpo/{p.relative_to(src / 'grpo').as_posix()}" for p in (src / "grpo").rglob("*.py")}
+    assert not sorted(local - names), "grpo/ modules left out of the wheel"

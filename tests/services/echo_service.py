@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.errors import NotFoundError
-from grpo.services.registry import ServiceParts, ServiceSpec
-from grpo.services.server import ServerSettings, ServiceBinding, remaining_s, require
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.server import ServerSettings, ServiceBinding, remaining_s, require
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
 

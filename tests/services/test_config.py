@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from grpo.cli import app
 from grpo.errors import InvalidArgumentError, NotFoundError
-from grpo.services.config import load_settings, settings_reference
-from grpo.services.logging import JsonFormatter
-from grpo.services.registry import SERVICES, ServiceSpec, load_spec
-from grpo.services.server import ServerSettings
+from grpo.services.runtime.config import load_settings, settings_reference
+from grpo.services.runtime.logging import JsonFormatter
+from grpo.services.runtime.registry import SERVICES, ServiceSpec, load_spec
+from grpo.services.runtime.server import ServerSettings
 
 
 class Limits(BaseModel):
@@ -147,7 +147,7 @@ def test_configuration_reference_is_current():
     `make config-docs` whenever a settings field or its description changes."""
     from pathlib import Path
 
-    from grpo.services.config import _markdown
+    from grpo.services.runtime.config import _markdown
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert doc.read_text() == _markdown() + "\n", "docs/configuration.md is stale: make config-docs"

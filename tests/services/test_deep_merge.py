@@ -1,9 +1,9 @@
-"""The one deep-merge of settings layers (grpo.services.config.deep_merge)."""
+"""The one deep-merge of settings layers (grpo.services.runtime.config.deep_merge)."""
 
 from __future__ import annotations
 
-from grpo.services.config import deep_merge
-from grpo.services.pipeline import service_configs
+from grpo.services.runtime.config import deep_merge
+from grpo.services.settings import services as service_configs
 
 
 def test_nested_mappings_merge_and_other_values_replace() -> None:

@@ -18,14 +18,14 @@ from kubernetes import client
 from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceSpec
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
-from grpo.services.discovery import (
+from grpo.services.runtime.discovery import (
     DiscoverySettings,
     KubernetesDiscovery,
     discovery_worker,
     routes_from_services,
     verifier_from_service,
 )
-from grpo.services.routing import Route, RoutingTable
+from grpo.services.runtime.routing import Route, RoutingTable
 
 
 def service(

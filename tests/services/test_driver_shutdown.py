@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from grpo.errors import InternalError
-from grpo.services.pipeline.cluster import LocalCluster
-from grpo.services.pipeline.config import RunConfig
-from grpo.services.pipeline.driver_service import DriverSettings, DriverWorker
-from grpo.services.pipeline.processes import ProcessSupervisor
-from grpo.services.registry import ServiceParts, ServiceSpec, serve
+from grpo.local.cluster import LocalCluster
+from grpo.local.processes import ProcessSupervisor
+from grpo.services.driver.service import DriverSettings, DriverWorker
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec, serve
+from grpo.services.settings.run import RunConfig
 
 HANG_GUARD_S = 60.0  # only a bound on a hang; no assertion is about time
 

@@ -1,6 +1,6 @@
-"""The one JSONL reader (``grpo.services.jsonl``) and its two users: the run's ``data.jsonl``
-task file (strict: the first bad line stops the run) and ``grpo score``/``grpo eval`` lines
-(lenient: each bad line is an ``InvalidLine``)."""
+"""The one JSONL reader (``grpo.services.runtime.jsonl``) and its two users: the run's
+``data.jsonl`` task file (strict: the first bad line stops the run) and ``grpo score``/``grpo
+eval`` lines (lenient: each bad line is an ``InvalidLine``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, InvalidLine, read_lines
-from grpo.services.jsonl import UTF8_BOM, decode_line, read_objects
-from grpo.services.pipeline.config import JsonlSourceConfig
-from grpo.services.pipeline.tasks import load_jsonl_tasks
+from grpo.services.runtime.jsonl import UTF8_BOM, decode_line, read_objects
+from grpo.services.settings.run import JsonlSourceConfig
+from grpo.services.tasks.run_tasks import load_jsonl_tasks
 
 BAD_LINES = [
     (b"\xff{}\n", "not valid UTF-8 (byte 0)"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from grpo.services.ports import ephemeral_range, free_port
+from grpo.services.runtime.ports import ephemeral_range, free_port
 
 
 def test_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:
@@ -20,7 +20,7 @@ def test_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:
 
 
 def test_a_port_in_use_is_never_chosen(monkeypatch) -> None:
-    from grpo.services import ports
+    from grpo.services.runtime import ports
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

@@ -1,4 +1,4 @@
-"""Services forked from the preload interpreter (``grpo.services.pipeline.preload``).
+"""Services forked from the preload interpreter (``grpo.local.preload``).
 
 The supervisor runs in a subprocess that makes itself a subreaper, as ``grpo run`` does (a
 subreaper pytest process would adopt every other test's orphans). There it starts the
@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo.services.pipeline.preload import ForkedProcess, is_subreaper
+from grpo.local.preload import ForkedProcess, is_subreaper
 
 TESTS = Path(__file__).resolve().parents[1]
 
 SCRIPT = r"""
 import json, os, signal, sys, time
 from pathlib import Path
-from grpo.services.pipeline.processes import ProcessSupervisor, RestartPolicy, become_subreaper
-from grpo.services.pipeline.preload import ForkedProcess
+from grpo.local.processes import ProcessSupervisor, RestartPolicy, become_subreaper
+from grpo.local.preload import ForkedProcess
 
 assert become_subreaper()
 tmp, config = Path(sys.argv[1]), Path(sys.argv[2])
@@ -83,7 +83,7 @@ def test_services_fork_from_the_preload_interpreter_and_stay_supervised(tmp_path
 FALLBACK = r"""
 import json, sys
 from pathlib import Path
-from grpo.services.pipeline.processes import ProcessSupervisor, become_subreaper
+from grpo.local.processes import ProcessSupervisor, become_subreaper
 
 assert become_subreaper()
 tmp, config = Path(sys.argv[1]), Path(sys.argv[2])
@@ -124,7 +124,7 @@ def test_a_failing_preload_interpreter_falls_back_to_fresh_processes(tmp_path: P
 
 
 def test_without_a_subreaper_services_start_as_fresh_processes(tmp_path: Path) -> None:
-    from grpo.services.pipeline.processes import ProcessSupervisor
+    from grpo.local.processes import ProcessSupervisor
 
     assert not is_subreaper()  # pytest is not one (the test above runs in a subprocess)
     config = tmp_path / "echo.yaml"

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from grpo.errors import InternalError
-from grpo.services.registry import ServiceParts, ServiceSpec, serve
-from grpo.services.server import ServerSettings
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec, serve
+from grpo.services.runtime.server import ServerSettings
 
 
 class _Settings(BaseModel):

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from grpo.errors import InvalidArgumentError, NotFoundError
-from grpo.services.routing import (
+from grpo.services.runtime.routing import (
     Route,
     RouteConfig,
     RoutingTable,

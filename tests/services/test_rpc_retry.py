@@ -1,5 +1,5 @@
-"""The one retry policy of verifier calls (``grpo.services.rpc_retry``): attempts, the deadline
-passed to each attempt, doubling capped backoff, which codes end the call at once."""
+"""The one retry policy of verifier calls (``grpo.services.runtime.rpc_retry``): attempts, the
+deadline passed to each attempt, doubling capped backoff, which codes end the call at once."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import grpc
 import pytest
 
-from grpo.services.assembler.config import VerifierClientConfig
-from grpo.services.rpc_retry import backoff_s, call_with_retries, rpc_status
+from grpo.services.runtime.rpc_retry import backoff_s, call_with_retries, rpc_status
+from grpo.services.runtime.verifier_client import VerifierClientConfig
 
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 

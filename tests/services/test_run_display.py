@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo.services.pipeline.driver import Progress
-from grpo.services.pipeline.run import _show
+from grpo.local.run import _show
+from grpo.services.driver.driver import Progress
 
 
 class _Monitor:

@@ -23,7 +23,7 @@ from helpers import wait_until
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from grpo.services.server import GrpoServer, ServerSettings, create_server
+from grpo.services.runtime.server import GrpoServer, ServerSettings, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
 HERE = Path(__file__).resolve().parent

@@ -27,7 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from helpers import wait_for_port_file
 
-from grpo.services.registry import SERVICES
+from grpo.services.runtime.registry import SERVICES
 
 REPO = Path(__file__).resolve().parents[2]
 

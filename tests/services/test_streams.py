@@ -17,7 +17,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from grpo.errors import DeadlineExceededError, InvalidArgumentError
-from grpo.services.streams import PAYLOAD_FIELD, StreamNames, Streams
+from grpo.services.runtime.streams import PAYLOAD_FIELD, StreamNames, Streams
 from grpo.v1 import common_pb2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,8 +174,8 @@ def test_trim_only_removes_entries_every_group_acknowledged(streams, names, redi
 _DYING_CONSUMER = textwrap.dedent(
     """
     import sys
-    from grpo.services.redis_server import connect
-    from grpo.services.streams import Streams
+    from grpo.services.runtime.redis_server import connect
+    from grpo.services.runtime.streams import Streams
     from grpo.v1 import common_pb2
     url, stream, out = sys.argv[1:4]
     s = Streams(connect(url))
@@ -270,7 +270,7 @@ class _Clock:
 
 
 def test_outage_backs_off_exponentially_and_its_budget_is_fatal() -> None:
-    from grpo.services.streams import Outage, OutageBudgetExceededError
+    from grpo.services.runtime.streams import Outage, OutageBudgetExceededError
 
     clock = _Clock()
     outage = Outage(5.0, backoff_initial_s=0.5, backoff_max_s=2.0, clock=clock)
@@ -292,7 +292,7 @@ def test_outage_backs_off_exponentially_and_its_budget_is_fatal() -> None:
 def test_consumer_takes_back_its_own_pending_entries_and_never_reclaims_held_ones(
     streams: Streams, names: StreamNames
 ) -> None:
-    from grpo.services.streams import StreamConsumer
+    from grpo.services.runtime.streams import StreamConsumer
 
     ids = [streams.produce(names.rollouts, _rollout("g", i)) for i in range(4)]
     before = StreamConsumer(streams, names.rollouts, "asm", "c0", common_pb2.Rollout,
@@ -319,7 +319,7 @@ def test_consumer_takes_back_its_own_pending_entries_and_never_reclaims_held_one
 def test_consumer_loop_reports_dead_once_a_redis_outage_outlasts_its_budget() -> None:
     import socket
 
-    from grpo.services.streams import ConsumerLoop, Outage
+    from grpo.services.runtime.streams import ConsumerLoop, Outage
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -345,7 +345,7 @@ def test_embedded_redis_dies_with_its_parent_and_keeps_its_data_across_a_restart
         f"""
         import sys
         from pathlib import Path
-        from grpo.services.redis_server import EmbeddedRedis, connect
+        from grpo.services.runtime.redis_server import EmbeddedRedis, connect
         server = EmbeddedRedis(Path({str(tmp_path / "redis")!r}), appendonly=True).start()
         client = connect(server.url)
         client.xadd("s", {{"pb": b"x"}})
@@ -358,7 +358,7 @@ def test_embedded_redis_dies_with_its_parent_and_keeps_its_data_across_a_restart
     parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
-    from grpo.services.redis_server import EmbeddedRedis, connect
+    from grpo.services.runtime.redis_server import EmbeddedRedis, connect
 
     try:
         assert parent.stdout is not None
@@ -394,8 +394,8 @@ class ManualClock:
 
 
 def test_consumers_ride_out_a_redis_kill_and_restart(tmp_path: Path) -> None:
-    from grpo.services.redis_server import EmbeddedRedis, connect
-    from grpo.services.streams import ConsumerLoop, Outage, StreamConsumer
+    from grpo.services.runtime.redis_server import EmbeddedRedis, connect
+    from grpo.services.runtime.streams import ConsumerLoop, Outage, StreamConsumer
 
     server = EmbeddedRedis(tmp_path / "redis", appendonly=True).start()
     try:
@@ -443,7 +443,7 @@ def test_retake_own_returns_pending_entries_whose_acks_were_lost(
 ) -> None:
     """After Redis restarts from its append-only file the last second's acks can be gone: the
     consumer (same process) takes those entries back at once, held ones excepted."""
-    from grpo.services.streams import StreamConsumer
+    from grpo.services.runtime.streams import StreamConsumer
 
     ids = [streams.produce(names.rollouts, _rollout("g", i)) for i in range(3)]
     consumer = StreamConsumer(streams, names.rollouts, "asm", "c0", common_pb2.Rollout,
@@ -459,7 +459,7 @@ def test_retake_own_returns_pending_entries_whose_acks_were_lost(
 
 
 def test_consumer_loop_calls_reconnected_once_per_closed_outage() -> None:
-    from grpo.services.streams import ConsumerLoop, Outage
+    from grpo.services.runtime.streams import ConsumerLoop, Outage
 
     outcomes = [redis.ConnectionError("down")] * 2 + [None] * 3 + [redis.ConnectionError("x")]
     outcomes += [None] * 2

@@ -22,7 +22,7 @@ from grpo.errors import (
     UsageError,
 )
 from grpo.services.evaluation.inputs import FieldMap
-from grpo.services.server import create_server
+from grpo.services.runtime.server import create_server
 from grpo.verifiers.example import SERVICE as EXAMPLE_SERVICE
 from grpo.verifiers.math.service import SERVICE as MATH_SERVICE
 from grpo.verifiers.steps.service import SERVICE as STEPS_SERVICE
@@ -132,7 +132,7 @@ def test_exit_code_counts_lines_without_a_score(tmp_path: Path) -> None:
     )
     assert result.exit_code == EXIT_UNSCORED, result.output
     assert "7 line(s) got no reward" in result.output and "exit code 3" in result.output
-    # the summary label is the shared verdict rule (grpo.services.score_status)
+    # the summary label is the shared verdict rule (grpo.services.runtime.score_status)
     assert "reward mean over verdicts (no_answer, ok, parse_error" in result.output
 
 

@@ -30,7 +30,7 @@ def _correct(scores: list[common_pb2.Score]) -> int:
 
 
 def test_gsm8k_reference_solutions_score_one(datasets: None, math_verifier: MathVerifier) -> None:
-    from grpo.services.datasets import load_gsm8k
+    from grpo.services.tasks.datasets import load_gsm8k
 
     tasks = load_gsm8k("test")
     assert len(tasks) == 1219
@@ -40,7 +40,7 @@ def test_gsm8k_reference_solutions_score_one(datasets: None, math_verifier: Math
 
 
 def test_math500_boxed_gold_and_shifted_gold(datasets: None, math_verifier: MathVerifier) -> None:
-    from grpo.services.datasets import load_math500
+    from grpo.services.tasks.datasets import load_math500
 
     tasks = load_math500()
     golds = [t.gold_answer for t in tasks]

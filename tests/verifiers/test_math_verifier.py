@@ -11,7 +11,7 @@ import pytest
 from conftest import TIGHT_S
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.score_status import is_verdict
+from grpo.services.runtime.score_status import is_verdict
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.math import MathVerifier
 

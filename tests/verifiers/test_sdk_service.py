@@ -14,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.server import ServerSettings, ServiceBinding, create_server
+from grpo.services.runtime.server import ServerSettings, ServiceBinding, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.example import SERVICE as EXAMPLE_SERVICE
 from grpo.verifiers.example import ExactMatchConfig, ExactMatchVerifier

@@ -14,10 +14,14 @@ import grpc
 import pytest
 
 from grpo.errors import ContractError, NotFoundError, UnavailableError
-from grpo.services.server import ServerSettings, create_server
-from grpo.services.weights.puller import BackgroundPuller, WeightPuller, WeightTransferConfig
-from grpo.services.weights.servicer import weights_binding
-from grpo.services.weights.store import Chunk, WeightStore
+from grpo.services.runtime.server import ServerSettings, create_server
+from grpo.services.runtime.weights.puller import (
+    BackgroundPuller,
+    WeightPuller,
+    WeightTransferConfig,
+)
+from grpo.services.runtime.weights.servicer import weights_binding
+from grpo.services.runtime.weights.store import Chunk, WeightStore
 from grpo.v1 import weights_pb2, weights_pb2_grpc
 
 CHUNK = 64 * 1024

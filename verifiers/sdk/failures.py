@@ -80,7 +80,7 @@ def pool_failure_score(exc: Exception) -> common_pb2.Score:
         :class:`WorkerCrashError`; ``INTERNAL`` for :class:`RemoteCheckError` and any other
         exception (e.g. ``UnavailableError`` from a closed pool). ``detail`` names the
         failure; the reward is 0 and meaningless (both statuses are missing, not verdicts:
-        ``grpo.services.score_status``).
+        ``grpo.services.runtime.score_status``).
     """
     if isinstance(exc, CheckTimeoutError | CheckMemoryError | WorkerCrashError):
         return make_score(common_pb2.SCORE_STATUS_UNDECIDED, detail=f"verifier limit: {exc}"[:500])

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.registry import ServiceParts, ServiceSpec
-from grpo.services.server import ServerSettings, ServiceBinding
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.server import ServerSettings, ServiceBinding
 from grpo.v1 import verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier
 from grpo.verifiers.sdk.servicer import ScoringSettings, VerifierServicer

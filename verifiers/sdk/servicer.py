@@ -32,7 +32,7 @@ from prometheus_client import Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.errors import InvalidArgumentError, ResourceExhaustedError, UnavailableError
-from grpo.services.server import remaining_s
+from grpo.services.runtime.server import remaining_s
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier, make_score
 from grpo.verifiers.sdk.pool import request_deadline
@@ -62,7 +62,7 @@ class ScoringSettings(BaseModel):
     """How a verifier service scores requests: batch limit, concurrency, default deadline.
 
     The ``scoring:`` block of every verifier service (the gRPC server's own network, limits
-    and TLS are ``grpo.services.server.ServerSettings``, the ``server:`` block).
+    and TLS are ``grpo.services.runtime.server.ServerSettings``, the ``server:`` block).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

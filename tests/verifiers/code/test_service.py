@@ -8,7 +8,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers import wait_for_port_file
 
 from grpo.errors import FailedPreconditionError
-from grpo.services.server import ServerSettings, create_server
+from grpo.services.runtime.server import ServerSettings, create_server
 from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
 from grpo.verifiers.code.service import SERVICE, CodeServiceSettings

@@ -1,0 +1,383 @@
+"""``grpo serve driver``: the run driver as a component of its own.
+
+The same ``RunDriver`` that ``grpo run`` uses, behind one settings model (``DriverSettings``):
+the run's ``RunConfig`` (data, evaluation, budget, G, B; ``run.redis_url`` and
+``run.namespace`` locate its streams), the addresses of the learner, the assembler and the
+verifiers, and where ``eval.jsonl`` and ``summary.json`` go. It serves health, reflection and
+metrics like every service; its one worker runs ``RunDriver.drive`` and, when
+``exit_when_done``, ends the process with exit code 0 once ``summary.json`` is written (a
+Kubernetes Job completes; ``grpo run`` then stops the cluster).
+
+Restartable: a driver that dies exits non-zero and is restarted (by ``grpo run``'s supervisor
+or the Job's restart policy); the new one takes its recorded evaluations and spent seconds from
+Redis (``DriverRecord``) and resumes feeding after the last prompt the stream holds
+(``PromptFeeder.resume``): it never re-feeds or skips a prompt and never re-runs a recorded
+evaluation. SIGTERM stops training and still evaluates the final policy and writes the summary
+within ``server.grace_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo.errors import FailedPreconditionError, GrpoError, InternalError
+from grpo.services.driver.driver import DriverRecord, RunDriver
+from grpo.services.driver.status_client import StatusClient
+from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.server import ServerSettings
+from grpo.services.runtime.weights.puller import WeightPuller, WeightTransferConfig
+from grpo.services.settings.run import RunConfig
+from grpo.v1 import assembler_pb2, learner_pb2
+
+__all__ = [
+    "SERVICE",
+    "DriverSettings",
+    "DriverWorker",
+    "PullingRunDriver",
+    "RemoteEndpoints",
+    "StoppedBeforeRunError",
+    "build",
+    "published_version_of",
+]
+
+log = logging.getLogger(__name__)
+
+
+class DriverSettings(BaseModel):
+    """The run driver: the run's config, the services' addresses, the output folder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSettings = Field(
+        default_factory=lambda: ServerSettings(grace_s=900.0),
+        description="gRPC server (health and metrics only); grace_s bounds the final "
+        "evaluation after SIGTERM.",
+    )
+    run: RunConfig = Field(
+        ...,
+        description="The run (grpo.services.settings.run.RunConfig): tasks, evaluation, "
+        "budget; run.redis_url (None = $REDIS_URL) and run.namespace locate its streams.",
+    )
+    out_dir: Path = Field(
+        default=Path("runs/driver"), description="Where eval.jsonl and summary.json go."
+    )
+    learner_address: str = Field(..., min_length=1, description="host:port of the learner.")
+    assembler_address: str = Field(..., min_length=1, description="host:port of the assembler.")
+    verifier_addresses: dict[str, str] = Field(
+        default_factory=dict,
+        description="Verifier service name -> host:port (the outcome verifier scores "
+        "held-out evaluations).",
+    )
+    initial_policy: str | None = Field(
+        default=None,
+        description="Folder of the initial policy evaluated as 'sft'; None = the folder the "
+        "learner published as version 0.",
+    )
+    steps: int = Field(default=0, ge=0, description="Learner steps to reach; 0 = budget.steps.")
+    exit_when_done: bool = Field(
+        default=True, description="Exit 0 once summary.json is written (a Job completes)."
+    )
+    weights: WeightTransferConfig = Field(
+        default_factory=WeightTransferConfig,
+        description="How the evaluated policies arrive: shared_volume (read the published "
+        "folder) or grpc (pull each evaluated version from the learner's weight server into "
+        "cache_dir; a cluster without a shared volume).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DriverSettings:
+        if not self.run.namespace:
+            raise ValueError("run.namespace must name the run's streams (it is '' here)")
+        return self
+
+
+class RemoteEndpoints:
+    """``Endpoints`` over gRPC addresses; ``check`` is a no-op (a remote driver sees no
+    processes: a dead service shows as failed calls, retried until it is back)."""
+
+    def __init__(self, settings: DriverSettings) -> None:
+        """Args: settings: the driver's settings (addresses)."""
+        self._settings = settings
+        self._status = StatusClient()
+
+    def learner_status(self) -> learner_pb2.GetStatusResponse:
+        """The learner's GetStatus (raises grpc.RpcError when it is down)."""
+        return self._status.learner_status(self._settings.learner_address)
+
+    def assembler_stats(self) -> assembler_pb2.AssemblerStats:
+        """The assembler's GetStats counters (raises grpc.RpcError when it is down)."""
+        return self._status.assembler_stats(self._settings.assembler_address)
+
+    def set_learner_paused(self, paused: bool, timeout_s: float) -> learner_pb2.SetPausedResponse:
+        """The learner's SetPaused (raises grpc.RpcError when it does not answer in time)."""
+        return self._status.set_learner_paused(self._settings.learner_address, paused, timeout_s)
+
+    def close(self) -> None:
+        """Close the kept status channels."""
+        self._status.close()
+
+    def verifier_address(self, name: str) -> str:
+        """``host:port`` of verifier ``name``.
+
+        Raises:
+            FailedPreconditionError: ``verifier_addresses`` does not name it.
+        """
+        address = self._settings.verifier_addresses.get(name)
+        if not address:
+            raise FailedPreconditionError(f"driver settings give no address for verifier {name!r}")
+        return address
+
+    def check(self) -> None:
+        """Nothing to check from here (see the class docstring)."""
+
+
+_VERSION_FOLDER = re.compile(r"^v(\d+)$")
+
+
+def published_version_of(folder: Path | str) -> int:
+    """The policy version of a folder the learner published (``<run_dir>/weights/v<N>``,
+    ``grpo.services.learner.publish.weights_dir``).
+
+    Raises:
+        FailedPreconditionError: the folder's name is not ``v<N>`` (not a published version).
+    """
+    match = _VERSION_FOLDER.match(Path(folder).name)
+    if match is None:
+        raise FailedPreconditionError(
+            f"{folder} is not a published policy folder (<run_dir>/weights/v<N>): with "
+            "weights.mode grpc the driver evaluates only versions it can pull from the learner"
+        )
+    return int(match.group(1))
+
+
+class StoppedBeforeRunError(GrpoError):
+    """The driver was stopped before its run began (while waiting for version 0): nothing
+    was trained or evaluated, so there is no summary to write and nothing failed."""
+
+
+class PullingRunDriver(RunDriver):
+    """A ``RunDriver`` that evaluates local, verified copies of the published versions,
+    pulled from the learner's weight server (``weights.mode: grpc``), and adds the run's
+    accounting block to its summary."""
+
+    def __init__(
+        self,
+        *args: Any,
+        puller: WeightPuller | None,
+        initial_wait_s: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        """Args: as ``RunDriver``; puller: pulls evaluated versions (None: read the published
+        folders directly, a shared volume); initial_wait_s: how long ``drive`` waits for the
+        learner to publish version 0 when no initial policy is given (every pod of a release
+        starts at once)."""
+        super().__init__(*args, **kwargs)
+        self.puller = puller
+        self.initial_wait_s = initial_wait_s
+
+    def drive(
+        self,
+        initial_model: Path | str | None = None,
+        steps: int | None = None,
+        *,
+        started: float | None = None,
+    ) -> dict[str, Any]:
+        """``RunDriver.drive``, first waiting up to ``initial_wait_s`` for version 0 when no
+        initial policy is given (then ``RunDriver.drive`` raises FailedPreconditionError).
+
+        Raises:
+            StoppedBeforeRunError: ``stop_requested`` was set during that wait.
+        """
+        from grpo.services.runtime.streams import REDIS_ERRORS
+
+        deadline = time.monotonic() + self.initial_wait_s
+        while initial_model is None and time.monotonic() < deadline:
+            try:
+                policy = self.published_policy()
+            except REDIS_ERRORS as exc:
+                log.info("waiting for Redis: %s", exc)
+                policy = None
+            if policy is not None and policy.path:
+                break
+            if self.stop_requested.wait(1.0):
+                raise StoppedBeforeRunError(
+                    "stopped while waiting for the learner's version 0: no run began"
+                )
+        return super().drive(initial_model, steps, started=started)
+
+    def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
+        """``RunDriver.evaluate`` of the local copy of ``model`` (pulled unless recorded).
+
+        Raises:
+            FailedPreconditionError: ``model`` is no published version folder.
+            NotFoundError / UnavailableError / ContractError: the pull failed.
+        """
+        if self.puller is None:
+            return super().evaluate(model, label, due=due)
+        version = published_version_of(model)
+        local = self.puller.local_path(version)
+        done = self.record.evaluation(label) if self.record is not None else None
+        recorded = done is not None and (label != "final" or done.get("model_dir") == str(local))
+        if not recorded and self.tasks.heldout:
+            local = self.puller.pull(version).path
+        return super().evaluate(local, label, due=due)
+
+    def summary(self, **kwargs: Any) -> dict[str, Any]:
+        """``RunDriver.summary`` plus ``accounting`` (``read_accounting`` now, from Redis,
+        while the services still run: ``unaccounted`` can be off by the assembler's batch in
+        flight; ``grpo run`` reads it again once the services stopped)."""
+        from grpo.services.runtime.accounting import read_accounting, run_accounting
+
+        extra = dict(kwargs.pop("extra", None) or {})
+        try:
+            stats, produced, queued = read_accounting(
+                self.streams.client,
+                self.names.namespace,
+                self.names.rollouts,
+                self.config.assembler.consumer_group,
+            )
+        except Exception as exc:  # the summary is still written
+            log.warning("accounting for the summary failed: %s", exc)
+        else:
+            self.progress.stats = stats
+            extra["groups_opened"] = stats.groups_opened
+            extra["groups_pending"] = stats.groups_pending
+            extra["accounting"] = run_accounting(stats, produced, queued)
+        return super().summary(extra=extra, **kwargs)
+
+
+class DriverWorker:
+    """Runs ``RunDriver.drive`` in a thread (a ``BackgroundWorker`` of ``grpo serve``).
+
+    A drive that fails while the service runs ends the thread: ``serve`` sees it dead and
+    exits non-zero (the process is restarted and resumes). A drive that fails while the
+    service stops (SIGTERM: the final evaluation and the summary) or does not end within the
+    stop's timeout makes :meth:`stop` raise, so ``serve`` exits non-zero then as well: the
+    run has no summary, and exit 0 would report it complete. A driver stopped before its
+    run began (still waiting for the learner's version 0) exits 0: nothing failed.
+    """
+
+    def __init__(self, driver: RunDriver, settings: DriverSettings) -> None:
+        """Args: driver: the run driver; settings: its settings (initial policy, steps)."""
+        self.driver = driver
+        self._settings = settings
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.summary: dict[str, object] | None = None
+        self.failure: Exception | None = None
+        """What ``drive`` raised (None while it runs or after it succeeded)."""
+
+    def start(self) -> None:
+        """Start the drive thread (returns at once)."""
+        self._thread = threading.Thread(target=self._run, name="run-driver", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        s = self._settings
+        try:
+            self.summary = self.driver.drive(s.initial_policy, s.steps or None, started=time.time())
+        except StoppedBeforeRunError as exc:
+            log.info("run driver stopped: %s", exc)
+            return
+        except Exception as exc:
+            self.failure = exc
+            if self._stop.is_set():
+                log.exception("run driver failed while stopping; no summary written")
+            else:
+                log.exception("run driver failed; exiting to be restarted")
+            raise
+        done = self.summary
+        keys = ("stop_reason", "steps", "sft_accuracy", "final_accuracy", "generated_tokens")
+        log.info(  # the line `kubectl logs job/<release>-driver` ends with
+            "run driver done",
+            extra={**{k: done.get(k) for k in keys}, "summary": str(s.out_dir / "summary.json")},
+        )
+        if s.exit_when_done and not self._stop.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)  # serve drains and returns: exit code 0
+        self._stop.wait()  # alive until stopped, so serve never takes "done" for "died"
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop training (the final evaluation and summary still run), join in ``timeout_s``.
+
+        Raises:
+            InternalError: ``drive`` failed (the message holds its error), or it was still
+                running after ``timeout_s`` seconds; either way no summary was written.
+        """
+        self.driver.stop_requested.set()
+        self._stop.set()
+        if self._thread is None:
+            return
+        self._thread.join(timeout_s)
+        if self.failure is not None:
+            raise InternalError(
+                f"run driver failed: {type(self.failure).__name__}: {self.failure}"
+            ) from self.failure
+        if self._thread.is_alive():
+            log.error("run driver still running %.0f s after the stop; no summary", timeout_s)
+            raise InternalError(
+                f"run driver did not finish within {timeout_s:.0f} s of the stop "
+                "(server.grace_s); no summary written"
+            )
+
+    def is_alive(self) -> bool:
+        """True while the drive thread runs (False after a failure: the process restarts)."""
+        return self._thread is not None and self._thread.is_alive()
+
+
+def build(settings: DriverSettings) -> ServiceParts:
+    """Load the task sets, connect to Redis, and return the drive worker (no RPC binding).
+
+    Raises:
+        FailedPreconditionError: no Redis URL (``run.redis_url`` or ``$REDIS_URL``).
+        InvalidArgumentError / NotFoundError: the data section cannot be loaded.
+    """
+    import torch
+
+    from grpo.services.runtime.redis_server import connect, resolve_redis_url
+    from grpo.services.runtime.streams import StreamNames, Streams
+    from grpo.services.tasks.run_tasks import load_run_tasks
+
+    torch.set_num_threads(1)
+    try:  # no per-call progress bars in the log (model loads at every evaluation)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    run = settings.run
+    client = connect(str(resolve_redis_url(run.redis_url, required_by="run driver")))
+    names = StreamNames(run.namespace)
+    puller = WeightPuller(settings.weights) if settings.weights.mode == "grpc" else None
+    endpoints = RemoteEndpoints(settings)
+    driver = PullingRunDriver(
+        run,
+        load_run_tasks(run),
+        streams=Streams(client),
+        names=names,
+        endpoints=endpoints,
+        out_dir=settings.out_dir,
+        log_fn=log.info,
+        record=DriverRecord(client, names),
+        puller=puller,
+        initial_wait_s=settings.weights.startup_wait_s,
+    )
+
+    def close() -> None:
+        client.close()
+        endpoints.close()
+        if puller is not None:
+            puller.close()
+
+    return ServiceParts(bindings=[], workers=[DriverWorker(driver, settings)], close=close)
+
+
+SERVICE = ServiceSpec(name="driver", settings_cls=DriverSettings, build=build)

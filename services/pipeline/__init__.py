@@ -1,1 +1,0 @@
-"""`grpo run` on one machine: run config, local cluster, run driver, held-out evaluation."""

@@ -1,0 +1,276 @@
+"""Assembler counters and the identity they satisfy.
+
+Counters live in one Redis hash (so a restarted assembler keeps them) and are updated by the
+same atomic scripts that move groups through their phases, so they never drift from the state.
+
+Identity (checked by :func:`stats_identity_gap`, tested end to end)::
+
+    groups_opened = groups_accepted
+                  + groups_rejected_all_correct + groups_rejected_all_wrong
+                  + groups_rejected_too_few_valid + groups_rejected_too_many_undecided
+                  + groups_pending
+
+i.e. opened = accepted + rejected + pending, where "rejected" is the sum of ``REJECTIONS``
+(groups closed by their deadline with too few valid rewards included). ``groups_timed_out``
+counts deadline closures; each of them is also counted once in accepted or one of the
+rejected counters (a timed-out group with enough valid rewards is still trained on), so it is
+not a separate term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from grpo.errors import UnavailableError
+from grpo.services.runtime.streams import PAYLOAD_FIELD, Streams
+from grpo.v1 import assembler_pb2, common_pb2
+
+__all__ = [
+    "COUNTERS",
+    "REJECTIONS",
+    "members_key",
+    "open_key",
+    "read_accounting",
+    "run_accounting",
+    "stats_from_counters",
+    "stats_identity_gap",
+    "stats_key",
+]
+
+#: Counter names stored in Redis; each is a field of ``AssemblerStats`` except
+#: ``verifier_outage_ms`` (reported as ``verifier_outage_s``). ``groups_pending``,
+#: ``rollouts_held`` and ``redis_outage_s`` are live values, not counters.
+COUNTERS: tuple[str, ...] = (
+    "rollouts_received",
+    "rollouts_late",
+    "groups_opened",
+    "groups_accepted",
+    "groups_rejected_all_correct",
+    "groups_rejected_all_wrong",
+    "groups_rejected_too_few_valid",
+    "groups_rejected_too_many_undecided",
+    "groups_timed_out",
+    "rewards_missing",
+    "rewards_undecided",
+    "regenerations",
+    "generated_tokens",
+    "kept_tokens",
+    "verifier_failures",
+    "groups_closed_short",
+    "rollouts_in_closed_groups",
+    "verifier_outage_ms",
+    "groups_zero_variance",
+    "zero_variance_tokens",
+)
+
+
+def stats_from_counters(
+    counters: Mapping[str, int],
+    groups_pending: int,
+    *,
+    rollouts_held: int = 0,
+    verifier_outage_open_s: float = 0.0,
+    redis_outage_s: float = 0.0,
+) -> assembler_pb2.AssemblerStats:
+    """Build the AssemblerStats message from raw counters (absent counters are 0).
+
+    Args:
+        counters: counter name -> value, as stored in Redis.
+        groups_pending: groups not yet closed, counted from the group state itself (the set
+            of open groups), not derived from the counters, so the identity is a real check.
+        rollouts_held: rollouts held unscored by this process (verifier unavailable).
+        verifier_outage_open_s: seconds of the verifier outage in progress (not yet counted).
+        redis_outage_s: seconds this process could not reach Redis.
+    """
+    stats = assembler_pb2.AssemblerStats(
+        groups_pending=groups_pending,
+        rollouts_held=rollouts_held,
+        verifier_outage_s=counters.get("verifier_outage_ms", 0) / 1000 + verifier_outage_open_s,
+        redis_outage_s=redis_outage_s,
+    )
+    for name in COUNTERS:
+        if name != "verifier_outage_ms":
+            setattr(stats, name, int(counters.get(name, 0)))
+    return stats
+
+
+#: The rejection counters: every reason a closed group is dropped (each closed group is in
+#: ``groups_accepted`` or exactly one of these). Every ``groups_rejected_*`` field of
+#: ``AssemblerStats`` (tested), so "rejected" means the same sum everywhere.
+REJECTIONS: tuple[str, ...] = (
+    "groups_rejected_all_correct",
+    "groups_rejected_all_wrong",
+    "groups_rejected_too_few_valid",
+    "groups_rejected_too_many_undecided",
+)
+
+
+def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
+    """groups_opened − (accepted + rejected + pending); 0 when the counters add up
+    ("rejected" = the sum of ``REJECTIONS``; timed-out groups are not a term)."""
+    rejected = sum(int(getattr(stats, name)) for name in REJECTIONS)
+    return stats.groups_opened - (stats.groups_accepted + rejected + stats.groups_pending)
+
+
+def run_accounting(
+    stats: assembler_pb2.AssemblerStats,
+    rollouts_produced: int | None,
+    rollouts_queued: int | None,
+) -> dict[str, object]:
+    """The accounting block of ``summary.json``: groups and rollouts, each checkable.
+
+    Args:
+        stats: the assembler's counters at the end of the run.
+        rollouts_produced: entries on the rollouts stream (one per (group id, index): the
+            workers write with a dedup key); None when it could not be read.
+        rollouts_queued: entries of the rollouts stream the assembler has not acknowledged
+            (never delivered + delivered and pending, which includes the held ones): durable
+            in the stream, scored by the next assembler that reads it (a resumed run); None
+            when it could not be read.
+
+    Returns:
+        ``groups`` (opened, accepted, rejected = the sum of ``rejected_by_reason``: all
+        correct, all wrong, too few valid, too many undecided; pending, the identity gap
+        ``opened - (accepted + rejected + pending)``, and reported beside it timed out (each
+        timed-out group is already counted as accepted or rejected, so it is no term) and
+        closed short); ``rewards`` (missing members, of which undecided) and ``rollouts``
+        (produced, scored = recorded in a group, in closed groups, late = arrived after
+        their group closed, queued = not yet acknowledged by the assembler, of which held =
+        waiting for a verifier, and ``unaccounted`` = produced - scored - late - queued: 0
+        when nothing was lost, exact once the assembler has stopped; read while it runs it
+        can be off by the batch it has recorded but not yet acknowledged; None when produced
+        or queued is None).
+    """
+    by_reason = {name.removeprefix("groups_rejected_"): getattr(stats, name) for name in REJECTIONS}
+    unaccounted = None
+    if rollouts_produced is not None and rollouts_queued is not None:
+        unaccounted = (
+            rollouts_produced - stats.rollouts_received - stats.rollouts_late - rollouts_queued
+        )
+    return {
+        "groups": {
+            "opened": stats.groups_opened,
+            "accepted": stats.groups_accepted,
+            "rejected": sum(by_reason.values()),
+            "rejected_by_reason": by_reason,
+            "pending": stats.groups_pending,
+            "identity": "opened = accepted + rejected + pending",
+            "identity_gap": stats_identity_gap(stats),
+            "timed_out": stats.groups_timed_out,
+            "closed_short": stats.groups_closed_short,
+        },
+        "rewards": {"missing": stats.rewards_missing, "undecided": stats.rewards_undecided},
+        "rollouts": {
+            "produced": rollouts_produced,
+            "scored": stats.rollouts_received,
+            "in_closed_groups": stats.rollouts_in_closed_groups,
+            "late": stats.rollouts_late,
+            "queued": rollouts_queued,
+            "held": stats.rollouts_held,
+            "identity": "produced = scored + late + queued + unaccounted",
+            "unaccounted": unaccounted,
+        },
+    }
+
+
+# -- The accounting keys (the assembler's ``GroupStore`` writes them; ``read_accounting`` reads
+# them with no assembler running, e.g. ``grpo run`` after its services stopped).
+
+
+def open_key(namespace: str) -> str:
+    """Sorted set of every group not yet closed (group id -> deadline, Unix seconds)."""
+    return f"{namespace}:asm:open"
+
+
+def members_key(namespace: str, group_id: str) -> str:
+    """Hash of a group's scored members (index -> serialized ``ScoredRollout``)."""
+    return f"{namespace}:asm:members:{group_id}"
+
+
+def stats_key(namespace: str) -> str:
+    """Hash of the counters named in ``COUNTERS``."""
+    return f"{namespace}:asm:stats"
+
+
+def text(value: Any) -> str:
+    """A Redis reply (bytes or str) as str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_accounting(
+    client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
+) -> tuple[assembler_pb2.AssemblerStats, int, int]:
+    """The inputs of ``stats.run_accounting``, read from Redis in one MULTI/EXEC (no assembler
+    needed): the counters with ``groups_pending`` (live values such as ``rollouts_held`` are
+    0), the rollouts produced (``XLEN`` of ``rollouts_stream``) and the rollouts queued
+    (entries ``consumer_group`` has not acknowledged: never delivered + pending).
+
+    Args:
+        client: redis-py client of the run's Redis; namespace: the run's namespace;
+        rollouts_stream: the rollouts stream's key; consumer_group: the assembler's group.
+
+    Returns:
+        ``(stats, produced, queued)``; queued = produced while the group does not exist.
+
+    Raises:
+        UnavailableError: Redis unreachable.
+        redis.ResponseError: any other Redis error.
+    """
+    pipe = client.pipeline(transaction=True)
+    pipe.hgetall(stats_key(namespace))
+    pipe.zcard(open_key(namespace))
+    pipe.xlen(rollouts_stream)
+    pipe.xinfo_groups(rollouts_stream)
+    try:
+        raw, pending_groups, produced, groups = pipe.execute(raise_on_error=False)
+    except redis.exceptions.ConnectionError as exc:
+        raise UnavailableError(f"redis unreachable: {exc}") from exc
+    for reply in (raw, pending_groups, produced):
+        if isinstance(reply, Exception):
+            raise reply
+    values = {text(k): int(v) for k, v in raw.items()}
+    stats = stats_from_counters(values, int(pending_groups))
+    info = None
+    if not isinstance(groups, Exception):  # no stream yet: XINFO fails, nothing delivered
+        named = ({text(k): v for k, v in g.items()} for g in groups)
+        info = next((g for g in named if text(g["name"]) == consumer_group), None)
+    if info is None:
+        return stats, int(produced), int(produced)
+    undelivered = info.get("lag")
+    if undelivered is None:  # lag unknown to this server (e.g. after XDEL): count it
+        queued = Streams(client).lag(rollouts_stream, consumer_group)
+    else:
+        queued = int(undelivered) + int(info["pending"])
+    if int(info["pending"]):
+        queued -= _recorded_pending(client, namespace, rollouts_stream, consumer_group)
+    return stats, int(produced), queued
+
+
+def _recorded_pending(client: redis.Redis, namespace: str, stream: str, group: str) -> int:
+    """Pending entries of ``group`` whose rollout is already a member of its open group: a
+    Redis restarted from its append-only file can have lost their acknowledgement while
+    keeping the record (already counted as scored), so they are not queued. Read after the
+    MULTI of ``read_accounting``; exact when nothing runs (``grpo run`` reads with the services
+    stopped)."""
+    pending: Any = client.xpending_range(stream, group, min="-", max="+", count=100_000)
+    if not pending:
+        return 0
+    pipe = client.pipeline(transaction=False)
+    for p in pending:
+        entry_id = text(p["message_id"])
+        pipe.xrange(stream, min=entry_id, max=entry_id)
+    rollouts = []
+    for reply in pipe.execute():
+        for _id, fields in reply or []:
+            payload = fields.get(PAYLOAD_FIELD)
+            if payload:
+                rollouts.append(common_pb2.Rollout.FromString(payload))
+    if not rollouts:
+        return 0
+    pipe = client.pipeline(transaction=False)
+    for r in rollouts:
+        pipe.hexists(members_key(namespace, r.group_id), str(r.index))
+    return sum(1 for found in pipe.execute() if found)

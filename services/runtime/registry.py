@@ -1,0 +1,302 @@
+"""Service registry and the blocking ``serve()`` lifecycle behind ``grpo serve NAME``.
+
+Each service module exposes ``SERVICE = ServiceSpec(name, settings_cls, build)``. ``build``
+turns validated settings into ``ServiceParts``: the gRPC bindings, background workers (stream
+consumers, pollers) and an optional ``close`` hook. ``SERVICES`` maps CLI names to the
+``module:ATTRIBUTE`` import path of each spec; ``grpo serve`` also accepts such a path
+directly, so a new service needs no edit here to be served.
+
+``serve(spec, settings)`` runs one service until SIGTERM/SIGINT:
+
+1. ``build(settings)``: process pools fork here, before gRPC starts (forking a process that
+   runs gRPC threads breaks it);
+2. ``create_server`` + ``start`` (health SERVING), then start every worker;
+3. on the signal: health NOT_SERVING, refuse new calls, let in-flight calls finish within
+   ``server.grace_s``, stop workers (each gets ``grace_s``), call ``close``; return normally
+   so the process exits 0, or raise ``InternalError`` (exit non-zero) when a worker's
+   ``stop`` raised (its last work failed, e.g. the run driver's final evaluation).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol, cast, runtime_checkable
+
+from pydantic import BaseModel
+
+from grpo.errors import InternalError, InvalidArgumentError, NotFoundError
+from grpo.services.runtime.server import ServerSettings, ServiceBinding, create_server
+
+__all__ = [
+    "SERVICES",
+    "BackgroundWorker",
+    "ServiceParts",
+    "ServiceSpec",
+    "load_settings_cls",
+    "load_spec",
+    "serve",
+    "service_names",
+]
+
+log = logging.getLogger(__name__)
+
+SERVICES: dict[str, str] = {
+    "verifier-math": "grpo.verifiers.math.service:SERVICE",
+    "verifier-steps": "grpo.verifiers.steps.service:SERVICE",
+    "verifier-code": "grpo.verifiers.code.service:SERVICE",
+    "generation": "grpo.services.generation.service:SERVICE",
+    "rollout-worker": "grpo.services.generation.worker_service:SERVICE",
+    "assembler": "grpo.services.assembler.service:SERVICE",
+    "learner": "grpo.services.learner.service:SERVICE",
+    "driver": "grpo.services.driver.service:SERVICE",
+}
+"""CLI service name -> ``module:ATTRIBUTE`` of its ``ServiceSpec``."""
+
+SETTINGS: dict[str, str] = {
+    "learner": "grpo.services.learner.settings:LearnerServiceSettings",
+}
+"""CLI service name -> ``module:ATTRIBUTE`` of its settings class, for the services whose
+module imports torch: ``grpo run`` validates every service's settings before it starts them
+and should not pay those imports itself (the services do). The class is the spec's
+``settings_cls`` (tested)."""
+
+
+@runtime_checkable
+class BackgroundWorker(Protocol):
+    """A long-running loop a service runs beside its gRPC server (e.g. a stream consumer).
+
+    ``start()`` must return promptly (run the loop in a thread); ``stop(timeout_s)`` asks the
+    loop to finish its current item, acknowledges nothing it has not made durable, and joins
+    within ``timeout_s`` seconds. A worker may also define ``is_alive() -> bool``: ``serve``
+    polls it and, when a started worker's loop has died, drains and raises ``InternalError``
+    so that the process exits non-zero and its supervisor restarts it.
+    """
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout_s: float) -> None: ...
+
+
+class LoopWorker:
+    """A ``BackgroundWorker`` that calls ``run_once()`` in a daemon thread until stopped.
+
+    An iteration that raises is logged and retried after ``error_backoff_s`` seconds (the
+    stream's pending entries make a retry safe); ``stop`` lets the iteration in hand finish.
+    Subclasses implement ``run_once`` and may extend ``start`` (e.g. to create a consumer group).
+    """
+
+    thread_name = "loop-worker"
+    error_backoff_s = 1.0
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> object:
+        """One iteration of the loop (subclasses override)."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Run the loop in a daemon thread (returns at once)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Ask the loop to stop after the current iteration and join within ``timeout_s``."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def is_alive(self) -> bool:
+        """True while the loop thread runs (``serve`` restarts the process otherwise)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("%s iteration failed; retrying", self.thread_name)
+                self._stop.wait(self.error_backoff_s)
+
+
+def _dead_workers(workers: list[BackgroundWorker]) -> list[BackgroundWorker]:
+    """Workers that expose ``is_alive()`` (a thread, or a wrapper of one) and report False."""
+    dead = []
+    for worker in workers:
+        is_alive = getattr(worker, "is_alive", None)
+        if callable(is_alive) and not is_alive():
+            dead.append(worker)
+    return dead
+
+
+@dataclass
+class ServiceParts:
+    """What ``ServiceSpec.build`` returns.
+
+    Attributes:
+        bindings: gRPC services to serve (may be empty for a worker-only process, which then
+            serves health, reflection and metrics only).
+        workers: background loops started after the server and stopped after its drain.
+        close: called last on shutdown (e.g. to shut a process pool down); optional.
+    """
+
+    bindings: list[ServiceBinding]
+    workers: list[BackgroundWorker] = field(default_factory=list)
+    close: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """How to run one service.
+
+    Attributes:
+        name: CLI name, e.g. ``"verifier-math"``.
+        settings_cls: its pydantic settings model; must have a ``server: ServerSettings`` field.
+        build: settings -> ``ServiceParts``; may start process pools (before gRPC starts).
+    """
+
+    name: str
+    settings_cls: type[BaseModel]
+    build: Callable[[Any], ServiceParts]
+
+    def __post_init__(self) -> None:
+        server_field = self.settings_cls.model_fields.get("server")
+        if server_field is None or server_field.annotation is not ServerSettings:
+            raise InvalidArgumentError(
+                f"{self.settings_cls.__name__} (service {self.name!r}) needs a field "
+                "`server: ServerSettings = Field(default_factory=ServerSettings, ...)`"
+            )
+
+
+_WORKER_POLL_S = 1.0
+"""How often ``serve`` checks that its background workers are still alive (seconds)."""
+
+
+def service_names() -> list[str]:
+    """The CLI names in ``SERVICES``, sorted."""
+    return sorted(SERVICES)
+
+
+def load_spec(name: str) -> ServiceSpec:
+    """Import and return the ``ServiceSpec`` for a CLI name or a ``module:ATTRIBUTE`` path.
+
+    Raises:
+        NotFoundError: unknown name (the message lists the known ones).
+        ImportError: the service module cannot be imported (e.g. a missing extra).
+        InvalidArgumentError: the attribute is not a ``ServiceSpec``.
+    """
+    target = SERVICES.get(name, name)
+    if ":" not in target:
+        raise NotFoundError(
+            f"unknown service {name!r}; known: {', '.join(service_names())} "
+            "(or give module:ATTRIBUTE)"
+        )
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    spec = getattr(module, attr, None)
+    if not isinstance(spec, ServiceSpec):
+        raise InvalidArgumentError(f"{target} is {type(spec).__name__}, not a ServiceSpec")
+    return spec
+
+
+def load_settings_cls(name: str) -> type[BaseModel]:
+    """The settings class of a CLI name or ``module:ATTRIBUTE`` path (``spec.settings_cls``),
+    imported from ``SETTINGS`` where the service has an entry there, without its service
+    module.
+
+    Raises:
+        the errors of :func:`load_spec`.
+    """
+    if name in SETTINGS:
+        module_name, _, attr = SETTINGS[name].partition(":")
+        return cast(type[BaseModel], getattr(importlib.import_module(module_name), attr))
+    return load_spec(name).settings_cls
+
+
+def _write_port_file(path: Path, port: int, metrics_port: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"port": port, "metrics_port": metrics_port, "pid": os.getpid()}))
+    tmp.replace(path)
+
+
+def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = None) -> None:
+    """Run ``spec`` with ``settings`` until SIGTERM or SIGINT, then drain and return.
+
+    Must be called from the main thread (it installs signal handlers).
+
+    Args:
+        spec: the service to run, or its CLI name / ``module:ATTRIBUTE`` (see ``load_spec``).
+        settings: an instance of ``spec.settings_cls``.
+        port_file: when given, ``{"port", "metrics_port", "pid"}`` JSON is written there
+            atomically once the server is SERVING (how callers learn an ephemeral port).
+
+    Raises:
+        InvalidArgumentError: ``settings`` is not a ``spec.settings_cls``.
+        NotFoundError: ``spec`` is an unknown name.
+        Whatever ``spec.build`` or binding raises; workers already started are stopped first.
+        InternalError: a started worker's loop died, or a worker's ``stop`` raised (after
+            everything else was stopped and closed).
+    """
+    if isinstance(spec, str):
+        spec = load_spec(spec)
+    if not isinstance(settings, spec.settings_cls):
+        raise InvalidArgumentError(
+            f"settings for {spec.name!r} must be {spec.settings_cls.__name__}, "
+            f"got {type(settings).__name__}"
+        )
+    server_settings: ServerSettings = cast(Any, settings).server  # checked by ServiceSpec
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
+        stop_requested.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    parts = spec.build(settings)
+    started: list[BackgroundWorker] = []
+    stop_failures: list[str] = []
+    server = None
+    try:
+        server = create_server(parts.bindings, server_settings)
+        server.start()
+        for worker in parts.workers:
+            worker.start()
+            started.append(worker)
+        if port_file is not None:
+            _write_port_file(port_file, server.port, server.metrics_port)
+        log.info("service ready", extra={"service": spec.name, "port": server.port})
+        while not stop_requested.wait(_WORKER_POLL_S):
+            dead = _dead_workers(started)
+            if dead:
+                # A crashed loop must not hide behind a SERVING health check: drain and exit
+                # non-zero so the supervisor (grpo run, Kubernetes) restarts the process, which
+                # then resumes from its stream's pending entries.
+                server.set_serving(False)
+                raise InternalError(f"background worker died: {dead[0]!r}; exiting to restart")
+    finally:
+        if server is not None:
+            server.stop()
+        for worker in reversed(started):
+            try:
+                worker.stop(server_settings.grace_s)
+            except Exception as exc:
+                log.exception("worker failed to stop", extra={"worker": repr(worker)})
+                stop_failures.append(f"{worker!r}: {exc}")
+        if parts.close is not None:
+            parts.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("service stopped", extra={"service": spec.name})
+    if stop_failures:  # a worker whose last work failed: the process must not exit 0
+        raise InternalError(f"{spec.name}: a worker failed while stopping: {stop_failures[0]}")

@@ -1,0 +1,532 @@
+"""``RunConfig``: everything ``grpo run`` needs, read from one YAML file (plus CLI overrides).
+
+Sections: ``data`` (tasks and the held-out set), ``model`` (policy path or a fresh tiny model,
+and the SFT warm start), ``generation`` (G, temperature, max tokens, backpressure),
+``verifiers`` (which verifier services score outcome and process), ``assembler`` (deadlines and
+dynamic sampling, ``grpo.services.settings.assembler.AssemblerConfig``), ``learner`` (trainer and
+algorithm settings, batch B groups per step, publish every K, checkpoint every M), ``eval``
+(held-out greedy accuracy every N steps) and ``budget`` (learner steps and wall clock).
+
+The orchestrator turns a RunConfig into one settings YAML per service (see
+``grpo.services.settings.services``); each section's ``extra`` mapping is merged into
+that service's YAML verbatim, for settings this model does not name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
+from grpo.services.runtime.config import load_settings
+from grpo.services.settings.assembler import AssemblerConfig
+
+__all__ = [
+    "SHARED_WITH_GENERATION",
+    "ArithConfig",
+    "BudgetConfig",
+    "DataConfig",
+    "EvalConfig",
+    "GenerationRunConfig",
+    "JsonlSourceConfig",
+    "LearnerRunConfig",
+    "ModelConfig",
+    "RunConfig",
+    "SftConfig",
+    "TinyModelConfig",
+    "VerifiersConfig",
+    "load_run_config",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class RestartPolicy(BaseModel):
+    """When the supervisor restarts a failed service and when it gives up."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_restarts: int = Field(
+        default=5,
+        ge=0,
+        description="Restarts of one service allowed within window_s; one more death fails the "
+        "run with a summary (0 = fail at the first death).",
+    )
+    window_s: float = Field(
+        default=600.0, gt=0, description="Window over which restarts are counted (seconds)."
+    )
+    backoff_initial_s: float = Field(
+        default=0.5, ge=0, description="Wait before the first restart (seconds); doubles per death."
+    )
+    backoff_max_s: float = Field(
+        default=15.0, ge=0, description="Longest wait before a restart (seconds)."
+    )
+    preload: bool = Field(
+        default=True,
+        description="Fork each service from one interpreter that imported torch, transformers "
+        "and the services once (grpo.local.preload; needs a Linux subreaper, else "
+        "fresh processes); false: every service starts a fresh interpreter.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RestartPolicy:
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("supervision.backoff_max_s must be >= backoff_initial_s")
+        return self
+
+
+class ArithConfig(BaseModel):
+    """Synthetic arithmetic tasks (``grpo.services.tasks.datasets.arith_tasks``)."""
+
+    model_config = _FROZEN
+
+    min_digits: int = Field(default=2, ge=1, description="Fewest digits of an operand.")
+    max_digits: int = Field(default=3, ge=1, description="Most digits of an operand.")
+    ops: list[Literal["+", "-", "*"]] = Field(default=["+"], description="Operations drawn from.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ArithConfig:
+        if self.max_digits < self.min_digits:
+            raise ValueError("data.arith.max_digits must be >= data.arith.min_digits")
+        return self
+
+
+class JsonlSourceConfig(BaseModel):
+    """A user's dataset: one JSON object per line, mapped onto tasks by field names."""
+
+    model_config = _FROZEN
+
+    path: str = Field(default="", description="JSONL file of training (and held-out) rows.")
+    heldout_path: str | None = Field(
+        default=None,
+        description="JSONL file of held-out rows (same mapping); None = the last "
+        "data.heldout_size rows of path are held out.",
+    )
+    prompt_field: str = Field(default="prompt", min_length=1, description="Field of the prompt.")
+    gold_field: str = Field(default="answer", min_length=1, description="Field of the gold answer.")
+    task_type: str = Field(
+        default="math",
+        min_length=1,
+        description="Task type (routing key) of every row, unless task_type_field is set.",
+    )
+    task_type_field: str | None = Field(
+        default=None, description="Field holding each row's task type (one type per run)."
+    )
+    id_field: str | None = Field(
+        default=None, description="Field of a unique task id; None = '<file stem>-<line>'."
+    )
+    prompt_template: str = Field(
+        default="{prompt}",
+        description="Prompt text around the prompt field, e.g. 'Question: {prompt}\\nAnswer:'.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> JsonlSourceConfig:
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError("data.jsonl.prompt_template must contain {prompt}")
+        return self
+
+
+class CurriculumConfig(BaseModel):
+    """Prompt selection by recent pass rate (``grpo.services.driver.curriculum``)."""
+
+    model_config = _FROZEN
+
+    enabled: bool = Field(
+        default=False,
+        description="Feed each prompt with a probability from its difficulty bucket's recent "
+        "share of mixed groups (neither all wrong nor all right); skipped prompts come back "
+        "in the next pass.",
+    )
+    bucket_field: str = Field(
+        default="difficulty",
+        min_length=1,
+        description="Task metadata key of the bucket (arith: '3-digit 2-carry'); a task "
+        "without it is its own bucket.",
+    )
+    min_accept: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="Floor of a bucket's accept probability: every difficulty stays in the "
+        "feed and is re-measured.",
+    )
+    power: float = Field(
+        default=2.0,
+        gt=0,
+        description="Accept probability = (bucket mixed share / best bucket's) ** power.",
+    )
+    half_life: float = Field(
+        default=16.0,
+        gt=0,
+        description="Closed groups of a bucket after which an observation weighs half.",
+    )
+
+
+class DataConfig(BaseModel):
+    """Training prompts and the held-out evaluation set."""
+
+    model_config = _FROZEN
+
+    source: Literal["arith", "gsm8k", "math500", "humaneval", "jsonl"] = Field(
+        default="arith",
+        description="Task source: synthetic arithmetic, a dataset in the data dir, or a "
+        "user's JSONL file (data.jsonl).",
+    )
+    jsonl: JsonlSourceConfig = Field(
+        default_factory=JsonlSourceConfig,
+        description="The user's JSONL dataset and its field mapping (source: jsonl).",
+    )
+    train_size: int = Field(
+        default=0, ge=0, description="Training prompts (0 = every available one; arith needs > 0)."
+    )
+    heldout_size: int = Field(
+        default=200, ge=0, description="Held-out tasks for greedy accuracy, disjoint from training."
+    )
+    seed: int = Field(default=0, description="Seed of task generation and prompt order.")
+    arith: ArithConfig = Field(default_factory=ArithConfig, description="Arithmetic tasks.")
+    prompt_repeats: int = Field(
+        default=100, ge=1, description="Passes over the training prompts before the feeder stops."
+    )
+    curriculum: CurriculumConfig = Field(
+        default_factory=CurriculumConfig,
+        description="Prompt selection by recent pass rate (off by default).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DataConfig:
+        if self.source == "arith" and self.train_size == 0:
+            raise ValueError("data.train_size must be > 0 for data.source=arith")
+        if self.source == "jsonl" and not self.jsonl.path:
+            raise ValueError("data.jsonl.path must name the JSONL file for data.source=jsonl")
+        return self
+
+
+class TinyModelConfig(BaseModel):
+    """Shape of a fresh tiny model (``grpo.model.init_tiny_model``)."""
+
+    model_config = _FROZEN
+
+    hidden: int = Field(default=128, ge=8, description="Hidden size.")
+    layers: int = Field(default=4, ge=1, description="Decoder layers.")
+    heads: int = Field(default=4, ge=1, description="Attention heads.")
+    kv_heads: int = Field(default=2, ge=1, description="Key/value heads.")
+    intermediate: int = Field(default=512, ge=8, description="MLP inner size.")
+    max_positions: int = Field(default=512, ge=16, description="Context length (tokens).")
+
+
+class SftConfig(BaseModel):
+    """Supervised warm start on worked solutions before GRPO (``grpo.learner.sft.run_sft``)."""
+
+    model_config = _FROZEN
+
+    enabled: bool = Field(default=True, description="Run SFT before GRPO.")
+    examples: int = Field(
+        default=4000, ge=1, description="Worked examples (arith: drawn disjoint from held-out)."
+    )
+    steps: int = Field(default=0, ge=0, description="Optimizer steps (0 = bounded by time/epochs).")
+    epochs: float = Field(
+        default=0.0, ge=0, description="Passes over the examples (0 = unbounded)."
+    )
+    time_budget_s: float = Field(
+        default=0.0, ge=0, description="Wall-clock bound in seconds (0 = none)."
+    )
+    lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
+    batch_size: int = Field(default=32, ge=1, description="Examples per step.")
+    warmup_steps: int = Field(default=20, ge=0, description="Linear warmup steps.")
+    schedule: Literal["cosine", "constant"] = Field(
+        default="cosine", description="LR after warmup: cosine decay to 10%, or constant."
+    )
+    target_accuracy: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Stop SFT once the greedy accuracy on the dev set reaches this (0 = off); "
+        "checked every check_every steps. The held-out set is never used for this.",
+    )
+    check_every: int = Field(
+        default=25, ge=1, description="Steps between dev-set checks (with target_accuracy)."
+    )
+    dev_size: int = Field(
+        default=300,
+        ge=1,
+        description="Dev prompts for target_accuracy (arith: drawn disjoint from held-out).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SftConfig:
+        if self.enabled and not (self.steps or self.epochs or self.time_budget_s):
+            raise ValueError("model.sft needs steps, epochs or time_budget_s > 0 when enabled")
+        return self
+
+
+class ModelConfig(BaseModel):
+    """The policy: an existing HF folder, or a fresh tiny model; optional SFT warm start."""
+
+    model_config = _FROZEN
+
+    path: str | None = Field(
+        default=None, description="save_pretrained folder of the policy; None = init a tiny model."
+    )
+    tiny: TinyModelConfig = Field(
+        default_factory=TinyModelConfig, description="Tiny model shape (path unset)."
+    )
+    sft: SftConfig = Field(
+        default_factory=lambda: SftConfig(enabled=False), description="SFT warm start."
+    )
+
+
+class GenerationRunConfig(BaseModel):
+    """Sampling of rollouts by the rollout worker."""
+
+    model_config = _FROZEN
+
+    group_size: int = Field(default=8, ge=2, description="Rollouts per prompt (G).")
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus mass; 1 disables it.")
+    max_new_tokens: int = Field(
+        default=48, ge=1, description="Generated tokens per rollout, at most."
+    )
+    stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the text).")
+    prompts_ahead: int = Field(
+        default=4,
+        ge=1,
+        description="Backpressure: most prompt jobs waiting for or in generation at once.",
+    )
+    groups_ahead: int | None = Field(
+        default=None,
+        ge=1,
+        description="Backpressure: most closed groups not yet delivered to the learner before "
+        "the feeder pauses; null = 2 x learner.batch_groups. With prompts_ahead it bounds how "
+        "many policy versions old a trained group is (policy/staleness_mean).",
+    )
+    workers: int = Field(default=1, ge=1, description="Rollout worker processes.")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Merged verbatim into the rollout worker's YAML."
+    )
+
+
+class VerifiersConfig(BaseModel):
+    """Which verifier services score the run's task type."""
+
+    model_config = _FROZEN
+
+    outcome: str = Field(
+        default="verifier-math",
+        description="Service name of the outcome verifier (grpo serve NAME).",
+    )
+    process: str | None = Field(
+        default=None, description="Service name of the process verifier; None = outcome only."
+    )
+    extra: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Service name -> mapping merged into its YAML."
+    )
+
+
+class LearnerRunConfig(BaseModel):
+    """The learner service: algorithm, optimizer, batch and cadence."""
+
+    model_config = _FROZEN
+
+    batch_groups: int = Field(default=8, ge=1, description="Groups per learner step (B).")
+    publish_every: int = Field(default=1, ge=1, description="Publish weights every K steps.")
+    checkpoint_every: int = Field(default=5, ge=1, description="Checkpoint every M steps.")
+    trainer: TrainerConfig = Field(
+        default_factory=lambda: TrainerConfig(),
+        description="Optimizer, schedule, micro-batches (grpo.learner.trainer.TrainerConfig); "
+        "temperature, max_response_length and seed are derived from generation and the run "
+        "seed (SHARED_WITH_GENERATION).",
+    )
+    algo: LearnerAlgoConfig = Field(
+        default_factory=LearnerAlgoConfig,
+        description="Advantages, clipping, reduction, KL, process credit "
+        "(grpo.learner.config.LearnerAlgoConfig).",
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Merged verbatim into the learner's YAML."
+    )
+
+
+class EvalConfig(BaseModel):
+    """Held-out greedy accuracy."""
+
+    model_config = _FROZEN
+
+    every_steps: int = Field(
+        default=0,
+        ge=0,
+        description="Evaluate the latest published policy every N steps (0 = only "
+        "before and after). Training goes on during an evaluation; when the learner passes "
+        "several multiples of N meanwhile, the next evaluation is for the latest of them.",
+    )
+    max_new_tokens: int = Field(default=48, ge=1, description="Greedy generation budget per task.")
+    batch_size: int = Field(default=100, ge=1, description="Prompts per generate call.")
+
+
+class BudgetConfig(BaseModel):
+    """When the run stops: the first of these reached."""
+
+    model_config = _FROZEN
+
+    steps: int = Field(default=20, ge=1, description="Learner steps.")
+    wall_clock_s: float = Field(
+        default=900.0, gt=0, description="Wall-clock bound of the GRPO phase (seconds)."
+    )
+    generated_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Stop once the assembler has received this many generated tokens (0 = no "
+        "bound); compares runs at equal generation cost.",
+    )
+    startup_timeout_s: float = Field(
+        default=120.0, gt=0, description="How long services may take to become healthy (seconds)."
+    )
+    stop_grace_s: float = Field(
+        default=10.0, ge=0, description="SIGTERM grace before SIGKILL at shutdown (seconds)."
+    )
+
+
+SHARED_WITH_GENERATION: dict[str, tuple[str, str]] = {
+    "temperature": ("generation", "temperature"),
+    "max_response_length": ("generation", "max_new_tokens"),
+}
+"""``learner.trainer`` field -> the ``(section, field)`` it must equal: π_old is computed at
+the sampler's temperature and the fixed-budget reduction divides by the sampler's L_max, so the
+learner's values are derived from ``generation``, never set on their own."""
+
+
+def _get(tree: Any, key: str) -> Any:
+    """``tree[key]`` for a mapping, ``getattr`` for a model, else None."""
+    if isinstance(tree, BaseModel):
+        return getattr(tree, key, None)
+    if isinstance(tree, dict):
+        return tree.get(key)
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as numbers when both read as numbers (environment values are strings)."""
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return bool(a == b)
+
+
+def _as_dict(tree: Any) -> dict[str, Any]:
+    """A shallow mutable copy of a section given as a mapping or a model (unset fields out)."""
+    if isinstance(tree, BaseModel):
+        return tree.model_dump(exclude_unset=True)
+    return dict(tree) if isinstance(tree, dict) else {}
+
+
+def _derive_shared(data: Any) -> Any:
+    """Fill ``learner.trainer``'s values shared with generation (and the seed) from their
+    source, the one place they are derived; reject a conflicting explicit setting.
+
+    Raises:
+        ValueError: ``learner.trainer.<field>`` is set to a value other than its source's, or
+            a section's ``extra`` mapping sets one of the shared values behind the typed field.
+    """
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    learner = _as_dict(out.get("learner"))
+    trainer = _as_dict(learner.get("trainer"))
+    for field, (section, source) in SHARED_WITH_GENERATION.items():
+        value = _get(out.get(section), source)
+        if value is None:
+            value = GenerationRunConfig.model_fields[source].default
+        given = trainer.get(field)
+        if given is not None and not _same(given, value):
+            raise ValueError(
+                f"learner.trainer.{field}={given!r} conflicts with {section}.{source}={value!r}: "
+                f"the learner must use the sampler's value; set {section}.{source} only"
+            )
+        trainer[field] = value
+    if trainer.get("seed") is None:
+        trainer["seed"] = out.get("seed", 0)
+    bypasses = {
+        "generation.extra.worker.sampling": _get(
+            _get(_get(out.get("generation"), "extra"), "worker"), "sampling"
+        ),
+        "learner.extra.trainer": _get(_get(out.get("learner"), "extra"), "trainer"),
+    }
+    for where, node in bypasses.items():
+        for name in ("temperature", "max_new_tokens", "max_response_length"):
+            if _get(node, name) is not None:
+                raise ValueError(
+                    f"{where}.{name} would bypass the value shared by learner and generation; "
+                    "set generation.temperature / generation.max_new_tokens instead"
+                )
+    learner["trainer"] = trainer
+    out["learner"] = learner
+    return out
+
+
+class RunConfig(BaseModel):
+    """A whole ``grpo run``: one YAML file; see the module docstring for the sections."""
+
+    model_config = _FROZEN
+
+    name: str = Field(default="run", min_length=1, description="Run name (run dir suffix).")
+    seed: int = Field(default=0, description="Seed of every component.")
+    namespace: str = Field(
+        default="", description="Redis key namespace; '' = derived from the run dir name."
+    )
+    redis_url: str | None = Field(
+        default=None, description="External Redis; None = $REDIS_URL, else an embedded server."
+    )
+    data: DataConfig = Field(default_factory=DataConfig, description="Tasks.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Policy and SFT.")
+    generation: GenerationRunConfig = Field(
+        default_factory=GenerationRunConfig, description="Sampling."
+    )
+    verifiers: VerifiersConfig = Field(default_factory=VerifiersConfig, description="Verifiers.")
+    assembler: AssemblerConfig = Field(
+        default_factory=AssemblerConfig, description="Group assembly and dynamic sampling."
+    )
+    assembler_extra: dict[str, Any] = Field(
+        default_factory=dict, description="Merged verbatim into the assembler's YAML."
+    )
+    learner: LearnerRunConfig = Field(default_factory=LearnerRunConfig, description="Learner.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Stop conditions.")
+    supervision: RestartPolicy = Field(
+        default_factory=RestartPolicy,
+        description="Restart of failed services: backoff, and how many restarts in a window "
+        "before the run fails.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shared(cls, data: Any) -> Any:
+        return _derive_shared(data)
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        if self.verifiers.process is not None and not self.learner.algo.process_weight:
+            raise ValueError(
+                "verifiers.process is set but learner.algo.process_weight is 0: set a "
+                "process_weight > 0, or verifiers.process: null for an outcome-only run"
+            )
+        return self
+
+
+def load_run_config(
+    path: Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+) -> RunConfig:
+    """Read a RunConfig from YAML with dotted-path ``overrides`` (``{"budget.steps": 3}``).
+
+    Environment variables ``GRPO_RUN_<FIELD>`` (``__`` between levels) of ``environ`` (default
+    ``os.environ``) override the file; one naming no field is logged and ignored.
+
+    Raises:
+        NotFoundError: the file does not exist.
+        InvalidArgumentError: invalid values; the message lists each bad field's dotted path.
+    """
+    return load_settings(RunConfig, path, overrides, env_prefix="GRPO_RUN_", environ=environ)
