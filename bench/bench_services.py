@@ -64,7 +64,7 @@ def _bench_streams(url: str, n: int = 3000) -> None:
 
 def _bench_grpc(n: int = 1500) -> None:
     spec = importlib.util.spec_from_file_location(
-        "echo_service", Path(__file__).resolve().parents[1] / "tests/services/echo_service.py"
+        "echo_service", Path(__file__).resolve().parents[1] / "tests/runtime/echo_service.py"
     )
     assert spec is not None and spec.loader is not None
     echo = importlib.util.module_from_spec(spec)

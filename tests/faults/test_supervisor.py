@@ -24,7 +24,7 @@ def test_restart_same_port_then_give_up_with_a_summary(tmp_path: Path) -> None:
     config = tmp_path / "echo.yaml"
     config.write_text(yaml.safe_dump({"server": {"host": "127.0.0.1", "metrics_port": -1}}))
     sup = ProcessSupervisor(
-        tmp_path / "logs", env={"PYTHONPATH": os.pathsep.join([str(TESTS / "services")])}
+        tmp_path / "logs", env={"PYTHONPATH": os.pathsep.join([str(TESTS / "runtime")])}
     )
     policy = RestartPolicy(max_restarts=1, window_s=600, backoff_initial_s=0.0, backoff_max_s=0.0)
     lines: list[str] = []

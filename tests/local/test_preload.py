@@ -62,7 +62,7 @@ def test_services_fork_from_the_preload_interpreter_and_stay_supervised(tmp_path
     config.write_text(yaml.safe_dump({"server": {"host": "127.0.0.1", "metrics_port": -1}}))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), str(config), str(TESTS / "services")],
+        [sys.executable, "-c", SCRIPT, str(tmp_path), str(config), str(TESTS / "runtime")],
         capture_output=True,
         text=True,
         timeout=600,
@@ -108,7 +108,7 @@ def test_a_failing_preload_interpreter_falls_back_to_fresh_processes(tmp_path: P
     (broken / "transformers" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
     config = tmp_path / "echo.yaml"
     config.write_text(yaml.safe_dump({"server": {"host": "127.0.0.1", "metrics_port": -1}}))
-    path = os.pathsep.join([str(broken), str(TESTS / "services")])
+    path = os.pathsep.join([str(broken), str(TESTS / "runtime")])
     done = subprocess.run(
         [sys.executable, "-c", FALLBACK, str(tmp_path), str(config), path],
         capture_output=True,
@@ -130,7 +130,7 @@ def test_without_a_subreaper_services_start_as_fresh_processes(tmp_path: Path) -
     config = tmp_path / "echo.yaml"
     config.write_text(yaml.safe_dump({"server": {"host": "127.0.0.1", "metrics_port": -1}}))
     sup = ProcessSupervisor(
-        tmp_path / "logs", env={"PYTHONPATH": str(TESTS / "services")}, preload=True
+        tmp_path / "logs", env={"PYTHONPATH": str(TESTS / "runtime")}, preload=True
     )
     try:
         proc = sup.start("echo", config, service="echo_service:SERVICE")
