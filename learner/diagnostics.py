@@ -191,7 +191,7 @@ def _slice_shares(weights: torch.Tensor, labels: Sequence[str], name: str) -> di
             [lab == label for lab in labels], dtype=torch.bool, device=weights.device
         )
         share = float(weights[picked].sum()) / total if total > 0 else 0.0
-        out[f"weight/{name}/{label}"] = share
+        out[f"{mn.weight_prefix(name)}{label}"] = share
     return out
 
 
@@ -281,23 +281,23 @@ def batch_diagnostics(
         "groups/count": float(p),
         "groups/rollouts": float(p * g),
         mn.GROUPS_REWARD_MEAN: float(r64.sum() / valid_n),
-        "groups/reward_std_mean": float(stats.std[has].mean()) if bool(has.any()) else 0.0,
-        "groups/correct_frac": float(correct.sum()) / valid_n,
+        mn.GROUPS_REWARD_STD_MEAN: float(stats.std[has].mean()) if bool(has.any()) else 0.0,
+        mn.GROUPS_CORRECT_FRAC: float(correct.sum()) / valid_n,
         "groups/missing": float((~ok).sum()),
-        "groups/missing_frac": float((~ok).sum()) / max(p * g, 1),
+        mn.GROUPS_MISSING_FRAC: float((~ok).sum()) / max(p * g, 1),
         mn.GROUPS_ALL_CORRECT_FRAC: float(all_correct.sum()) / groups_with_valid,
         mn.GROUPS_ALL_WRONG_FRAC: float(all_wrong.sum()) / groups_with_valid,
         mn.GROUPS_MIXED_FRAC: float((has & ~all_correct & ~all_wrong).sum()) / groups_with_valid,
         "groups/no_valid": float((~has).sum()),
         "adv/std_convention": 0.0 if std == "population" else 1.0,
-        "adv/zero_variance_groups": float((dropped & ~stats.too_few_valid).sum()),
-        "adv/too_few_valid_groups": float(stats.too_few_valid.sum()),
-        "adv/centered_abs_mean": float(centered),
-        "adv/abs_mean": float(adv_abs),
+        mn.ADV_ZERO_VARIANCE_GROUPS: float((dropped & ~stats.too_few_valid).sum()),
+        mn.ADV_TOO_FEW_VALID_GROUPS: float(stats.too_few_valid.sum()),
+        mn.ADV_CENTERED_ABS_MEAN: float(centered),
+        mn.ADV_ABS_MEAN: float(adv_abs),
         "adv/scale": float(adv_abs / centered) if float(centered) > 0 else 0.0,
-        "adv/pos_frac": float((ok & (a64 > 0)).sum()) / valid_n,
-        "adv/neg_frac": float((ok & (a64 < 0)).sum()) / valid_n,
-        "adv/zero_frac": float((ok & (a64 == 0)).sum()) / valid_n,
+        mn.ADV_POS_FRAC: float((ok & (a64 > 0)).sum()) / valid_n,
+        mn.ADV_NEG_FRAC: float((ok & (a64 < 0)).sum()) / valid_n,
+        mn.ADV_ZERO_FRAC: float((ok & (a64 == 0)).sum()) / valid_n,
     }
     out.update(
         _length_and_weights(
@@ -311,7 +311,7 @@ def batch_diagnostics(
             slices,
         )
     )
-    out["denom/prompts"] = float(p)
+    out[mn.DENOM_PROMPTS] = float(p)
     out["dynsamp/dropped_groups"] = float(dropped_groups)
     out["dynsamp/dropped_tokens"] = float(dropped_tokens)
     if entropy_mean is not None:
@@ -349,16 +349,16 @@ def _length_and_weights(
     )
     tokens = int(mask.sum())
     out = {
-        "len/mean": float(lens.mean()) if n else 0.0,
+        mn.LEN_MEAN: float(lens.mean()) if n else 0.0,
         "len/max": float(lens.max()) if n else 0.0,
         mn.LEN_MEAN_POS_ADV: mean_len(row_adv > 0),
         mn.LEN_MEAN_NEG_ADV: mean_len(row_adv < 0),
-        "len/mean_zero_adv": mean_len(row_adv == 0),
-        "len/truncated_frac": float(truncated.float().mean())
+        mn.LEN_MEAN_ZERO_ADV: mean_len(row_adv == 0),
+        mn.LEN_TRUNCATED_FRAC: float(truncated.float().mean())
         if truncated is not None and n
         else 0.0,
-        "denom/responses": float(mask.any(1).sum()),
-        "denom/tokens": float(tokens),
+        mn.DENOM_RESPONSES: float(mask.any(1).sum()),
+        mn.DENOM_TOKENS: float(tokens),
         "adv/token_abs_mean": float(torch.where(mask, tok_adv.abs(), 0).sum()) / max(tokens, 1),
     }
     weights = _effective_weights(tok_adv, mask, reduction, max_response_length)

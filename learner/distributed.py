@@ -51,6 +51,7 @@ import torch
 import torch.distributed as dist
 
 from grpo.errors import InvalidArgumentError
+from grpo.learner import metric_names as mn
 from grpo.learner.collectives import all_reduce
 from grpo.v1 import common_pb2
 
@@ -71,8 +72,8 @@ __all__ = [
 ]
 
 _SUMMED = ("loss/total", "loss/tokens", "loss/responses")
-_MIN = ("loss/ratio_min",)
-_MAX = ("loss/ratio_max",)
+_MIN = (mn.LOSS_RATIO_MIN,)
+_MAX = (mn.LOSS_RATIO_MAX,)
 
 
 CommandKind = Literal["train", "heartbeat", "gather_weights", "gather_checkpoint", "stop"]

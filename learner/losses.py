@@ -447,12 +447,12 @@ def _loss_stats(
             "loss/pg_token_mean": mean(pg),
             mn.LOSS_CLIP_FRAC_LOW: mean(terms.clipped_low),
             mn.LOSS_CLIP_FRAC_HIGH: mean(terms.clipped_high),
-            "loss/dual_clip_frac": mean(terms.dual_clipped),
-            "loss/ratio_mean": mean(ratio),
-            "loss/ratio_min": ratio[mask].min().to(torch.float64) if has else n.new_tensor(0),
-            "loss/ratio_max": ratio[mask].max().to(torch.float64) if has else n.new_tensor(0),
+            mn.LOSS_DUAL_CLIP_FRAC: mean(terms.dual_clipped),
+            mn.LOSS_RATIO_MEAN: mean(ratio),
+            mn.LOSS_RATIO_MIN: ratio[mask].min().to(torch.float64) if has else n.new_tensor(0),
+            mn.LOSS_RATIO_MAX: ratio[mask].max().to(torch.float64) if has else n.new_tensor(0),
             # k3 estimate of KL(π_old‖π_θ) from tokens sampled by π_old: r − 1 − log r
-            "loss/approx_kl": mean(torch.expm1(log_ratio) - log_ratio),
+            mn.LOSS_APPROX_KL: mean(torch.expm1(log_ratio) - log_ratio),
         }
         values.update({key: mean(x) for key, x in per_token_means.items()})
         keys = list(values)
@@ -491,9 +491,9 @@ def merge_loss_stats(parts: Sequence[Mapping[str, float]]) -> dict[str, float]:
             out[key] = math.fsum(p.get(key, 0.0) for p in parts)
         elif not live:
             out[key] = 0.0
-        elif key == "loss/ratio_min":
+        elif key == mn.LOSS_RATIO_MIN:
             out[key] = min(p[key] for p in live if key in p)
-        elif key == "loss/ratio_max":
+        elif key == mn.LOSS_RATIO_MAX:
             out[key] = max(p[key] for p in live if key in p)
         else:
             out[key] = math.fsum(p[key] * p["loss/tokens"] for p in live if key in p) / (

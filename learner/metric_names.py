@@ -13,34 +13,65 @@ per token. Meanings are documented where the value is computed (the module named
 from __future__ import annotations
 
 __all__ = [
+    "ADV_ABS_MEAN",
+    "ADV_CENTERED_ABS_MEAN",
+    "ADV_NEG_FRAC",
+    "ADV_POS_FRAC",
+    "ADV_TOO_FEW_VALID_GROUPS",
+    "ADV_ZERO_FRAC",
+    "ADV_ZERO_VARIANCE_GROUPS",
+    "ASSEMBLER_GENERATED_TOKENS",
     "ASSEMBLER_GROUPS_ACCEPTED",
     "ASSEMBLER_GROUPS_REJECTED",
     "ASSEMBLER_GROUP_OUTCOMES",
+    "ASSEMBLER_KEPT_TOKENS",
     "ASSEMBLER_PREFIX",
     "ASSEMBLER_REWARDS_MISSING",
     "ASSEMBLER_REWARDS_UNDECIDED",
+    "ASSEMBLER_ZERO_VARIANCE_TOKENS",
     "BEHAVIOR_ABS_LOGPROB_DIFF_MEAN",
+    "DENOM_PROMPTS",
+    "DENOM_RESPONSES",
+    "DENOM_TOKENS",
     "ENTROPY_MEAN",
     "GENERATED_TOKENS",
     "GROUPS_ALL_CORRECT_FRAC",
     "GROUPS_ALL_WRONG_FRAC",
+    "GROUPS_CORRECT_FRAC",
+    "GROUPS_MISSING_FRAC",
     "GROUPS_MIXED_FRAC",
     "GROUPS_REWARD_MEAN",
+    "GROUPS_REWARD_STD_MEAN",
     "KL_REF_MEAN",
     "LEARNER_REDIS_OUTAGE_S",
+    "LEN_MEAN",
     "LEN_MEAN_NEG_ADV",
     "LEN_MEAN_POS_ADV",
+    "LEN_MEAN_ZERO_ADV",
+    "LEN_TRUNCATED_FRAC",
     "LOOP_RECORD",
+    "LOSS_APPROX_KL",
     "LOSS_CLIP_FRAC_HIGH",
     "LOSS_CLIP_FRAC_LOW",
+    "LOSS_DUAL_CLIP_FRAC",
+    "LOSS_RATIO_MAX",
+    "LOSS_RATIO_MEAN",
+    "LOSS_RATIO_MIN",
+    "OPTIM_GRAD_NORM",
+    "OPTIM_GRAD_NORM_MAX",
+    "OPTIM_LR",
+    "OPTIM_NO_SIGNAL_STEPS",
+    "OPTIM_SKIPPED_STEPS",
     "POLICY_VERSION",
     "STEP",
     "STRAGGLER_WAIT_MAX_S",
     "STRAGGLER_WAIT_MEAN_S",
     "TIME_PREFIX",
     "WALL_CLOCK_S",
+    "WEIGHT_PREFIX",
     "assembler_metric",
     "time_metric",
+    "weight_prefix",
 ]
 
 # -- grpo.learner.diagnostics.batch_diagnostics ------------------------------------------
@@ -52,6 +83,47 @@ GROUPS_ALL_WRONG_FRAC = "groups/all_wrong_frac"
 """Share of groups (with a valid reward) whose valid rewards are all wrong."""
 GROUPS_MIXED_FRAC = "groups/mixed_frac"
 """Share of groups (with a valid reward) with both correct and wrong rewards."""
+GROUPS_REWARD_STD_MEAN = "groups/reward_std_mean"
+"""Mean over groups (with a valid reward) of the within-group reward std (the algo's std)."""
+GROUPS_CORRECT_FRAC = "groups/correct_frac"
+"""Share of valid rewards that are correct."""
+GROUPS_MISSING_FRAC = "groups/missing_frac"
+"""Share of the batch's P·G members without a valid reward."""
+ADV_CENTERED_ABS_MEAN = "adv/centered_abs_mean"
+"""Mean |R − group mean| over valid members: the raw centered reward before any scaling."""
+ADV_ABS_MEAN = "adv/abs_mean"
+"""Mean |A| over valid members: the advantage after the estimator's scaling."""
+ADV_ZERO_VARIANCE_GROUPS = "adv/zero_variance_groups"
+"""Groups whose valid rewards are all equal (advantage 0), too-few-valid ones aside."""
+ADV_TOO_FEW_VALID_GROUPS = "adv/too_few_valid_groups"
+"""Groups with fewer than two valid rewards (advantage 0)."""
+ADV_POS_FRAC = "adv/pos_frac"
+"""Share of valid members with a positive advantage."""
+ADV_NEG_FRAC = "adv/neg_frac"
+"""Share of valid members with a negative advantage."""
+ADV_ZERO_FRAC = "adv/zero_frac"
+"""Share of valid members with advantage exactly 0."""
+LEN_MEAN = "len/mean"
+"""Mean response length (tokens) of the batch's rows."""
+LEN_MEAN_ZERO_ADV = "len/mean_zero_adv"
+"""Mean response length (tokens) of responses with advantage 0."""
+LEN_TRUNCATED_FRAC = "len/truncated_frac"
+"""Share of responses that stopped at the length limit without EOS."""
+DENOM_PROMPTS = "denom/prompts"
+"""Prompts (groups) in the batch: the loss's prompt denominator."""
+DENOM_RESPONSES = "denom/responses"
+"""Responses with at least one loss token (the response_mean denominator)."""
+DENOM_TOKENS = "denom/tokens"
+"""Loss tokens of the batch (the token_mean denominator)."""
+WEIGHT_PREFIX = "weight/"
+"""Prefix of the effective loss weight per slice: ``weight/<slice>/<label>`` (shares)."""
+
+
+def weight_prefix(slice_name: str) -> str:
+    """The prefix of slice ``slice_name``'s weight shares: ``weight/<slice_name>/``."""
+    return f"{WEIGHT_PREFIX}{slice_name}/"
+
+
 LEN_MEAN_POS_ADV = "len/mean_pos_adv"
 """Mean response length (tokens) of responses with a positive advantage."""
 LEN_MEAN_NEG_ADV = "len/mean_neg_adv"
@@ -68,10 +140,30 @@ LOSS_CLIP_FRAC_HIGH = "loss/clip_frac_high"
 """Token-mean share of tokens clipped at 1 + ε_high (positive advantage)."""
 KL_REF_MEAN = "kl/ref_mean"
 """Token-mean KL(π_θ‖π_ref) estimate of the configured estimator (written when β > 0)."""
+LOSS_DUAL_CLIP_FRAC = "loss/dual_clip_frac"
+"""Token-mean share of tokens bounded by the dual clip (A < 0, large ratio)."""
+LOSS_RATIO_MEAN = "loss/ratio_mean"
+"""Token-mean importance ratio π_θ/π_old."""
+LOSS_RATIO_MIN = "loss/ratio_min"
+"""Smallest ratio π_θ/π_old over the loss tokens (min over micro-batches and ranks)."""
+LOSS_RATIO_MAX = "loss/ratio_max"
+"""Largest ratio π_θ/π_old over the loss tokens (max over micro-batches and ranks)."""
+LOSS_APPROX_KL = "loss/approx_kl"
+"""Token-mean k3 estimate of KL(π_old‖π_θ): how far the update moved the policy (nats)."""
 
 # -- grpo.learner.trainer.Trainer.step ------------------------------------------------------
 BEHAVIOR_ABS_LOGPROB_DIFF_MEAN = "behavior/abs_logprob_diff_mean"
 """Token-mean |log π_old − log μ|: how far the learner's π_old is from the sampler."""
+OPTIM_LR = "optim/lr"
+"""Learning rate after the step's last optimizer step."""
+OPTIM_GRAD_NORM = "optim/grad_norm"
+"""Gradient L2 norm before clipping, of the step's last optimizer step."""
+OPTIM_GRAD_NORM_MAX = "optim/grad_norm_max"
+"""Largest finite gradient norm before clipping over the step's optimizer steps."""
+OPTIM_SKIPPED_STEPS = "optim/skipped_steps"
+"""Optimizer steps skipped this step for a non-finite loss or gradient."""
+OPTIM_NO_SIGNAL_STEPS = "optim/no_signal_steps"
+"""Minibatches without a nonzero advantage (no optimizer step taken)."""
 
 
 def time_metric(name: str) -> str:
@@ -125,3 +217,9 @@ ASSEMBLER_REWARDS_MISSING = assembler_metric("rewards_missing")
 """Members recorded without a valid reward (cumulative count)."""
 ASSEMBLER_REWARDS_UNDECIDED = assembler_metric("rewards_undecided")
 """Members whose outcome verifier answered UNDECIDED (a subset of the missing ones)."""
+ASSEMBLER_GENERATED_TOKENS = assembler_metric("generated_tokens")
+"""Tokens of every rollout received (cumulative; rejected and late ones included)."""
+ASSEMBLER_KEPT_TOKENS = assembler_metric("kept_tokens")
+"""Tokens of rollouts in accepted groups (cumulative)."""
+ASSEMBLER_ZERO_VARIANCE_TOKENS = assembler_metric("zero_variance_tokens")
+"""Tokens of closed groups whose valid rewards were all equal, whatever their fate."""

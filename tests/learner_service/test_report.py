@@ -11,11 +11,12 @@ from typer.testing import CliRunner
 from grpo.cli_report import app
 from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.report import (
+    FIGURES,
     REPORT_FILES,
-    _assembler_shares,
     _eval_points,
     load_metrics,
     render_report,
+    report_series,
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -67,15 +68,27 @@ def test_report_renders_every_png(tmp_path: Path) -> None:
         "wall_clock_s": [0.0, 15.0],
         "y": [0.4, 0.6],
     }
-    shares = _assembler_shares(load_metrics(tmp_path / "metrics.jsonl"))
-    assert shares[0] == {  # 8 accepted, 2 + 6 + 0 + 1 rejected: every closed group
-        "step": 1,
+    (panel,) = [
+        p for f in FIGURES for p in f.panels if p.title == "All sampled groups (assembler)"
+    ]
+    first = load_metrics(tmp_path / "metrics.jsonl")[0]
+    shares = {line.label: line.value(first) for line in panel.lines}
+    assert shares == {  # 8 accepted, 2 + 6 + 0 + 1 rejected: every closed group
         "accepted": 8 / 17,
         "rejected all correct": 2 / 17,
         "rejected all wrong": 6 / 17,
         "rejected too few valid": 0.0,
         "rejected too many undecided": 1 / 17,
     }
+    series = report_series(tmp_path)
+    assert list(series) == list(REPORT_FILES)
+    assert series["reward_accuracy.png"]["held-out accuracy"] == {"greedy": 2}
+    # no config.yaml: the temperature is unknown, the line still says it was sampled
+    assert series["reward_accuracy.png"]["reward"] == {
+        "mean reward, sampled at the rollout temperature (trained groups)": 6
+    }
+    (tmp_path / "config.yaml").write_text("generation: {temperature: 0.7}\n")
+    assert "sampled at temperature 0.7" in str(report_series(tmp_path)["reward_accuracy.png"])
     written = render_report(tmp_path)
     assert [p.name for p in written] == list(REPORT_FILES)
     for path in written:
