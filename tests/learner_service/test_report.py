@@ -68,9 +68,7 @@ def test_report_renders_every_png(tmp_path: Path) -> None:
         "wall_clock_s": [0.0, 15.0],
         "y": [0.4, 0.6],
     }
-    (panel,) = [
-        p for f in FIGURES for p in f.panels if p.title == "All sampled groups (assembler)"
-    ]
+    (panel,) = [p for f in FIGURES for p in f.panels if p.title == "All sampled groups (assembler)"]
     first = load_metrics(tmp_path / "metrics.jsonl")[0]
     shares = {line.label: line.value(first) for line in panel.lines}
     assert shares == {  # 8 accepted, 2 + 6 + 0 + 1 rejected: every closed group
