@@ -31,9 +31,13 @@ PROGRAM process P second, then waits for both.
   - ``{"k": "loaded"}`` or ``{"k": "load_error", "type": ..., "msg": ...}``;
   - ``{"k": "call", "i": I, "v": TREE}`` / ``..."raised": TYPE, "msg": ...`` /
     ``..."unencodable": TYPE``: planned call I of the entry point (decided outside by replay);
-  - ``{"k": "io", "i": I, "v": ["S", OUT]}`` / ``..."raised": ...``: stdin/stdout pair I, run in
+  - ``{"k": "io", "i": I, "out": B64}`` / ``..."raised": ...``: stdin/stdout pair I, run in
     a fresh fork of P with fd 0 holding the input and fd 1 a capture file, as
-    ``python3 sol.py < in > out`` would;
+    ``python3 sol.py < in > out`` would; B64 is the base64 of the raw stdout bytes (at most
+    ``stdout_cap_bytes``; 4/3 of them on the pipe whatever they hold, where JSON escapes
+    would cost up to 6x). More output is ``"raised": "OutputLimit"``: in this mode the
+    file-size rlimit is raised to ``stdout_cap_bytes + 1`` when it is below, so the capture
+    file can show the excess;
   - ``{"k": "done"}``.
 
 Nothing P writes is trusted except as plain typed values checked outside against expectations
@@ -41,6 +45,7 @@ the sandbox never sees; case verdicts are read from T's fd only.
 """
 
 # ruff: noqa: SIM105, SIM115  (no contextlib: start-up cost; stdin/stdout files stay open)
+import binascii
 import builtins
 import ctypes
 import fcntl
@@ -308,8 +313,11 @@ def _program(req_r, resp_w):
     _emit(_RESULT, {"k": "hello"})
     job = marshal.loads(_read_all(_JOB))
     os.close(_JOB)
-    _set_limits(job["limits"])
-    sys.setrecursionlimit(int(job.get("recursion_limit", 3000)))
+    limits = job["limits"]
+    if job["mode"] == "stdio":  # the capture file must hold cap + 1 bytes to see an excess
+        limits = {**limits, "file_bytes": max(limits["file_bytes"], job["stdout_cap_bytes"] + 1)}
+    _set_limits(limits)
+    sys.setrecursionlimit(int(job.get("recursion_limit", codec.RECURSION_LIMIT)))
     sys.argv = ["main.py"]
     builtins.exit = _quitter("exit")
     builtins.quit = _quitter("quit")
@@ -426,7 +434,12 @@ def _run_stdio(job):
         _, wait_status = os.waitpid(child, 0)
         output = os.pread(out_fd, cap + 1, 0)
         os.close(out_fd)
-        _emit(_RESULT, {"k": "io", "i": i, **_pair_record(status, wait_status, output, cap)})
+        record = _pair_record(status, wait_status, output, cap)
+        del output
+        if "out" in record:  # base64 is plain ASCII: written as bytes, no JSON escaping copies
+            _write_all(_RESULT, b'{"k":"io","i":%d,"out":"%s"}\n' % (i, record["out"]))
+        else:
+            _emit(_RESULT, {"k": "io", "i": i, **record})
 
 
 def _read_capped(fd, cap):
@@ -449,7 +462,7 @@ def _pair_record(status, wait_status, output, cap):
     if code != 0:
         what = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         return {"raised": "ProgramExit", "msg": what}
-    return {"v": ["S", output.decode("utf-8", "replace")]}
+    return {"out": binascii.b2a_base64(output, newline=False)}
 
 
 def _run_main(code, status_w):
@@ -537,7 +550,9 @@ class _Remote:
         try:
             a, kw = codec.encode_tree(args), codec.encode_tree(kwargs)
         except codec.CodecError as exc:
-            raise _Unsupported(f"{self._name}() got an argument that is not plain data") from exc
+            raise _Unsupported(
+                f"{self._name}() got an argument that is not plain data ({exc})"
+            ) from exc
         reply = self._link.ask({"op": "call", "name": self._name, "a": a, "kw": kw})
         return _value_of(reply)
 
@@ -578,6 +593,7 @@ def _tester(req_w, resp_r):
     if not tests:
         return
     _set_limits(tests["limits"])
+    sys.setrecursionlimit(codec.RECURSION_LIMIT)  # results may nest codec.MAX_DEPTH deep
     link = _Link(req_w, resp_r)
     namespace = {"__name__": "__tests__", "__builtins__": builtins}
     try:  # the task's own prefix: its helpers (HumanEval's poly) are the trusted ones

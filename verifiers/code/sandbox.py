@@ -150,9 +150,11 @@ class SandboxSettings(BaseModel):
         default=64 * 1024, ge=1024, description="Bytes of stdout and of stderr kept per run."
     )
     result_cap_bytes: int = Field(
-        default=16 * 1024 * 1024,
+        default=32 * 1024 * 1024,
         ge=64 * 1024,
-        description="Bytes accepted on the result pipe per run (more is dropped).",
+        description="Bytes accepted on the result pipe per run (more is dropped); must hold "
+        "one stdin/stdout test's output in base64 (4/3 of the code verifier's "
+        "stdout_capture_bytes).",
     )
     bwrap_path: str = Field(
         default="bwrap", description="bubblewrap binary (name on PATH or absolute path)."

@@ -42,8 +42,9 @@ import builtins
 import decimal
 import functools
 import math
+import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any, Literal
@@ -277,11 +278,66 @@ def suite_from_tests(tests: common_pb2.CodeTests, task_id: str = "") -> TestSuit
     )
 
 
-def _lines(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+_CHUNK_CHARS = 1 << 20
+_SPACE = re.compile(r"\s")  # str.isspace(), as str.split() uses
+
+
+def _lines(text: str) -> Iterator[list[str]]:
+    """The lines of ``text`` right-stripped (so a CR before LF goes), trailing blank lines
+    dropped, in chunks of about ``_CHUNK_CHARS`` characters: a big output costs no list of
+    all its lines. (Dropping trailing blank lines of the right-stripped lines is splitting
+    ``text.rstrip()``.)"""
+    text = text.rstrip()
+    pos = 0
+    while text:
+        end = text.find("\n", min(pos + _CHUNK_CHARS, len(text)))
+        if end < 0:
+            yield [line.rstrip() for line in text[pos:].split("\n")]
+            return
+        yield [line.rstrip() for line in text[pos:end].split("\n")]
+        pos = end + 1
+
+
+def _tokens(text: str) -> Iterator[list[str]]:
+    """The whitespace-separated tokens of ``text`` (``text.split()``) in chunks of about
+    ``_CHUNK_CHARS`` characters, each cut at whitespace so that no token is split."""
+    pos = 0
+    while pos < len(text):
+        end = pos + _CHUNK_CHARS
+        cut = _SPACE.search(text, end) if end < len(text) else None
+        end = cut.start() if cut is not None else len(text)
+        yield text[pos:end].split()
+        pos = end
+
+
+def _same_stream(
+    got: Iterator[list[str]], want: Iterator[list[str]], same: Callable[[str, str], bool]
+) -> bool:
+    """True when the two chunked sequences have the same length and ``same`` holds for every
+    aligned pair; equal runs are compared as lists (at C speed), ``same`` only where they
+    differ."""
+    a: list[str] = []
+    e: list[str] = []
+    ai = ei = 0
+    while True:
+        if ai == len(a):
+            chunk = next(got, None)
+            if chunk is None:
+                return ei == len(e) and not any(want)
+            a, ai = chunk, 0
+            continue
+        if ei == len(e):
+            chunk = next(want, None)
+            if chunk is None:
+                return False  # actual has more items (a holds at least one)
+            e, ei = chunk, 0
+            continue
+        k = min(len(a) - ai, len(e) - ei)
+        part_a, part_e = a[ai : ai + k], e[ei : ei + k]
+        if part_a != part_e and not all(map(same, part_a, part_e)):
+            return False
+        ai += k
+        ei += k
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
@@ -329,21 +385,23 @@ def compare_stdout(
             expected one, as Codeforces/AtCoder checkers do; ``nan``/``inf`` compare as text).
         tolerance: the float tolerance (only ``TOKENS_FLOAT``).
 
+    Lines and tokens are compared as they are read, never listed: a 16 MiB output of
+    one-character lines would otherwise be ~8 M string objects (~450 MiB) per side.
+
     Raises:
         ValueError: ``mode`` is not a known comparison.
     """
     if mode == common_pb2.OUTPUT_COMPARE_EXACT:
         return actual == expected
     if mode == common_pb2.OUTPUT_COMPARE_LINES:
-        return _lines(actual) == _lines(expected)
+        return _same_stream(_lines(actual), _lines(expected), operator.eq)
     if mode not in (common_pb2.OUTPUT_COMPARE_TOKENS, common_pb2.OUTPUT_COMPARE_TOKENS_FLOAT):
         raise ValueError(f"unknown output comparison {mode}")
-    got, want = actual.split(), expected.split()
-    if len(got) != len(want):
-        return False
     if mode == common_pb2.OUTPUT_COMPARE_TOKENS:
-        return got == want
-    return all(_tokens_close(a, e, tolerance) for a, e in zip(got, want, strict=True))
+        return _same_stream(_tokens(actual), _tokens(expected), operator.eq)
+    return _same_stream(
+        _tokens(actual), _tokens(expected), lambda a, e: _tokens_close(a, e, tolerance)
+    )
 
 
 def free_names(suite: TestSuite) -> tuple[str, ...]:

@@ -37,10 +37,12 @@ TIMEOUT are failures of the *candidate*: their reward 0 is a real verdict, not a
 
 from __future__ import annotations
 
+import binascii
+import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.v1 import common_pb2, verifier_pb2
 from grpo.verifiers.code import codec
@@ -71,6 +73,16 @@ _INSIDE_NOTE = (
 )
 
 
+STDOUT_CAPTURE_DEFAULT = 16 * 1024 * 1024
+"""Default ``stdout_capture_bytes``: 16 MiB per stdin/stdout test (judges allow as much)."""
+
+
+def stdio_record_bytes(stdout_bytes: int) -> int:
+    """Bytes of the result-pipe record of one stdin/stdout pair that printed ``stdout_bytes``:
+    the base64 of the output (4 per 3 bytes) and 1 KiB for the record's other fields."""
+    return 4 * -(-stdout_bytes // 3) + 1024
+
+
 class CodeConfig(BaseModel):
     """Configuration of the code verifier."""
 
@@ -85,17 +97,36 @@ class CodeConfig(BaseModel):
         default=100_000, ge=100, description="Longer programs are not run (RUNTIME_ERROR)."
     )
     stdout_capture_bytes: int = Field(
-        default=1024 * 1024,
+        default=STDOUT_CAPTURE_DEFAULT,
         ge=1024,
-        description="Output captured per stdin/stdout test inside the sandbox.",
+        description="Most stdout bytes a stdin/stdout test may print; more fails the test "
+        "(OutputLimit). Memory per sample running at once: up to this much in the sandbox's "
+        "capture file, the driver's copies (16 MiB fit in sandbox.memory_mb 96) and ~8x it "
+        "at peak in the service (measured: docs/sandbox.md).",
     )
     sandbox: SandboxSettings = Field(
         default_factory=SandboxSettings, description="Isolation, slots and limits."
     )
 
+    @model_validator(mode="after")
+    def _output_fits(self) -> CodeConfig:
+        need = stdio_record_bytes(self.stdout_capture_bytes)
+        if self.sandbox.result_cap_bytes < need:
+            raise ValueError(
+                f"sandbox.result_cap_bytes ({self.sandbox.result_cap_bytes}) cannot hold one "
+                f"stdin/stdout test's output at stdout_capture_bytes="
+                f"{self.stdout_capture_bytes} ({need} bytes on the result pipe, base64): "
+                "raise result_cap_bytes or lower stdout_capture_bytes"
+            )
+        return self
+
 
 class CodeVerifier(Verifier):
     """Outcome verifier for code tasks (``task.code_tests``) run in a bubblewrap sandbox.
+
+    Creating one raises this process's recursion limit to at least ``codec.RECURSION_LIMIT``
+    (arguments and results may nest ``codec.MAX_DEPTH`` containers deep, and the replayed
+    tests compare them here).
 
     Args:
         config: reward mode and sandbox settings.
@@ -112,6 +143,10 @@ class CodeVerifier(Verifier):
 
     def __init__(self, config: CodeConfig | None = None) -> None:
         cfg = config or CodeConfig()
+        # replayed tests compare decoded values up to codec.MAX_DEPTH deep (== recurses per
+        # level): raise this process's limit to codec.RECURSION_LIMIT, never lower it
+        if sys.getrecursionlimit() < codec.RECURSION_LIMIT:
+            sys.setrecursionlimit(codec.RECURSION_LIMIT)
         super().__init__(cfg)
         self.cfg = cfg
         self.sandbox = Sandbox(cfg.sandbox)
@@ -249,36 +284,63 @@ class CodeVerifier(Verifier):
         return self._finish(run, tests, note)
 
     def _score_stdio(self, suite: TestSuite, program: str) -> common_pb2.Score:
-        job = {
-            "mode": "stdio",
-            "program": program,
-            "stdin": [c.stdin for c in suite.cases],
-            "stdout_cap_bytes": self.cfg.stdout_capture_bytes,
-        }
-        run = self.sandbox.run(job)
-        early = self._unstarted(run) or self._load_failure(suite, run)
-        if early is not None:
-            return early
-        records = _indexed(run, "io", len(suite.cases))
+        """Run every stdin/stdout pair and compare its output here.
+
+        The pairs' outputs come back on the result pipe (``sandbox.result_cap_bytes`` per
+        run). When it fills before every pair has reported, the pairs without a record run
+        again in a fresh sandbox, from the first of them: each pair runs in a fresh fork of
+        its own anyway, so a split run judges exactly as one run would.
+        """
+        n = len(suite.cases)
+        records: list[dict[str, Any] | None] = [None] * n
+        start = 0
+        while True:
+            job = {
+                "mode": "stdio",
+                "program": program,
+                "stdin": [c.stdin for c in suite.cases[start:]],
+                "stdout_cap_bytes": self.cfg.stdout_capture_bytes,
+            }
+            run = self.sandbox.run(job)
+            early = self._unstarted(run) or self._load_failure(suite, run)
+            if early is not None:
+                return early
+            for j, record in enumerate(_indexed(run, "io", n - start)):
+                records[start + j] = record
+            if run.timed_out or not run.results_truncated:
+                break
+            rest = next((i for i in range(start, n) if records[i] is None), None)
+            if rest is None or rest == start:  # done, or one pair's record cannot fit
+                break
+            start = rest
         tests = []
         for i, case in enumerate(suite.cases):
             record = records[i]
             if record is None:
                 tests.append(_missing_result(case.name, run.timed_out))
-            elif "v" in record:
-                try:
-                    out = codec.decode_tree(record["v"])
-                except codec.CodecError:
-                    out = None
-                ok = isinstance(out, str) and compare_stdout(
-                    out, case.expected_stdout, suite.compare, suite.float_tolerance
-                )
+            elif "out" in record:
+                ok = _stdout_matches(record["out"], case.expected_stdout, suite)
                 tests.append(
                     _result(case.name, _PASSED if ok else _FAILED, "" if ok else "stdout differs")
                 )
             else:
                 tests.append(_raised_result(case.name, record))
         return self._finish(run, tests, "")
+
+
+def _stdout_matches(encoded: Any, expected: str, suite: TestSuite) -> bool:
+    """Compare a pair's stdout (base64 of its bytes, from the driver) with ``expected``;
+    malformed base64 is a wrong output. Invalid UTF-8 is read with U+FFFD, as a judge's
+    text checker would see a mismatch."""
+    if type(encoded) is not str:
+        return False
+    try:
+        raw = binascii.a2b_base64(encoded, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    actual = raw.decode("utf-8", "replace")
+    del raw
+    return compare_stdout(actual, expected, suite.compare, suite.float_tolerance)
 
 
 def _safe(text: str) -> str:

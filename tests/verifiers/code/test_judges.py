@@ -4,6 +4,8 @@ through fd 0, big integers, BOM and CRLF sources; a lone surrogate is the candid
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grpo.errors import InvalidArgumentError
 from grpo.v1 import common_pb2
@@ -133,8 +135,59 @@ def test_each_pair_runs_in_a_fresh_process(verifier: CodeVerifier) -> None:
 
 def test_output_past_the_capture_limit_fails(verifier: CodeVerifier) -> None:
     cap = verifier.cfg.stdout_capture_bytes
+    assert cap >= 16 * 1024 * 1024  # issue 28: judges allow far more than 1 MiB
     score = verifier.verify(_stdio([("", "x")]), f"print('x' * {cap + 10})")
     assert score.reward == 0.0 and "OutputLimit" in score.tests[0].detail
+
+
+def test_big_honest_outputs_pass(verifier: CodeVerifier) -> None:
+    """Issue 28: 3 MiB of numbers per pair (over the old 1 MiB limit) on three pairs, and one
+    pair printing all but a byte of the 16 MiB default; a wrong number among them fails."""
+    numbers = "import sys\nn = int(input())\nsys.stdout.write('\\n'.join(map(str, range(n))))\n"
+    n = 430_000  # 3.0 MiB of text
+    want = "\n".join(map(str, range(n)))
+    score = verifier.verify(_stdio([(f"{n}\n", want)] * 3), numbers)
+    assert (score.status, score.reward) == (OK, 1.0), score.detail
+    wrong = numbers.replace("range(n)", "(k + (k == n - 5) for k in range(n))")
+    assert verifier.verify(_stdio([(f"{n}\n", want)]), wrong).reward == 0.0
+    cap = verifier.cfg.stdout_capture_bytes
+    fill = f"import sys\nsys.stdout.write('7' * {cap - 2} + '\\n')\n"
+    score = verifier.verify(_stdio([("", "7" * (cap - 2))]), fill)
+    assert (score.status, score.reward) == (OK, 1.0), score.detail
+
+
+def test_outputs_past_the_result_pipe_continue_in_a_fresh_run() -> None:
+    """Seven pairs of 60 KiB output on a 128 KiB result pipe: the pairs that did not fit run
+    again from the first missing one; every pair is judged, a wrong one included."""
+    from grpo.verifiers.code import CodeConfig, SandboxSettings
+
+    from .conftest import need_sandbox
+
+    need_sandbox()
+    settings = SandboxSettings(slots=1, wall_time_s=5.0, result_cap_bytes=128 * 1024)
+    config = CodeConfig(reward_mode="fraction", stdout_capture_bytes=64 * 1024, sandbox=settings)
+    program = "k = int(input())\nprint(str(k) * 60000)\n"
+    pairs = [(f"{k}\n", str(k) * 60000) for k in range(1, 8)]
+    pairs[5] = ("6\n", "5" * 60000)
+    with CodeVerifier(config) as v:
+        score = v.verify(_stdio(pairs), program)
+    assert score.status == OK, score.detail
+    assert [t.status == common_pb2.TEST_STATUS_PASSED for t in score.tests] == [
+        True, True, True, True, True, False, True,
+    ]  # fmt: skip
+
+
+def test_result_pipe_too_small_for_the_output_limit_is_a_config_error() -> None:
+    from pydantic import ValidationError
+
+    from grpo.verifiers.code import CodeConfig, SandboxSettings
+
+    with pytest.raises(ValidationError, match="raise result_cap_bytes or lower stdout_capture"):
+        CodeConfig(sandbox=SandboxSettings(result_cap_bytes=16 * 1024 * 1024))
+    CodeConfig(
+        stdout_capture_bytes=8 * 1024 * 1024,
+        sandbox=SandboxSettings(result_cap_bytes=16 * 1024 * 1024),
+    )
 
 
 def test_crlf_response_with_fences_and_bom(verifier: CodeVerifier) -> None:
@@ -192,3 +245,111 @@ def test_printing_a_lone_surrogate_is_a_runtime_error_of_the_pair(verifier: Code
     assert score.status == OK and score.reward == 0.0
     assert score.tests[0].status == common_pb2.TEST_STATUS_ERROR
     assert "UnicodeEncodeError" in score.tests[0].detail
+
+
+_DEEP_CHECK = (
+    "def check(candidate):\n"
+    "    for depth in (200, 1000):\n"
+    "        x = [7]\n"
+    "        for _ in range(depth - 1):\n"
+    "            x = [x, 1]\n"
+    "        assert candidate(x) == depth\n"
+)
+_DEPTH = (
+    "def f(x):\n"
+    "    if not isinstance(x, list):\n"
+    "        return 0\n"
+    "    return 1 + max((f(y) for y in x), default=0)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "reward"),
+    [
+        (_DEPTH, 1.0),  # recursive, as a model writes it
+        (_DEPTH.replace("return 1 +", "return 2 +"), 0.0),
+        (
+            "def f(x):\n    d = 0\n    while isinstance(x, list):\n        d, x = d + 1, x[0]\n"
+            "    return d\n",
+            1.0,
+        ),
+    ],
+)
+def test_deeply_nested_arguments_are_plain_data(
+    verifier: CodeVerifier, program: str, reward: float
+) -> None:
+    """Issue 28: a 200-deep and a 1,000-deep nested list reach the candidate as plain data."""
+    score = verifier.verify(code_task(_DEEP_CHECK), program)
+    assert (score.status, score.reward) == (OK, reward), score
+    assert "weaker" not in score.detail  # recorded and replayed outside, not run inside
+
+
+def test_deeply_nested_results_are_compared_outside(verifier: CodeVerifier) -> None:
+    """A 1,000-deep result crosses back and the replayed ``==`` compares it here."""
+    check = (
+        "def check(candidate):\n"
+        "    x, want = 0, 0\n"
+        "    for i in range(1000):\n"
+        "        x, want = [x, i], [i, want]\n"
+        "    assert candidate(x) == want\n"
+    )
+    program = "def f(x):\n    return [x[1], f(x[0])] if isinstance(x, list) else x\n"
+    score = verifier.verify(code_task(check), program)
+    assert (score.status, score.reward) == (OK, 1.0), score
+    wrong = program.replace("else x", "else x + 1")
+    assert verifier.verify(code_task(check), wrong).reward == 0.0
+
+
+def test_arguments_past_the_depth_limit_are_internal_with_the_reason(
+    verifier: CodeVerifier,
+) -> None:
+    from grpo.verifiers.code import codec
+
+    check = (
+        "def check(candidate):\n"
+        "    x = 0\n"
+        f"    for _ in range({codec.MAX_DEPTH + 1}):\n"
+        "        x = [x]\n"
+        "    assert candidate(x) == 1\n"
+    )
+    score = verifier.verify(code_task(check), "def f(x):\n    return 1\n")
+    assert score.status == common_pb2.SCORE_STATUS_INTERNAL, score
+    assert f"more than {codec.MAX_DEPTH} containers" in score.detail
+
+
+_ALPHABET = st.sampled_from(["1", "2", "1.5", "x", " ", "\n", "\r\n", "\t", "\x0b", "\xa0", "  "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ALPHABET, max_size=30), st.lists(_ALPHABET, max_size=30), st.integers(1, 7))
+def test_chunked_comparison_equals_the_listed_definition(
+    got: list[str], want: list[str], chunk: int
+) -> None:
+    """The lazy, chunked comparison (any chunk size) gives what the definitions on whole
+    lists give: ``split()`` tokens, and right-stripped lines without trailing blank ones."""
+    from grpo.verifiers.code import tests_format
+
+    actual, expected = "".join(got), "".join(want)
+
+    def lines(text: str) -> list[str]:
+        out = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+        while out and not out[-1]:
+            out.pop()
+        return out
+
+    def close(a: str, e: str) -> bool:
+        return tests_format._tokens_close(a, e, 1e-6)
+
+    reference = {
+        TOKENS: actual.split() == expected.split(),
+        FLOAT: len(actual.split()) == len(expected.split())
+        and all(map(close, actual.split(), expected.split())),
+        LINES: lines(actual) == lines(expected),
+    }
+    old = tests_format._CHUNK_CHARS
+    tests_format._CHUNK_CHARS = chunk
+    try:
+        for mode, same in reference.items():
+            assert compare_stdout(actual, expected, mode, 1e-6) is same, (mode, actual, expected)
+    finally:
+        tests_format._CHUNK_CHARS = old
