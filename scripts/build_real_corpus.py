@@ -191,12 +191,23 @@ def read_tora(text: str, source: Source) -> Iterator[tuple[str, str, str | None]
             yield d["question"], d["code"][0], str(d["gt"])
 
 
+def read_abel(text: str, source: Source) -> Iterator[tuple[str, str, str | None]]:
+    """GAIR-NLP/abel ``outputs/*/*.jsonl``: {"prompt" ("Question:\\n...\\nAnswer:..."),
+    "response", "gold"}."""
+    for line in text.splitlines():
+        if line.strip():
+            d = json.loads(line)
+            m = re.search(r"Question:\s*(.*?)\nAnswer:", d["prompt"], re.DOTALL)
+            yield (m.group(1).strip() if m else d["prompt"]), d["response"], str(d["gold"])
+
+
 READERS: dict[str, Callable[[str, Source], Iterator[tuple[str, str, str | None]]]] = {
     "cs336_results": read_cs336_results,
     "rollouts": read_rollouts,
     "openai_gsm8k": read_openai_gsm8k,
     "predictions": read_predictions,
     "tora": read_tora,
+    "abel": read_abel,
 }
 
 # ---- the sources -----------------------------------------------------------------------
@@ -352,6 +363,26 @@ SOURCES: tuple[Source, ...] = (
             ("tora-code-34b", "ToRA-Code-34B (CodeLlama-34B), tool-integrated"),
         )
     ),
+)
+
+
+SOURCES += tuple(
+    Source(
+        f"abel-{size}-{folder.replace('_', '-')}",
+        "GAIR-NLP/abel",
+        "3a24ef24e9ea32708fe4fa4c36bf504a74b4bdf0",
+        (f"outputs/{folder}/{size}.jsonl",),
+        "none (no LICENSE file; README: the models are Apache-2.0)",
+        f"Abel-{size.upper()} (Llama-2-{size.upper()} fine-tuned), '[Final solution] ... #### n'",
+        "gsm8k" if folder == "gsm8k" else "gsm8k (robust: perturbed numbers)",
+        "abel",
+        cap,
+    )
+    for size, folder, cap in (
+        ("7b", "gsm8k", 250),
+        ("70b", "gsm8k", 250),
+        ("13b", "gsm8k_robust", 200),
+    )
 )
 
 
