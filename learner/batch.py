@@ -169,6 +169,28 @@ class TrainingBatch:
         return self.response_mask.sum(dim=1)
 
     @property
+    def generated_lengths(self) -> torch.Tensor:
+        """[N] int64, generated tokens per row (the response columns the attention sees; EOS
+        and anything after it included)."""
+        return self.attention_mask[:, self.prompt_len :].sum(dim=1)
+
+    def columns(self, rows: torch.Tensor) -> tuple[slice, int]:
+        """The columns a forward of ``rows`` needs, and T_mb.
+
+        Args:
+            rows: [n] int64 row indices.
+
+        Returns:
+            (the slice of columns from ``rows``' longest prompt to their longest response,
+            T_mb = their longest response in tokens, at least 1).
+        """
+        p = self.prompt_len
+        att = self.attention_mask[rows]
+        p_mb = int(att[:, :p].sum(dim=1).max())
+        t_mb = max(1, int(att[:, p:].sum(dim=1).max()))
+        return slice(p - p_mb, p + t_mb), t_mb
+
+    @property
     def has_process_rewards(self) -> bool:
         """True when at least one row carries process step rewards."""
         return any(self.step_ends)

@@ -25,6 +25,13 @@ rank 0's last checkpoint. Rank 0 sends a heartbeat command (then a barrier) when
 had no batch for the others for a while, so a follower never waits longer than the timeout for
 a healthy rank 0 and rank 0 notices a dead or hung follower while it idles.
 
+Matched passes: under FSDP every forward and backward of the sharded model is a collective
+(all-gather, reduce-scatter), so every rank must run as many as the busiest rank, whose whole
+groups may hold more rows. ``fsdp_matched_passes`` counts the passes a rank is short (itself a
+collective) before its own and runs that many padding passes after them: a pass on one row
+whose output is dropped and whose backward (of 0 × the output) adds exact zeros to the
+gradients.
+
 FSDP (``wrap_fsdp``) shards parameters, gradients and optimizer state for a model that does not
 fit one device, with torch's ``fully_shard`` (FSDP2; it runs on CPU with gloo too, as the tests
 do). FSDP reduce-scatters *averaged* gradients, so under FSDP the trainer multiplies each loss
@@ -39,10 +46,11 @@ into either (``grpo.learner.checkpoint``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -61,6 +69,8 @@ __all__ = [
     "FullState",
     "RankCommand",
     "broadcast_folder",
+    "fsdp_matched_passes",
+    "fsdp_padding_passes",
     "gather_full_state",
     "init_data_parallel",
     "is_sharded",
@@ -217,6 +227,58 @@ class DataParallel:
     def barrier(self) -> None:
         """Wait for every rank."""
         dist.barrier()
+
+
+def fsdp_padding_passes(
+    parallel: Any, num_rows: int, micro_batch_size: int, device: torch.device
+) -> int:
+    """How many extra passes this rank runs after its micro-batches of ``num_rows`` rows.
+
+    Under FSDP every pass of the sharded model is a collective, so every rank runs as many as
+    the rank with the most micro-batches. A collective itself (a max over ranks, a float64
+    tensor on ``device``): call it on every rank, before the passes.
+
+    Args:
+        parallel: this rank's ``DataParallel``, or None for a single process.
+        num_rows: the rows this rank passes, in micro-batches of ``micro_batch_size``.
+        device: where the collective's tensor lives (the CUDA device under NCCL).
+
+    Returns:
+        The busiest rank's micro-batches minus this rank's; 0 without FSDP.
+    """
+    if not (parallel is not None and getattr(parallel, "fsdp", False)):
+        return 0
+    mine = (num_rows + micro_batch_size - 1) // micro_batch_size
+    most = torch.tensor([float(mine)], dtype=torch.float64, device=device)
+    return int(parallel.all_reduce(most, "max")[0]) - mine
+
+
+@contextlib.contextmanager
+def fsdp_matched_passes(
+    parallel: Any,
+    num_rows: int,
+    micro_batch_size: int,
+    device: torch.device,
+    padding_forward: Callable[[], torch.Tensor],
+    *,
+    backward: bool,
+) -> Iterator[None]:
+    """Run the body's passes, then as many padding passes as this rank is short under FSDP.
+
+    Args:
+        parallel, num_rows, micro_batch_size, device: as :func:`fsdp_padding_passes`.
+        padding_forward: a forward of the sharded model on one row, returning any tensor
+            computed from its output (e.g. log-probs [1, T]); its value is dropped.
+        backward: the body's passes have a backward; the padding passes then run one too
+            (of 0 × the output: exact zeros added to the gradients).
+    """
+    missing = fsdp_padding_passes(parallel, num_rows, micro_batch_size, device)
+    yield
+    for _ in range(missing):
+        with torch.set_grad_enabled(backward):
+            out = padding_forward()
+            if backward:
+                (out.sum() * 0.0).backward()
 
 
 _FOLDER_CHUNK_BYTES = 64 << 20

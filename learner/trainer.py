@@ -1,57 +1,69 @@
-"""The GRPO trainer: one ``step(groups)`` = batch -> π_old -> advantages -> clipped updates.
+"""The GRPO trainer: one ``step(groups)`` = prepare -> update loop -> metrics.
 
 A plain class with no Redis or gRPC. It owns the policy model π_θ, its AdamW optimizer with a
 linear warmup and a constant/linear/cosine schedule (``grpo.learner.schedule``: ``lr`` is the
 peak, the decay starts after warmup), the reference model π_ref when the KL weight β > 0, and
-with ``estimator: gae`` a learned critic (``grpo.learner.critic``). One call of ``step`` on B
-closed groups:
+with ``estimator: gae`` a learned critic (``grpo.learner.critic``, its one optional
+collaborator). One call of ``step`` on B closed groups, read top to bottom in ``step``:
 
-1. builds the padded batch (``grpo.learner.batch``);
-2. computes π_old log-probs at batch start without gradient, at the sampler's temperature and
-   under the top-k/top-p truncation each rollout records (``token_logprobs(logits, ids,
-   temperature, top_k=, top_p=)``; π_θ likewise, so the ratio and the TIS weight compare like
-   with like), and π_ref's (full vocabulary, as the KL term's π_θ) when β > 0. The parameters
-   do not move before the first minibatch's optimizer step, so the first epoch's gradient pass
-   over the first minibatch computes π_θ = π_old of its rows: their π_old is that pass's
-   detached log-probs, and the no-grad forward covers only the other minibatches' rows (none
-   with one epoch and one minibatch). Same definition, one forward less per step for those
-   rows (a quarter to a half of π_old's cost at 2 minibatches);
-3. advantages: outcome (``group_advantages`` over rewards [P, G], missing rewards masked) and
-   process credit (``process_token_advantages`` on step rewards placed at their step-end
-   tokens), combined as ``outcome_weight * A_outcome + process_weight * A_process``; with
-   ``gae``, token rewards and the critic's values at batch start give GAE advantages and
-   returns (``grpo.learner.value``), and the critic is trained on the same minibatches with
-   the clipped value loss, the same mask, reduction and global denominators;
-4. ``ppo_epochs`` passes over ``minibatches`` minibatches of rows; each minibatch is one
-   optimizer step, accumulated over micro-batches of ``micro_batch_size`` rows. Denominators
-   (tokens, responses) are global over the whole minibatch and all ranks, so the gradient does
-   not depend on the split (DESIGN.md "Reductions");
-5. behavior correction: with ``tis_cap`` set, each token's loss is weighted by the truncated
-   importance weight min(π_old/μ, cap) (truncated IS, Yao et al. 2025 "Your efficient RL
-   framework secretly brings you off-policy RL training"); the mismatch
-   mean/max |log π_old − log μ| is always reported;
-6. numerics: an optimizer step whose loss or gradient norm (policy or critic) is not finite is
-   skipped — gradients dropped, parameters, optimizer state and LR schedule untouched — with a
-   warning and the count in ``optim/skipped_steps`` (``optim/skipped_steps_total`` since the
-   trainer was built), so NaN never reaches the parameters or a checkpoint. A minibatch with
-   nothing to follow (every loss token's advantage exactly 0, β = 0, no critic: groups all wrong
-   or all right, kept with dynamic sampling off) takes no optimizer step either — AdamW would
-   still move every parameter by its momentum — and is counted in ``optim/no_signal_steps``.
-   In the same case the rows whose advantages are all 0 are not passed through the model at
-   all (their loss and gradient are exactly 0; their tokens stay in the denominators), so
-   training on every group costs the passes of the informative rows only.
+1. **prepare** (``_prepare``, a frozen ``StepPlan``):
+
+   - builds the padded batch (``grpo.learner.batch``);
+   - advantages: outcome (``group_advantages`` over rewards [P, G], missing rewards masked)
+     and process credit (``process_token_advantages`` on step rewards placed at their
+     step-end tokens), combined as ``outcome_weight * A_outcome + process_weight *
+     A_process``; with ``gae`` the critic gives them instead (``Critic.targets``: token
+     rewards and its values at batch start give GAE advantages and returns,
+     ``grpo.learner.value``);
+   - computes π_old log-probs without gradient, at the sampler's temperature and under the
+     top-k/top-p truncation each rollout records (``token_logprobs(logits, ids, temperature,
+     top_k=, top_p=)``; π_θ likewise, so the ratio and the TIS weight compare like with
+     like), and π_ref's (full vocabulary, as the KL term's π_θ) when β > 0. The parameters do
+     not move before the first minibatch's optimizer step, so the first epoch's gradient pass
+     over the first minibatch computes π_θ = π_old of its rows: their π_old is that pass's
+     detached log-probs, and the no-grad forward covers only the other minibatches' rows
+     (none with one epoch and one minibatch). Same definition, one forward less per step for
+     those rows (a quarter to a half of π_old's cost at 2 minibatches).
+
+2. **update loop**: ``ppo_epochs`` passes over ``minibatches`` minibatches of rows; each
+   minibatch is one optimizer step, accumulated over micro-batches of ``micro_batch_size``
+   rows (``_micro_step``, one ``MicroResult`` each: the policy loss's forward and backward,
+   and with ``gae`` the critic's clipped value loss with the same mask, reduction and
+   denominators). Denominators (tokens, responses) are global over the whole minibatch and all
+   ranks, so the gradient does not depend on the split (DESIGN.md "Reductions").
+
+   - Behavior correction: with ``tis_cap`` set, each token's loss is weighted by the
+     truncated importance weight min(π_old/μ, cap) (truncated IS, Yao et al. 2025 "Your
+     efficient RL framework secretly brings you off-policy RL training"); the mismatch
+     mean/max |log π_old − log μ| is always reported.
+   - Numerics: an optimizer step whose loss or gradient norm (policy or critic) is not finite
+     is skipped — gradients dropped, parameters, optimizer state and LR schedule untouched —
+     with a warning and the count in ``optim/skipped_steps`` (``optim/skipped_steps_total``
+     since the trainer was built), so NaN never reaches the parameters or a checkpoint.
+   - No signal: a minibatch with nothing to follow (every loss token's advantage exactly 0,
+     β = 0, no critic: groups all wrong or all right, kept with dynamic sampling off) takes no
+     optimizer step either — AdamW would still move every parameter by its momentum — and is
+     counted in ``optim/no_signal_steps``. In the same case the rows whose advantages are all
+     0 are not passed through the model at all (their loss and gradient are exactly 0; their
+     tokens stay in the denominators), so training on every group costs the passes of the
+     informative rows only.
+
+3. **metrics** (``_metrics``): the diagnostics of DESIGN.md over the batch and the update.
 
 Data parallel: pass a ``grpo.learner.distributed.DataParallel``; every rank calls ``step`` with
-its own whole groups; denominators, gradients and summed statistics are all-reduced.
+its own whole groups; denominators, gradients and summed statistics are all-reduced, and under
+FSDP every rank runs matching passes (``grpo.learner.distributed.fsdp_matched_passes``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 
@@ -59,10 +71,13 @@ from grpo.devices import resolve_device
 from grpo.learner import metric_names as mn
 from grpo.learner.batch import GroupRows, TrainingBatch, pad_batch
 from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
+from grpo.learner.critic import CriticTargets, build_critic
+from grpo.learner.distributed import fsdp_matched_passes
 from grpo.learner.logprobs import entropy_from_logits
+from grpo.learner.losses import LossDenominators, loss_denominators
 from grpo.learner.schedule import lr_multiplier
 
-__all__ = ["Trainer", "TrainerConfig"]
+__all__ = ["MicroResult", "StepPlan", "Trainer", "TrainerConfig"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +91,136 @@ def _lr_multiplier(config: TrainerConfig, step: int) -> float:
         total_steps=config.total_steps,
         min_lr_ratio=config.min_lr_ratio,
     )
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What one ``step`` trains on, fixed by the prepare phase before the first update.
+
+    Attributes:
+        batch: the padded batch on the trainer's device: N rows, T response columns.
+        mask: [N, T] bool, the loss tokens (response mask of rows with a valid reward).
+        advantages: [N, T] token advantages.
+        outcome_advantages: [P, G] each group member's advantage (the group diagnostics'):
+            the outcome advantages, or with ``gae`` each response's at its first loss token.
+        minibatches: [n_k] int64 row indices of each minibatch, one optimizer step each.
+        live: [N] bool, the rows whose passes can move π_θ (``Trainer._rows_with_signal``).
+        old_logprobs: [N, T] log π_old for every pass but the first minibatch's in epoch 0,
+            or None with one epoch and one minibatch (no pass needs a stored π_old). The
+            no-grad forward at batch start fills the other minibatches' live rows; the first
+            minibatch's rows are written in by its epoch-0 gradient pass (nothing has moved
+            yet, so π_θ = π_old there).
+        ref_logprobs: [N, T] log π_ref (full vocabulary) when β > 0, else None.
+        critic: the critic's values, returns and GAE advantages with ``gae``, else None.
+    """
+
+    batch: TrainingBatch
+    mask: torch.Tensor
+    advantages: torch.Tensor
+    outcome_advantages: torch.Tensor
+    minibatches: tuple[torch.Tensor, ...]
+    live: torch.Tensor
+    old_logprobs: torch.Tensor | None
+    ref_logprobs: torch.Tensor | None
+    critic: CriticTargets | None
+
+
+@dataclass(frozen=True)
+class MicroResult:
+    """One micro-batch's forward and backward (``Trainer._micro_step``).
+
+    Attributes:
+        rows: [n] int64, the micro-batch's row indices.
+        stats: its loss statistics (``policy_loss``'s, and the critic's ``critic/*``).
+        entropy_sum: () float64, the entropy (nats) summed over its loss tokens.
+        old_logprobs: [n, T_mb] the log π_old its loss used; T_mb is its longest response.
+        finite: every loss it backpropagated was finite.
+    """
+
+    rows: torch.Tensor
+    stats: dict[str, float]
+    entropy_sum: torch.Tensor
+    old_logprobs: torch.Tensor
+    finite: bool
+
+    @property
+    def t_mb(self) -> int:
+        """T_mb, the columns of the micro-batch's response tokens."""
+        return int(self.old_logprobs.shape[1])
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """A model's forward over some rows' response tokens (``Trainer._forward_logprobs``).
+
+    Attributes:
+        logprobs: [n, T_mb] under each row's recorded top-k/top-p when truncation was asked.
+        kl_logprobs: [n, T_mb] full-vocabulary log-probs when truncation changed them and
+            β > 0 (the KL term's π_θ), else None.
+        logits: [n, T_mb, V] at temperature 1; columns beyond a row's response are padding.
+    """
+
+    logprobs: torch.Tensor
+    kl_logprobs: torch.Tensor | None
+    logits: torch.Tensor
+
+    @property
+    def t_mb(self) -> int:
+        """T_mb, the longest response among the rows."""
+        return int(self.logprobs.shape[1])
+
+
+@dataclass(frozen=True)
+class _Update:
+    """One minibatch's optimizer step: the gradient norm before clipping of each trained
+    model (``Trainer._trained`` order; 0 when not taken) and what happened: applied, skipped
+    (a loss or norm not finite) or no_signal."""
+
+    grad_norms: tuple[float, ...]
+    outcome: Literal["applied", "skipped", "no_signal"]
+
+
+@dataclass
+class _Tally:
+    """What the update loop accumulates for the metrics.
+
+    Attributes:
+        old_logprobs: [N, T] log π_old of the rows run in epoch 0 (0 elsewhere).
+        ran: [N] bool, the rows whose passes ran.
+        entropy_sum: () float64, entropy summed over the loss tokens of epoch 0's passes.
+        parts: every micro-batch's loss statistics, to merge.
+        updates: every optimizer step's ``_Update``.
+    """
+
+    old_logprobs: torch.Tensor
+    ran: torch.Tensor
+    entropy_sum: torch.Tensor
+    parts: list[dict[str, float]] = field(default_factory=list)
+    updates: list[_Update] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, plan: StepPlan) -> _Tally:
+        """An empty tally for ``plan``'s batch."""
+        batch = plan.batch
+        return cls(
+            old_logprobs=torch.zeros_like(batch.behavior_logprobs),
+            ran=torch.zeros_like(batch.row_valid),
+            entropy_sum=torch.zeros((), dtype=torch.float64, device=batch.row_valid.device),
+        )
+
+    def add(self, micro: MicroResult, *, first_epoch: bool) -> None:
+        """Count a micro-batch: its statistics always, its π_old and entropy in epoch 0."""
+        self.parts.append(micro.stats)
+        if first_epoch:
+            self.old_logprobs[micro.rows, : micro.t_mb] = micro.old_logprobs.to(
+                self.old_logprobs.dtype
+            )
+            self.entropy_sum += micro.entropy_sum
+            self.ran[micro.rows] = True
+
+    def count(self, outcome: str) -> int:
+        """Optimizer steps with this ``_Update.outcome``."""
+        return sum(u.outcome == outcome for u in self.updates)
 
 
 class Trainer:
@@ -143,249 +288,33 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: _lr_multiplier(config, s)
         )
-        self.critic = self._build_critic(value_model)
-        self.step_count = 0
-        self.skipped_steps_total = 0
-
-    def _build_critic(self, value_model: torch.nn.Module | None) -> Any:
-        from grpo.errors import InvalidArgumentError
-        from grpo.learner.critic import Critic, ValueModel
-
-        if self.algo.estimator != "gae":
-            if value_model is not None:
-                raise InvalidArgumentError(
-                    f"value_model is only used by estimator 'gae', not {self.algo.estimator!r}"
-                )
-            return None
-        if self.parallel is not None and getattr(self.parallel, "fsdp", False):
-            raise InvalidArgumentError(
-                "estimator 'gae' with fsdp is not supported: the critic is not sharded"
-            )
-        cfg = self.config
-        return Critic(
-            value_model if value_model is not None else ValueModel.from_policy(self.model),
-            lr=cfg.critic_lr if cfg.critic_lr is not None else cfg.lr,
-            lr_lambda=lambda s: _lr_multiplier(cfg, s),
-            betas=(cfg.adam_beta1, cfg.adam_beta2),
-            eps=cfg.adam_eps,
-            weight_decay=cfg.weight_decay,
+        self.critic = build_critic(
+            algo,
+            config,
+            self.model,
+            value_model=value_model,
+            sharded=bool(getattr(parallel, "fsdp", False)),
+            lr_lambda=lambda s: _lr_multiplier(config, s),
             device=self.device,
         )
-
-    # ------------------------------------------------------------------ forward passes
-    def _micro_slices(self, batch: TrainingBatch, rows: torch.Tensor) -> Iterator[torch.Tensor]:
-        """``rows`` in micro-batches of at most ``micro_batch_size``, cut from the rows sorted
-        by response length when there is more than one, so each micro-batch pads to a shorter
-        T_mb (fewer padded columns in its forward and backward). The update is the same:
-        micro-batches accumulate into one optimizer step over global denominators."""
-        size = self.config.micro_batch_size
-        if rows.numel() > size:
-            lengths = batch.attention_mask[rows, batch.prompt_len :].sum(dim=1)
-            rows = rows[torch.argsort(lengths, stable=True)]
-        for start in range(0, rows.numel(), size):
-            yield rows[start : start + size]
-
-    def _fsdp_padding_passes(self, rows: torch.Tensor) -> int:
-        """How many extra forward (and backward) passes this rank runs after its micro-batches
-        of ``rows``: under FSDP every pass of the sharded model is a collective (all-gather,
-        reduce-scatter), so every rank runs as many as the rank with the most micro-batches
-        (its whole groups may hold more rows). 0 without FSDP. A collective itself: call it
-        before the passes."""
-        if not (self.parallel is not None and getattr(self.parallel, "fsdp", False)):
-            return 0
-        size = self.config.micro_batch_size
-        mine = (rows.numel() + size - 1) // size
-        most = torch.tensor([float(mine)], dtype=torch.float64, device=self.device)
-        return int(self.parallel.all_reduce(most, "max")[0]) - mine
-
-    def _padding_pass(self, batch: TrainingBatch, *, backward: bool) -> None:
-        """A pass of the sharded model on row 0 that changes nothing: no output is kept, and
-        its backward (of 0 × the log-probs) adds exact zeros to the gradients."""
-        with torch.set_grad_enabled(backward):
-            lp, _, _, _ = self._forward_logprobs(self.model, batch, batch.response_ids.new_zeros(1))
-            if backward:
-                (lp.sum() * 0.0).backward()
-
-    @staticmethod
-    def _columns(batch: TrainingBatch, rows: torch.Tensor) -> tuple[slice, int]:
-        """Columns of ``rows``' longest prompt and response, and T_mb (longest response)."""
-        p = batch.prompt_len
-        att = batch.attention_mask[rows]
-        p_mb = int(att[:, :p].sum(dim=1).max())
-        t_mb = max(1, int(att[:, p:].sum(dim=1).max()))
-        return slice(p - p_mb, p + t_mb), t_mb
-
-    def _forward_logprobs(
-        self,
-        model: torch.nn.Module,
-        batch: TrainingBatch,
-        rows: torch.Tensor,
-        *,
-        truncate: bool = True,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, int]:
-        """Log-probs and logits of the response tokens of ``rows``.
-
-        Returns:
-            (logprobs [n, T_mb] — under each row's recorded top-k/top-p when ``truncate`` —,
-            full-vocabulary logprobs [n, T_mb] when truncation changed them and β > 0 (the KL
-            term's π_θ) else None, logits [n, T_mb, V] at temperature 1, T_mb) where T_mb is
-            the longest response among ``rows``; columns beyond a row's response are padding.
-        """
-        from grpo.learner.logprobs import token_logprobs
-
-        cols, t_mb = self._columns(batch, rows)
-        out = model(
-            input_ids=batch.input_ids[rows, cols],
-            attention_mask=batch.attention_mask[rows, cols],
-            position_ids=batch.position_ids[rows, cols],
-            use_cache=False,
-            logits_to_keep=t_mb + 1,
-        )
-        logits = out.logits[:, :-1]  # (n, T_mb, V): position P_mb-1+t predicts token t
-        if logits.dtype in (torch.float16, torch.bfloat16):
-            logits = logits.float()
-        ids = batch.response_ids[rows, :t_mb]
-        temp = self.config.temperature
-        top_k, top_p = batch.sampling_top_k[rows], batch.sampling_top_p[rows]
-        vocab = logits.shape[-1]
-        truncated = bool((((top_k > 0) & (top_k < vocab)) | (top_p < 1)).any())
-        if not (truncate and truncated):
-            return token_logprobs(logits, ids, temp), None, logits, t_mb
-        lp = token_logprobs(logits, ids, temp, top_k=top_k, top_p=top_p)
-        full = token_logprobs(logits, ids, temp) if self.beta > 0 else None
-        return lp, full, logits, t_mb
-
-    @torch.no_grad()
-    def _logprobs_no_grad(
-        self,
-        model: torch.nn.Module,
-        batch: TrainingBatch,
-        *,
-        truncate: bool,
-        rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """[N, T] log-probs of the response tokens of ``rows`` (default: every row) under
-        ``model``; 0 beyond each response and in the other rows. Float64 for a float64 model,
-        else float32 (the logits' dtype after ``_forward_logprobs``)."""
-        if rows is None:
-            rows = torch.arange(batch.num_rows, device=self.device)
-        dtype = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
-        out = torch.zeros(batch.response_ids.shape, dtype=dtype, device=self.device)
-        padding = self._fsdp_padding_passes(rows) if model is self.model else 0
-        for micro in self._micro_slices(batch, rows):
-            lp, _, _, t_mb = self._forward_logprobs(model, batch, micro, truncate=truncate)
-            out[micro, :t_mb] = lp.to(dtype)
-        for _ in range(padding):
-            self._padding_pass(batch, backward=False)
-        return out
-
-    def _values(self, batch: TrainingBatch, rows: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """Critic values [n, T_mb] of ``rows`` (with gradient when enabled) and T_mb."""
-        cols, t_mb = self._columns(batch, rows)
-        values = self.critic.model(
-            batch.input_ids[rows, cols],
-            batch.attention_mask[rows, cols],
-            batch.position_ids[rows, cols],
-            t_mb,
-        )
-        return values, t_mb
-
-    @torch.no_grad()
-    def _values_no_grad(self, batch: TrainingBatch) -> torch.Tensor:
-        """[N, T] critic values at batch start (0 beyond each response)."""
-        out = torch.zeros(batch.response_ids.shape, device=self.device)
-        rows_all = torch.arange(batch.num_rows, device=self.device)
-        for rows in self._micro_slices(batch, rows_all):
-            values, t_mb = self._values(batch, rows)
-            out = out.to(values.dtype)
-            out[rows, :t_mb] = values
-        return out
-
-    # ------------------------------------------------------------------ advantages
-    def advantages(self, batch: TrainingBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token advantages [N, T] and the outcome advantages per group member [P, G].
-
-        A_{i,t} = outcome_weight · A_i + process_weight · A^process_{i,t} (the algo config's
-        weights; the process term only when the batch carries step rewards). With
-        ``process_groups: mixed`` the process term is 0 in every group whose outcome
-        advantages are all 0 (its valid rewards tied, e.g. all wrong or all right, or fewer
-        than 2 of them), so with β = 0 such a group adds nothing to the update.
-
-        Raises:
-            ValueError: the estimator is ``gae`` (its advantages need the critic: ``step``).
-        """
-        from grpo.learner.advantages import group_advantages
-        from grpo.learner.process import combine_advantages, process_token_advantages
-
-        algo = self.algo
-        outcome = group_advantages(
-            batch.rewards, valid=batch.reward_valid, **algo.advantage_kwargs()
-        )
-        n, t = batch.response_ids.shape
-        row_adv = outcome[batch.row_prompt, batch.row_slot]  # (N,)
-        if algo.process_weight > 0 and batch.has_process_rewards:
-            lengths = batch.attention_mask[:, batch.prompt_len :].sum(dim=1)
-            proc = process_token_advantages(
-                batch.step_rewards,
-                batch.step_ends,
-                lengths.tolist(),
-                group_index=batch.row_prompt.tolist(),
-                num_tokens=t,
-                normalization=algo.process_normalization,
-                std=algo.std,
-                eps=algo.eps,
-            )
-            proc = proc.to(row_adv)
-            if algo.process_groups == "mixed":
-                contrast = (outcome != 0).any(dim=1)  # (P,) groups with an outcome signal
-                proc = torch.where(contrast[batch.row_prompt][:, None], proc, 0.0)
-            adv = combine_advantages(
-                row_adv,
-                proc,
-                outcome_weight=algo.outcome_weight,
-                process_weight=algo.process_weight,
-            )
-        else:
-            adv = (algo.outcome_weight * row_adv)[:, None].expand(n, t).clone()
-        return adv, outcome
-
-    def gae_advantages(
-        self, batch: TrainingBatch, mask: torch.Tensor, values: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """GAE token advantages [N, T], returns [N, T] and per-member advantages [P, G].
-
-        Token rewards: outcome on the last loss token, process steps (``process_weight``) on
-        their end tokens (``grpo.learner.value.token_rewards``). The per-member advantage
-        (for the group diagnostics) is each response's advantage at its first loss token
-        (R − V(prompt) with γ = λ = 1 and no whitening), 0 for members without loss tokens.
-        """
-        from grpo.learner.value import gae_advantages, masked_whiten, token_rewards
-
-        algo = self.algo
-        outcome = batch.rewards[batch.row_prompt, batch.row_slot]  # (N,) NaN where missing
-        rewards = token_rewards(
-            outcome,
-            mask,
-            step_ends=batch.step_ends if batch.has_process_rewards else None,
-            step_rewards=batch.step_rewards if batch.has_process_rewards else None,
-            outcome_weight=algo.outcome_weight,
-            process_weight=algo.process_weight,
-        )
-        adv, returns = gae_advantages(rewards, values, mask, gamma=algo.gamma, lam=algo.gae_lambda)
-        if algo.whiten_advantages:
-            adv = masked_whiten(adv, mask, distributed=self._distributed)
-        dtype = batch.behavior_logprobs.dtype
-        first = mask.int().argmax(1)  # (N,) first loss token
-        has = mask.any(1)
-        per_row = torch.where(has, adv.gather(1, first[:, None]).squeeze(1), 0.0)
-        per_member = torch.zeros(batch.rewards.shape, dtype=dtype, device=adv.device)
-        per_member[batch.row_prompt, batch.row_slot] = per_row.to(dtype)
-        return adv.to(dtype), returns.to(dtype), per_member
+        self.step_count = 0
+        self.skipped_steps_total = 0
 
     @property
     def _distributed(self) -> bool:
         # Collectives only with an explicit data-parallel context, whatever the global state.
         return self.parallel is not None and self.parallel.world_size > 1
+
+    @property
+    def _trained(self) -> list[tuple[torch.nn.Module, torch.optim.Optimizer, Any]]:
+        """(model, optimizer, LR schedule) of each model an optimizer step updates: π_θ, then
+        the critic with ``gae``."""
+        trained: list[tuple[torch.nn.Module, torch.optim.Optimizer, Any]] = [
+            (self.model, self.optimizer, self.scheduler)
+        ]
+        if self.critic is not None:
+            trained.append((self.critic.model, self.critic.optimizer, self.critic.scheduler))
+        return trained
 
     # ------------------------------------------------------------------ the step
     def step(self, groups: Sequence[GroupRows]) -> dict[str, float]:
@@ -413,9 +342,40 @@ class Trainer:
             InvalidArgumentError / ContractError: malformed groups (see ``pad_batch``).
             ValueError: a configuration the loss rejects (see ``policy_loss``).
         """
-        from grpo.learner.losses import loss_denominators
-
         t_start = time.perf_counter()
+        plan = self._prepare(groups)
+        t_old = time.perf_counter()
+        tally = _Tally.start(plan)
+        for epoch in range(self.config.ppo_epochs):
+            for index, minibatch in enumerate(plan.minibatches):
+                first_pass = epoch == 0 and index == 0  # no optimizer step yet: π_θ = π_old
+                old = None if first_pass else plan.old_logprobs
+                # Global denominators of this optimizer step: all micro-batches and ranks.
+                denom = loss_denominators(plan.mask[minibatch], distributed=self._distributed)
+                self._zero_grad()
+                finite = True
+                todo = minibatch[plan.live[minibatch]]
+                with self._matched_passes(plan.batch, todo, backward=True):
+                    for rows in self._micro_slices(plan.batch, todo):
+                        micro = self._micro_step(plan, rows, denom, old=old)
+                        if first_pass and plan.old_logprobs is not None:  # for later passes
+                            plan.old_logprobs[rows, : micro.t_mb] = micro.old_logprobs.to(
+                                plan.old_logprobs.dtype
+                            )
+                        finite &= micro.finite
+                        tally.add(micro, first_epoch=epoch == 0)
+                tally.updates.append(self._update(plan, minibatch, finite))
+        if not tally.parts:  # no row with a signal in the whole batch: stats of one pass, no step
+            tally.add(self._stats_pass(plan), first_epoch=True)
+        self.step_count += 1
+        self.skipped_steps_total += tally.count("skipped")
+        return self._metrics(plan, tally, t_start, t_old)
+
+    # ------------------------------------------------------------------ prepare
+    def _prepare(self, groups: Sequence[GroupRows]) -> StepPlan:
+        """The prepare phase: the padded batch, its advantages (the critic's targets with
+        ``gae``), the minibatches, the rows with a signal, and π_old and π_ref without
+        gradient (module docstring, 1.)."""
         cfg = self.config
         batch = pad_batch(
             groups,
@@ -424,24 +384,18 @@ class Trainer:
             mask_truncated=self.algo.mask_truncated,
         ).to(self.device)
         mask = batch.response_mask & batch.row_valid[:, None]  # (N, T) tokens in the loss
-        critic_targets = None
-        extra: dict[str, float] = {}
+        rows_all = torch.arange(batch.num_rows, device=self.device)
+        critic = None
         if self.critic is not None:
-            from grpo.learner.value import explained_variance
-
-            old_values = self._values_no_grad(batch)
-            adv, returns, outcome_adv = self.gae_advantages(batch, mask, old_values)
-            critic_targets = (old_values, returns)
-            extra["critic/explained_variance"] = explained_variance(
-                old_values, returns, mask, distributed=self._distributed
-            )
+            micro_batches = self._micro_slices(batch, rows_all)
+            critic = self.critic.targets(batch, mask, micro_batches, distributed=self._distributed)
+            adv, outcome_adv = critic.advantages, critic.member_advantages
         else:
             adv, outcome_adv = self.advantages(batch)
-        rows_all = torch.arange(batch.num_rows, device=self.device)
         minibatches = rows_all.tensor_split(cfg.minibatches)
         live = self._rows_with_signal(adv, mask)  # (N,) rows whose passes can move π_θ
-        # π_old of the first minibatch's rows comes from its epoch-0 gradient pass (module
-        # docstring, 2.); the no-grad forward covers the rest. One pass in all: no π_old tensor.
+        # π_old of the first minibatch's rows comes from its epoch-0 gradient pass; the no-grad
+        # forward covers the rest. One pass in all: no π_old tensor.
         old = (
             None
             if cfg.ppo_epochs == 1 and cfg.minibatches == 1
@@ -457,149 +411,49 @@ class Trainer:
             if self.ref_model is not None
             else None
         )
-        t_old = time.perf_counter()
+        return StepPlan(batch, mask, adv, outcome_adv, tuple(minibatches), live, old, ref, critic)
 
-        old_full = torch.zeros_like(batch.behavior_logprobs)  # (N, T) log π_old for diagnostics
-        parts: list[dict[str, float]] = []
-        entropy_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        norms: list[tuple[float, float]] = []
-        skipped = 0
-        no_signal = 0
-        for epoch in range(cfg.ppo_epochs):
-            for index, mb in enumerate(minibatches):
-                first_pass = epoch == 0 and index == 0  # no optimizer step yet: π_θ = π_old
-                # Global denominators of this optimizer step: all micro-batches and ranks.
-                denom = loss_denominators(mask[mb], distributed=self._distributed)
-                self._zero_grad()
-                finite_loss = True
-                todo = mb[live[mb]]
-                padding = self._fsdp_padding_passes(todo)
-                for rows in self._micro_slices(batch, todo):
-                    stats, ent, old_mb, t_mb, ok = self._micro_step(
-                        batch,
-                        rows,
-                        mask,
-                        adv,
-                        None if first_pass else old,
-                        ref,
-                        denom,
-                        critic_targets,
-                    )
-                    if first_pass and old is not None:  # π_old of these rows, for later passes
-                        old[rows, :t_mb] = old_mb.to(old.dtype)
-                    finite_loss &= ok
-                    parts.append(stats)
-                    if epoch == 0:
-                        old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
-                        entropy_sum += ent
-                for _ in range(padding):
-                    self._padding_pass(batch, backward=True)
-                if self._has_signal(adv, mask, mb):
-                    norm, critic_norm, applied = self._optimizer_step(finite_loss)
-                    norms.append((norm, critic_norm))
-                    skipped += 0 if applied else 1
-                else:
-                    self._zero_grad()
-                    norms.append((0.0, 0.0))
-                    no_signal += 1
-        if not parts:  # no row with a signal in the whole batch: stats of one pass, no step
-            self._zero_grad()
-            rows = next(self._micro_slices(batch, minibatches[0]))
-            stats, ent, old_mb, t_mb, _ = self._micro_step(
-                batch,
-                rows,
-                mask,
-                adv,
-                None,
-                ref,
-                loss_denominators(mask[minibatches[0]], distributed=False),
-                None,
-            )
-            self._zero_grad()
-            parts.append(stats)
-            old_full[rows, :t_mb] = old_mb.to(old_full.dtype)
-            entropy_sum += ent
-            live[rows] = True
-        self.step_count += 1
-        self.skipped_steps_total += skipped
-        t_end = time.perf_counter()
-        metrics = self._metrics(batch, outcome_adv, adv, mask, live, old_full, parts, entropy_sum)
-        metrics["optim/zero_advantage_rows_skipped"] = float((~live & batch.row_valid).sum())
-        metrics.update(extra)
-        finite_norms = [n for n, _ in norms if math.isfinite(n)] or [norms[-1][0]]
-        metrics["optim/grad_norm"] = norms[-1][0]
-        metrics["optim/grad_norm_max"] = max(finite_norms)
-        metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
-        metrics["optim/skipped_steps"] = float(skipped)
-        metrics["optim/skipped_steps_total"] = float(self.skipped_steps_total)
-        metrics["optim/no_signal_steps"] = float(no_signal)
-        if self.critic is not None:
-            metrics["critic/grad_norm"] = norms[-1][1]
-            metrics["critic/lr"] = float(self.critic.scheduler.get_last_lr()[0])
-        metrics["time/old_logprobs_s"] = t_old - t_start
-        metrics["time/step_s"] = t_end - t_start
-        return metrics
+    def advantages(self, batch: TrainingBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token advantages [N, T] and the outcome advantages per group member [P, G].
 
-    def _micro_step(
-        self,
-        batch: TrainingBatch,
-        rows: torch.Tensor,
-        mask: torch.Tensor,
-        adv: torch.Tensor,
-        old: torch.Tensor | None,
-        ref: torch.Tensor | None,
-        denom: Any,
-        critic_targets: tuple[torch.Tensor, torch.Tensor] | None,
-    ) -> tuple[dict[str, float], torch.Tensor, torch.Tensor, int, bool]:
-        """Forward and backward of one micro-batch (policy, and critic with ``gae``).
+        A_{i,t} = outcome_weight · A_i + process_weight · A^process_{i,t} (the algo config's
+        weights; the process term only when the batch carries step rewards). With
+        ``process_groups: mixed`` the process term is 0 in every group whose outcome
+        advantages are all 0 (its valid rewards tied, e.g. all wrong or all right, or fewer
+        than 2 of them), so with β = 0 such a group adds nothing to the update.
 
-        Returns:
-            (loss stats, summed entropy over its loss tokens, its log π_old [n, T_mb], T_mb,
-            whether every loss was finite).
+        Raises:
+            ValueError: the estimator is ``gae`` (its advantages need the critic:
+                ``grpo.learner.critic.Critic.targets``).
         """
-        from grpo.learner.losses import policy_loss
+        from grpo.learner.advantages import group_advantages
+        from grpo.learner.process import combine_advantages, process_token_advantages
 
-        lp, lp_full, logits, t_mb = self._forward_logprobs(self.model, batch, rows)
-        old_mb = lp.detach() if old is None else old[rows, :t_mb]
-        m = mask[rows, :t_mb]
-        loss, stats = policy_loss(
-            lp,
-            old_mb,
-            adv[rows, :t_mb],
-            m,
-            num_tokens=denom.num_tokens,
-            num_responses=denom.num_responses,
-            behavior_logprobs=batch.behavior_logprobs[rows, :t_mb],
-            ref_logprobs=None if ref is None else ref[rows, :t_mb],
-            kl_logprobs=lp_full,
-            **self._loss_options(),
+        algo = self.algo
+        outcome = group_advantages(
+            batch.rewards, valid=batch.reward_valid, **algo.advantage_kwargs()
         )
-        scale = self.parallel.loss_scale if self.parallel is not None else 1.0
-        (loss * scale).backward()
-        ok = bool(torch.isfinite(loss.detach()))
-        if critic_targets is not None:
-            from grpo.learner.value import value_loss
-
-            old_values, returns = critic_targets
-            values, _ = self._values(batch, rows)
-            vloss, vstats = value_loss(
-                values,
-                old_values[rows, :t_mb],
-                returns[rows, :t_mb],
-                m,
-                value_clip=self.algo.value_clip,
-                reduction=self.algo.reduction,
-                num_tokens=denom.num_tokens,
-                num_responses=denom.num_responses,
-                max_response_length=self.config.max_response_length or None,
-            )
-            vloss.backward()
-            ok &= bool(torch.isfinite(vloss.detach()))
-            stats.update({k: v for k, v in vstats.items() if k.startswith("critic/")})
-        with torch.no_grad():
-            ent = entropy_from_logits(logits.detach(), self.config.temperature)
-            ent_sum = torch.where(m, ent.double(), 0.0).sum()
-        return stats, ent_sum, old_mb, t_mb, ok
+        n, t = batch.response_ids.shape
+        row_adv = outcome[batch.row_prompt, batch.row_slot]  # (N,)
+        if not (algo.process_weight > 0 and batch.has_process_rewards):
+            return (algo.outcome_weight * row_adv)[:, None].expand(n, t).clone(), outcome
+        proc = process_token_advantages(
+            batch.step_rewards,
+            batch.step_ends,
+            batch.generated_lengths.tolist(),
+            group_index=batch.row_prompt.tolist(),
+            num_tokens=t,
+            normalization=algo.process_normalization,
+            std=algo.std,
+            eps=algo.eps,
+        ).to(row_adv)
+        if algo.process_groups == "mixed":
+            contrast = (outcome != 0).any(dim=1)  # (P,) groups with an outcome signal
+            proc = torch.where(contrast[batch.row_prompt][:, None], proc, 0.0)
+        adv = combine_advantages(
+            row_adv, proc, outcome_weight=algo.outcome_weight, process_weight=algo.process_weight
+        )
+        return adv, outcome
 
     def _rows_with_signal(self, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[N] bool: rows whose forward and backward passes are run.
@@ -619,6 +473,166 @@ class Trainer:
             return torch.ones(adv.shape[0], dtype=torch.bool, device=adv.device)
         return ((adv != 0) & mask).any(dim=1)
 
+    # ------------------------------------------------------------------ forward passes
+    def _micro_slices(self, batch: TrainingBatch, rows: torch.Tensor) -> Iterator[torch.Tensor]:
+        """``rows`` in micro-batches of at most ``micro_batch_size``, cut from the rows sorted
+        by response length when there is more than one, so each micro-batch pads to a shorter
+        T_mb (fewer padded columns in its forward and backward). The update is the same:
+        micro-batches accumulate into one optimizer step over global denominators."""
+        size = self.config.micro_batch_size
+        if rows.numel() > size:
+            rows = rows[torch.argsort(batch.generated_lengths[rows], stable=True)]
+        for start in range(0, rows.numel(), size):
+            yield rows[start : start + size]
+
+    def _matched_passes(
+        self, batch: TrainingBatch, rows: torch.Tensor, *, backward: bool
+    ) -> contextlib.AbstractContextManager[None]:
+        """Around the policy's passes over ``rows``: under FSDP, the padding passes (on row 0)
+        that match the busiest rank's (``grpo.learner.distributed.fsdp_matched_passes``)."""
+        return fsdp_matched_passes(
+            self.parallel,
+            rows.numel(),
+            self.config.micro_batch_size,
+            self.device,
+            lambda: (
+                self._forward_logprobs(self.model, batch, batch.response_ids.new_zeros(1)).logprobs
+            ),
+            backward=backward,
+        )
+
+    def _forward_logprobs(
+        self,
+        model: torch.nn.Module,
+        batch: TrainingBatch,
+        rows: torch.Tensor,
+        *,
+        truncate: bool = True,
+    ) -> _Forward:
+        """Log-probs and logits of the response tokens of ``rows`` under ``model`` (columns
+        and T_mb from ``TrainingBatch.columns``; the sampler's truncation when ``truncate``)."""
+        from grpo.learner.logprobs import token_logprobs
+
+        cols, t_mb = batch.columns(rows)
+        out = model(
+            input_ids=batch.input_ids[rows, cols],
+            attention_mask=batch.attention_mask[rows, cols],
+            position_ids=batch.position_ids[rows, cols],
+            use_cache=False,
+            logits_to_keep=t_mb + 1,
+        )
+        logits = out.logits[:, :-1]  # (n, T_mb, V): position P_mb-1+t predicts token t
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        ids = batch.response_ids[rows, :t_mb]
+        temp = self.config.temperature
+        top_k, top_p = batch.sampling_top_k[rows], batch.sampling_top_p[rows]
+        vocab = logits.shape[-1]
+        truncated = bool((((top_k > 0) & (top_k < vocab)) | (top_p < 1)).any())
+        if not (truncate and truncated):
+            return _Forward(token_logprobs(logits, ids, temp), None, logits)
+        lp = token_logprobs(logits, ids, temp, top_k=top_k, top_p=top_p)
+        full = token_logprobs(logits, ids, temp) if self.beta > 0 else None
+        return _Forward(lp, full, logits)
+
+    @torch.no_grad()
+    def _logprobs_no_grad(
+        self,
+        model: torch.nn.Module,
+        batch: TrainingBatch,
+        *,
+        truncate: bool,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """[N, T] log-probs of the response tokens of ``rows`` (default: every row) under
+        ``model``; 0 beyond each response and in the other rows. Float64 for a float64 model,
+        else float32 (the logits' dtype after ``_forward_logprobs``)."""
+        if rows is None:
+            rows = torch.arange(batch.num_rows, device=self.device)
+        dtype = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
+        out = torch.zeros(batch.response_ids.shape, dtype=dtype, device=self.device)
+        policy = model is self.model  # π_ref is not sharded: no passes to match
+        with (
+            self._matched_passes(batch, rows, backward=False)
+            if policy
+            else contextlib.nullcontext()
+        ):
+            for micro in self._micro_slices(batch, rows):
+                fwd = self._forward_logprobs(model, batch, micro, truncate=truncate)
+                out[micro, : fwd.t_mb] = fwd.logprobs.to(dtype)
+        return out
+
+    # ------------------------------------------------------------------ update loop
+    def _micro_step(
+        self,
+        plan: StepPlan,
+        rows: torch.Tensor,
+        denom: LossDenominators,
+        *,
+        old: torch.Tensor | None,
+    ) -> MicroResult:
+        """Forward and backward of one micro-batch: the policy loss, and with ``gae`` the
+        critic's value loss.
+
+        Args:
+            plan: the step's plan.
+            rows: [n] the micro-batch's row indices.
+            denom: the global denominators of its optimizer step.
+            old: [N, T] log π_old, or None when the rows' own detached log-probs are π_old
+                (the first minibatch in epoch 0, before any optimizer step).
+        """
+        from grpo.learner.losses import policy_loss
+
+        fwd = self._forward_logprobs(self.model, plan.batch, rows)
+        t_mb = fwd.t_mb
+        old_mb = fwd.logprobs.detach() if old is None else old[rows, :t_mb]
+        mask = plan.mask[rows, :t_mb]
+        ref = plan.ref_logprobs
+        loss, stats = policy_loss(
+            fwd.logprobs,
+            old_mb,
+            plan.advantages[rows, :t_mb],
+            mask,
+            num_tokens=denom.num_tokens,
+            num_responses=denom.num_responses,
+            behavior_logprobs=plan.batch.behavior_logprobs[rows, :t_mb],
+            ref_logprobs=None if ref is None else ref[rows, :t_mb],
+            kl_logprobs=fwd.kl_logprobs,
+            **self._loss_options(),
+        )
+        scale = self.parallel.loss_scale if self.parallel is not None else 1.0
+        (loss * scale).backward()
+        finite = bool(torch.isfinite(loss.detach()))
+        if plan.critic is not None and self.critic is not None:
+            critic_stats, critic_finite = self.critic.backward(
+                plan.batch, rows, plan.mask, plan.critic, denom
+            )
+            stats.update(critic_stats)
+            finite &= critic_finite
+        with torch.no_grad():
+            ent = entropy_from_logits(fwd.logits.detach(), self.config.temperature)
+            ent_sum = torch.where(mask, ent.double(), 0.0).sum()
+        return MicroResult(rows, stats, ent_sum, old_mb, finite)
+
+    def _stats_pass(self, plan: StepPlan) -> MicroResult:
+        """With no row to train on in the whole batch: one pass of the first micro-batch, its
+        gradients dropped, so the step still reports its loss statistics, entropy and π_old."""
+        self._zero_grad()
+        first = plan.minibatches[0]
+        rows = next(self._micro_slices(plan.batch, first))
+        micro = self._micro_step(
+            plan, rows, loss_denominators(plan.mask[first], distributed=False), old=None
+        )
+        self._zero_grad()
+        return micro
+
+    def _update(self, plan: StepPlan, minibatch: torch.Tensor, finite_loss: bool) -> _Update:
+        """The minibatch's optimizer step, taken when it has a gradient to follow."""
+        if not self._has_signal(plan.advantages, plan.mask, minibatch):
+            self._zero_grad()
+            return _Update((0.0,) * len(self._trained), "no_signal")
+        return self._optimizer_step(finite_loss)
+
     def _has_signal(self, adv: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> bool:
         """Whether the minibatch ``rows`` has any gradient to follow (on any rank).
 
@@ -637,23 +651,19 @@ class Trainer:
         return has
 
     def _zero_grad(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.critic is not None:
-            self.critic.optimizer.zero_grad(set_to_none=True)
+        for _, optimizer, _ in self._trained:
+            optimizer.zero_grad(set_to_none=True)
 
-    def _optimizer_step(self, finite_loss: bool) -> tuple[float, float, bool]:
+    def _optimizer_step(self, finite_loss: bool) -> _Update:
         """Reduce, clip and apply the accumulated gradients unless something is not finite.
 
-        Returns:
-            (policy grad norm, critic grad norm (0 without a critic), whether the step was
-            applied). A non-finite loss (on any rank) or gradient norm skips the step of both
-            models: gradients are dropped, parameters, optimizer states and schedules keep
-            their values, and a warning is logged.
+        A non-finite loss (on any rank) or gradient norm skips the step of every trained model
+        (outcome ``skipped``): gradients are dropped, parameters, optimizer states and
+        schedules keep their values, and a warning is logged.
         """
         self._all_reduce_grads()
-        norm = self._clip_grads(self.model)
-        critic_norm = self._clip_grads(self.critic.model) if self.critic is not None else 0.0
-        bad = not (finite_loss and math.isfinite(norm) and math.isfinite(critic_norm))
+        norms = tuple(self._clip_grads(model) for model, _, _ in self._trained)
+        bad = not (finite_loss and all(math.isfinite(n) for n in norms))
         if self._distributed and self.parallel is not None:
             flag = torch.tensor([1.0 if bad else 0.0], dtype=torch.float64, device=self.device)
             bad = float(self.parallel.all_reduce(flag, "max")[0]) > 0
@@ -663,19 +673,17 @@ class Trainer:
                 "non-finite loss or gradient: optimizer step skipped",
                 extra={
                     "step": self.step_count,
-                    "grad_norm": norm,
-                    "critic_grad_norm": critic_norm,
+                    "grad_norm": norms[0],
+                    "critic_grad_norm": norms[1] if len(norms) > 1 else 0.0,
                     "finite_loss": finite_loss,
                     "skipped_steps_total": self.skipped_steps_total + 1,
                 },
             )
-            return norm, critic_norm, False
-        self.optimizer.step()
-        self.scheduler.step()
-        if self.critic is not None:
-            self.critic.optimizer.step()
-            self.critic.scheduler.step()
-        return norm, critic_norm, True
+            return _Update(norms, "skipped")
+        for _, optimizer, scheduler in self._trained:
+            optimizer.step()
+            scheduler.step()
+        return _Update(norms, "applied")
 
     def _loss_options(self) -> dict[str, Any]:
         """Keyword options of ``policy_loss`` from the algorithm config."""
@@ -687,9 +695,8 @@ class Trainer:
         """Sum gradients over ranks (each rank's loss is its share of the global loss)."""
         if not self._distributed or self.parallel is None:
             return
-        self.parallel.all_reduce_grads(self.model)
-        if self.critic is not None:
-            self.parallel.all_reduce_grads(self.critic.model)
+        for model, _, _ in self._trained:
+            self.parallel.all_reduce_grads(model)
 
     def _clip_grads(self, model: torch.nn.Module) -> float:
         """Global gradient L2 norm before clipping (clipped to ``max_grad_norm`` when > 0)."""
@@ -699,32 +706,51 @@ class Trainer:
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
+    # ------------------------------------------------------------------ metrics
     def _metrics(
-        self,
-        batch: TrainingBatch,
-        outcome_adv: torch.Tensor,
-        adv: torch.Tensor,
-        mask: torch.Tensor,
-        run: torch.Tensor,
-        old: torch.Tensor,
-        parts: list[dict[str, float]],
-        entropy_sum: torch.Tensor,
+        self, plan: StepPlan, tally: _Tally, t_start: float, t_old: float
     ) -> dict[str, float]:
+        """The step's metrics: the diagnostics (``_diagnostics``), the optimizer's and the
+        times (seconds since ``t_start``; ``t_old``: the end of the prepare phase)."""
+        t_end = time.perf_counter()
+        metrics = self._diagnostics(plan, tally)
+        metrics["optim/zero_advantage_rows_skipped"] = float(
+            (~tally.ran & plan.batch.row_valid).sum()
+        )
+        if plan.critic is not None:
+            metrics["critic/explained_variance"] = plan.critic.explained_variance
+        last = tally.updates[-1].grad_norms  # π_θ's, then the critic's
+        finite_norms = [u.grad_norms[0] for u in tally.updates if math.isfinite(u.grad_norms[0])]
+        metrics["optim/grad_norm"] = last[0]
+        metrics["optim/grad_norm_max"] = max(finite_norms or [last[0]])
+        metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
+        metrics["optim/skipped_steps"] = float(tally.count("skipped"))
+        metrics["optim/skipped_steps_total"] = float(self.skipped_steps_total)
+        metrics["optim/no_signal_steps"] = float(tally.count("no_signal"))
+        if self.critic is not None:
+            metrics["critic/grad_norm"] = last[1]
+            metrics["critic/lr"] = self.critic.lr
+        metrics["time/old_logprobs_s"] = t_old - t_start
+        metrics["time/step_s"] = t_end - t_start
+        return metrics
+
+    def _diagnostics(self, plan: StepPlan, tally: _Tally) -> dict[str, float]:
         """Every diagnostic of DESIGN.md via ``batch_diagnostics``, plus the behavior mismatch.
 
         Loss statistics, entropy and the mismatch are world-level under data parallel and cover
-        the rows whose passes ran (``run`` [N] bool, see ``_rows_with_signal``); group,
+        the rows whose passes ran (``tally.ran``, see ``_rows_with_signal``); group,
         advantage and length diagnostics describe all of this rank's groups.
         """
         from grpo.learner.diagnostics import batch_diagnostics
         from grpo.learner.losses import merge_loss_stats
 
-        loss_stats = merge_loss_stats(parts)
-        seen = mask & run[:, None]  # (N, T) loss tokens whose π_old and entropy were computed
-        diff = (old - batch.behavior_logprobs).abs()  # (N, T) |log π_old − log μ|
+        batch, mask = plan.batch, plan.mask
+        loss_stats = merge_loss_stats(tally.parts)
+        seen = mask & tally.ran[:, None]  # (N, T) loss tokens whose π_old and entropy were computed
+        diff = (tally.old_logprobs - batch.behavior_logprobs).abs()  # (N, T) |log π_old − log μ|
         mism_sum = torch.where(seen, diff.double(), 0.0).sum()
         mism_max = torch.where(seen, diff, 0.0).max() if seen.any() else diff.new_zeros(())
-        sums = torch.stack([seen.sum().double(), entropy_sum.double(), mism_sum])
+        sums = torch.stack([seen.sum().double(), tally.entropy_sum.double(), mism_sum])
         mx = mism_max.double().reshape(1)
         if self.parallel is not None and self.parallel.world_size > 1:
             sums = self.parallel.all_reduce(sums, "sum")
@@ -735,17 +761,16 @@ class Trainer:
         slices = {"task": [batch.task_types[int(p)] for p in batch.row_prompt.tolist()]}
         if any("difficulty" in m for m in rows_meta):
             slices["difficulty"] = [m.get("difficulty", "unknown") for m in rows_meta]
-        lengths = batch.attention_mask[:, batch.prompt_len :].sum(dim=1)
         a = self.algo
         metrics = batch_diagnostics(
             batch.rewards,
-            outcome_adv,
+            plan.outcome_advantages,
             mask,
             valid=batch.reward_valid,
             row_prompt=batch.row_prompt,
             row_slot=batch.row_slot,
-            token_advantages=adv,
-            lengths=lengths,
+            token_advantages=plan.advantages,
+            lengths=batch.generated_lengths,
             truncated=batch.truncated,
             std=a.std,
             eps=a.eps,

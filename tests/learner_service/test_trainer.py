@@ -119,8 +119,8 @@ def test_first_minibatch_pi_old_is_its_gradient_pass(tiny_model_dir: Path, make_
         start["old"] = full_no_grad(model, batch, truncate=truncate)
         return full_no_grad(model, batch, truncate=truncate, rows=rows)
 
-    def with_start_old(batch, rows, mask, adv, old, *rest):
-        return micro_step(batch, rows, mask, adv, start["old"] if old is None else old, *rest)
+    def with_start_old(plan, rows, denom, *, old):
+        return micro_step(plan, rows, denom, old=start["old"] if old is None else old)
 
     full._logprobs_no_grad = every_row  # type: ignore[method-assign]
     full._micro_step = with_start_old  # type: ignore[method-assign]
