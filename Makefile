@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 
 .PHONY: install proto proto-check lint test soak faults bench bench-vs-trl run clean config-docs chart-schema
 
-install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap and buf
+install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap, runsc and buf
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	scripts/install-torch.sh $(VENV)
@@ -19,6 +19,9 @@ install:  ## venv + CPU torch (when no GPU) + editable install with every extra;
 	command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap); } || \
 	  echo "warning: bubblewrap missing; the code verifier will refuse to start"
+	command -v runsc >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc); } || \
+	  echo "warning: runsc (gVisor) missing; make soak's gVisor run of the sandbox will fail"
 	test -x $(BUF) || (mkdir -p $(TOOLS) && cd $(TOOLS) && npm install --silent --no-audit --no-fund @bufbuild/buf@1.75.0)
 
 proto:  ## regenerate grpo/v1 stubs from proto/ (never hand-edit grpo/v1)

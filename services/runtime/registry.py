@@ -10,7 +10,8 @@ directly, so a new service needs no edit here to be served.
 
 1. ``build(settings)``: process pools fork here, before gRPC starts (forking a process that
    runs gRPC threads breaks it);
-2. ``create_server`` + ``start`` (health SERVING), then start every worker;
+2. ``create_server`` + ``start`` (health SERVING, or NOT_SERVING until the service's
+   ``readiness`` check passes, and again whenever it fails), then start every worker;
 3. on the signal: health NOT_SERVING, refuse new calls, let in-flight calls finish within
    ``server.grace_s``, stop workers (each gets ``grace_s``), call ``close``; return normally
    so the process exits 0, or raise ``InternalError`` (exit non-zero) when a worker's
@@ -149,11 +150,17 @@ class ServiceParts:
             serves health, reflection and metrics only).
         workers: background loops started after the server and stopped after its drain.
         close: called last on shutdown (e.g. to shut a process pool down); optional.
+        readiness: called by ``serve`` once a second (it must return at once): None when the
+            service may take work, else the reason it may not. While it returns a reason,
+            health reports NOT_SERVING (the server starts NOT_SERVING and turns SERVING only
+            when it first returns None); each change is logged with the reason. Optional:
+            without it the service is SERVING as soon as its server starts.
     """
 
     bindings: list[ServiceBinding]
     workers: list[BackgroundWorker] = field(default_factory=list)
     close: Callable[[], None] | None = None
+    readiness: Callable[[], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,46 @@ class ServiceSpec:
 
 _WORKER_POLL_S = 1.0
 """How often ``serve`` checks that its background workers are still alive (seconds)."""
+
+
+class _ReadinessGate:
+    """Health follows a service's ``readiness`` check: SERVING only while it returns None."""
+
+    def __init__(
+        self,
+        service: str,
+        readiness: Callable[[], str | None] | None,
+        set_serving: Callable[[bool], None],
+    ) -> None:
+        self.service = service
+        self.readiness = readiness
+        self.set_serving = set_serving
+        self.reason: str | None = "not checked yet"
+
+    def check(self) -> None:
+        """Ask the check once; on a change, set health and log (ERROR with the reason)."""
+        if self.readiness is None:
+            if self.reason is not None:
+                self.reason = None
+                log.info("service ready", extra={"service": self.service})
+            return
+        try:
+            reason = self.readiness()
+        except Exception as exc:  # a broken check must not report a broken service ready
+            log.exception("readiness check raised", extra={"service": self.service})
+            reason = f"readiness check raised {type(exc).__name__}: {exc}"
+        if reason == self.reason:
+            return
+        self.reason = reason
+        self.set_serving(reason is None)
+        if reason is None:
+            log.info("service ready", extra={"service": self.service})
+        else:
+            log.error(
+                "service not ready, health NOT_SERVING: %s",
+                reason,
+                extra={"service": self.service, "reason": reason},
+            )
 
 
 def service_names() -> list[str]:
@@ -269,14 +316,17 @@ def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = No
     server = None
     try:
         server = create_server(parts.bindings, server_settings)
-        server.start()
+        server.start(serving=parts.readiness is None)
         for worker in parts.workers:
             worker.start()
             started.append(worker)
         if port_file is not None:
             _write_port_file(port_file, server.port, server.metrics_port)
-        log.info("service ready", extra={"service": spec.name, "port": server.port})
+        log.info("service started", extra={"service": spec.name, "port": server.port})
+        gate = _ReadinessGate(spec.name, parts.readiness, server.set_serving)
+        gate.check()
         while not stop_requested.wait(_WORKER_POLL_S):
+            gate.check()
             dead = _dead_workers(started)
             if dead:
                 # A crashed loop must not hide behind a SERVING health check: drain and exit

@@ -386,8 +386,9 @@ class GrpoServer:
             host = "127.0.0.1"
         return f"{host}:{self._port}"
 
-    def start(self) -> None:
-        """Start the metrics endpoint and the gRPC server, then report SERVING.
+    def start(self, serving: bool = True) -> None:
+        """Start the metrics endpoint and the gRPC server, then report SERVING (or keep
+        NOT_SERVING when ``serving`` is false: a service whose readiness is not known yet).
 
         Raises:
             OSError: the metrics port cannot be bound.
@@ -398,7 +399,7 @@ class GrpoServer:
                 http_host, self._settings.metrics_port
             )
         self._server.start()
-        self.set_serving(True)
+        self.set_serving(serving)
         log.info(
             "server started",
             extra={

@@ -4,6 +4,9 @@ Stdlib only (it imports ``codec.py`` from its own directory). Two ways in, chose
 
 - ``spawn JOB TESTS RESULT VERDICT`` — started by :mod:`grpo.verifiers.code.sandbox` in a fresh
   bubblewrap per sample (``mode: spawn``): runs one sample (:func:`_sample`) and exits.
+- ``runtime JOB TESTS RESULT VERDICT`` — the same without bubblewrap (``isolation: runtime``:
+  a gVisor/Kata pod is the boundary), as the slot uid in its private work dir, with a seccomp
+  filter that also refuses sockets, io_uring and SysV/POSIX-queue IPC.
 - ``zygote CTRL SIZE`` — the warm interpreter of one slot (``mode: warm``, the default). It
   pre-imports the modules programs commonly use, then for every ``run`` message on the control
   socket CTRL (which carries the sample's fds by ``SCM_RIGHTS``) forks a child that unshares NEW
@@ -161,10 +164,39 @@ def _set_limits(limits):
 
 # --- seccomp: keyrings (per user namespace, so they would outlive a warm sample), ptrace and
 # cross-process memory access are refused with EPERM; other ABIs (x32, i386) are refused too.
-_SECCOMP = {  # machine -> (audit arch, add_key, request_key, keyctl, ptrace, vm_readv, vm_writev)
-    "x86_64": (0xC000003E, 248, 249, 250, 101, 310, 311),
-    "aarch64": (0xC00000B7, 217, 218, 219, 117, 270, 271),
-}
+# Under isolation 'runtime' (no bwrap: no network, IPC or user namespace of the sample's own)
+# also every socket (and io_uring, which can open sockets), SysV / POSIX message-queue IPC
+# objects (they would outlive the sample's processes), and new namespaces: unshare, setns,
+# clone with a CLONE_NEW* flag (clone3, whose flags sit in memory a filter cannot read, gets
+# ENOSYS so that libc falls back to clone).
+_SYSCALLS = {  # machine -> (audit arch, syscall name -> number); checked by a test (libseccomp)
+    "x86_64": (
+        0xC000003E,
+        {
+            "add_key": 248, "request_key": 249, "keyctl": 250, "ptrace": 101,
+            "process_vm_readv": 310, "process_vm_writev": 311, "socket": 41,
+            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+            "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240, "unshare": 272,
+            "setns": 308, "clone": 56, "clone3": 435,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "add_key": 217, "request_key": 218, "keyctl": 219, "ptrace": 117,
+            "process_vm_readv": 270, "process_vm_writev": 271, "socket": 198,
+            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+            "shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180, "unshare": 97,
+            "setns": 268, "clone": 220, "clone3": 435,
+        },
+    ),
+}  # fmt: skip
+DENIED = ("add_key", "request_key", "keyctl", "ptrace", "process_vm_readv", "process_vm_writev")
+DENIED_RUNTIME = (
+    *DENIED, "socket", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "shmget", "semget", "msgget", "mq_open", "unshare", "setns",
+)  # fmt: skip
+_CLONE_NEW_ALL = 0x7E020000  # every CLONE_NEW* flag (NEWNS ... NEWNET, NEWCGROUP)
 
 
 class _SockFilter(ctypes.Structure):
@@ -180,18 +212,39 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _install_seccomp():
-    """Install the filter (needs no_new_privs, which bwrap/setpriv set); False if unknown arch."""
-    numbers = _SECCOMP.get(os.uname().machine)
-    if numbers is None:
+def _filter_program(arch, numbers, names, namespaces):
+    """Classic BPF (code, jt, jf, k) tuples: refuse ``names`` with EPERM; with
+    ``namespaces`` also clone with a CLONE_NEW* flag (EPERM) and clone3 (ENOSYS)."""
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    body = [("jeq", numbers[name], "deny") for name in names]  # (op, k, label if true)
+    if namespaces:
+        body += [("jeq", numbers["clone3"], "enosys"), ("jeq", numbers["clone"], "clone")]
+    # layout: 0 ld arch, 1 jeq arch, 2 ld nr, 3 jge x32, body, allow, [clone checks], deny,
+    # enosys (classic BPF jumps forward only)
+    n = len(body)
+    clone = 3 if namespaces else 0
+    at = {"allow": 4 + n, "clone": 5 + n, "deny": 5 + n + clone, "enosys": 6 + n + clone}
+    prog = [(ld, 0, 0, 4), (jeq, 0, at["deny"] - 2, arch), (ld, 0, 0, 0)]
+    prog.append((jge, at["deny"] - 4, 0, 0x40000000))
+    for i, (_, k, label) in enumerate(body):
+        prog.append((jeq, at[label] - (4 + i) - 1, 0, k))
+    prog.append((ret, 0, 0, allow))
+    if namespaces:  # clone: low 32 bits of args[0] (the flags) at offset 16, little endian
+        prog.append((ld, 0, 0, 16))
+        prog.append((jset, at["deny"] - (at["clone"] + 2), 0, _CLONE_NEW_ALL))
+        prog.append((ret, 0, 0, allow))
+    prog += [(ret, 0, 0, eperm), (ret, 0, 0, enosys)]
+    return prog
+
+
+def _install_seccomp(names=DENIED, namespaces=False):
+    """Install :func:`_filter_program` (needs no_new_privs, which bwrap/setpriv set); False on
+    a machine without a syscall table."""
+    table = _SYSCALLS.get(os.uname().machine)
+    if table is None or sys.byteorder != "little":
         return False
-    arch, *denied = numbers
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    n = len(denied)
-    prog = [(ld, 0, 0, 4), (jeq, 0, n + 3, arch), (ld, 0, 0, 0), (jge, n + 1, 0, 0x40000000)]
-    prog += [(jeq, n - j, 0, nr) for j, nr in enumerate(denied)]
-    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    prog = _filter_program(*table, names, namespaces)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), filters)
     _check(_libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp")  # PR_SET_SECCOMP, FILTER
@@ -259,8 +312,22 @@ def _layout_fds(fds):
 
 
 # --- one sample --------------------------------------------------------------------------------
-def _sample():
-    """Fork T (tests) then P (program) with fds 0..6 laid out; wait for both; return."""
+def _end_slot(*_):
+    """SIGKILL every other process of this uid (isolation 'runtime': the sample's), then exit."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _sample(reaper=False):
+    """Fork T (tests) then P (program) with fds 0..6 laid out; wait for both; return.
+
+    With ``reaper`` (isolation 'runtime', no PID namespace) this process then ends every other
+    process of its uid (daemons the program left), and does so at once on SIGUSR1 (the
+    service's wall clock).
+    """
     req_r, req_w = os.pipe()  # T -> P requests
     resp_r, resp_w = os.pipe()  # P -> T responses
     tester = os.fork()
@@ -277,6 +344,8 @@ def _sample():
         _exit_after(_program, req_r, resp_w)
     for fd in (_JOB, _RESULT, req_r, resp_w):
         os.close(fd)
+    if reaper:
+        signal.signal(signal.SIGUSR1, _end_slot)
     waiting = {tester, program}
     while waiting:  # as pid 1 (warm) this also reaps orphans re-parented here
         try:
@@ -284,6 +353,8 @@ def _sample():
         except ChildProcessError:
             break
         waiting.discard(pid)
+    if reaper:
+        _end_slot()
 
 
 def _exit_after(fn, *args):
@@ -657,7 +728,7 @@ def _zygote(ctrl_fd, tmpfs_bytes):
     with open("/proc/sys/kernel/cap_last_cap") as fh:
         last_cap = int(fh.read())
     sock = socket.socket(fileno=ctrl_fd)
-    seccomp = _SECCOMP.get(os.uname().machine) is not None
+    seccomp = _SYSCALLS.get(os.uname().machine) is not None
     machine = os.uname().machine.encode()
     sock.send(b"ready" if seccomp else b"error: no seccomp filter for " + machine)
     while True:
@@ -726,15 +797,27 @@ def _namespaced_sample(fds, tmpfs_bytes, last_cap):
 
 
 def main():
-    """Entry point: ``spawn JOB TESTS RESULT VERDICT`` or ``zygote CTRL TMPFS_BYTES``."""
+    """Entry point: ``spawn|runtime JOB TESTS RESULT VERDICT`` or ``zygote CTRL TMPFS_BYTES``.
+
+    ``runtime`` (isolation 'runtime': no bwrap, the pod's runtime is the boundary) is
+    ``spawn`` with the wider seccomp filter, this process not dumpable while it holds the
+    tests' fd (the program process, forked later, makes itself dumpable again), and this
+    process ending every other process of its uid when the sample is over (or on SIGUSR1).
+    """
     sys.set_int_max_str_digits(0)
     if sys.argv[1] == "zygote":
         _zygote(int(sys.argv[2]), int(sys.argv[3]))
         return
-    _install_seccomp()
+    if sys.argv[1] == "runtime":
+        _prctl(4, 0)  # PR_SET_DUMPABLE 0
+        if not _install_seccomp(DENIED_RUNTIME, namespaces=True):
+            sys.stderr.write(f"no seccomp table for {os.uname().machine}\n")
+            os._exit(71)
+    else:
+        _install_seccomp()
     job, tests, result, verdict = (int(a) for a in sys.argv[2:6])
     _layout_fds([-1, 1, 2, job, tests, result, verdict])
-    _sample()
+    _sample(reaper=sys.argv[1] == "runtime")
     os._exit(0)
 
 

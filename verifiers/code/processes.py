@@ -64,8 +64,13 @@ def set_child_subreaper(on: bool) -> None:
         if (before == 0) == (_subreaper_users == 0):
             return
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
-            raise InternalError(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
+        # Clearing may fail where setting worked (gVisor refuses it for a namespace's init):
+        # staying a subreaper is harmless, so only a failure to set it is an error.
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0 and on:
+            raise InternalError(
+                f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()} (under gVisor "
+                "only a PID namespace's init may set it: run the service as the container's pid 1)"
+            )
 
 
 def sweep_uid(uid: int, keep: frozenset[int] = frozenset()) -> None:

@@ -73,6 +73,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import marshal
 import os
 import py_compile
@@ -80,6 +81,7 @@ import queue
 import select
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -101,6 +103,8 @@ from grpo.verifiers.code.processes import (
 )
 
 __all__ = ["RunResult", "Sandbox", "SandboxSettings"]
+
+log = logging.getLogger(__name__)
 
 _DRIVER_DIR = Path(__file__).resolve().parent
 _DRIVER_FILES = ("driver.py", "codec.py")
@@ -176,6 +180,19 @@ class SandboxSettings(BaseModel):
         default=False,
         description="Run candidates WITHOUT bubblewrap when it is missing (development only).",
     )
+    isolation: Literal["bubblewrap", "runtime"] = Field(
+        default="bubblewrap",
+        description="'bubblewrap': each sample in fresh namespaces made by bwrap (a Localhost "
+        "seccomp profile in Kubernetes); 'runtime': the pod's sandboxed runtime (gVisor, "
+        "Kata) is the boundary and each sample is a plain process of its slot uid (root with "
+        "SETUID/SETGID/KILL/CHOWN/DAC_OVERRIDE/FOWNER needed), with rlimits, a private work "
+        "dir and a seccomp filter that refuses every socket (docs/sandbox.md).",
+    )
+    work_dir: str = Field(
+        default=str(Path(tempfile.gettempdir()) / "grpo-sandbox-work"),
+        description="isolation 'runtime': root-owned dir holding each slot's private work dir "
+        "(emptied after every sample).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SandboxSettings:
@@ -183,6 +200,15 @@ class SandboxSettings(BaseModel):
             raise ValueError(
                 f"uid_count ({self.uid_count}) must be >= slots ({self.slots}): "
                 "widen the uid range or lower slots"
+            )
+        if self.isolation == "runtime" and self.mode == "warm" and "mode" in self.model_fields_set:
+            raise ValueError(
+                "mode 'warm' needs isolation 'bubblewrap' (the zygote makes namespaces); "
+                "isolation 'runtime' starts one process per sample: drop mode or set 'spawn'"
+            )
+        if self.isolation == "runtime" and self.allow_unsandboxed:
+            raise ValueError(
+                "allow_unsandboxed applies to isolation 'bubblewrap' only (runtime needs no bwrap)"
             )
         return self
 
@@ -553,31 +579,55 @@ class Sandbox:
 
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings()
-        found = shutil.which(self.settings.bwrap_path)
-        if found is None and not self.settings.allow_unsandboxed:
-            raise FailedPreconditionError(
-                f"bubblewrap ({self.settings.bwrap_path!r}) not found: install it "
-                "(apt-get install bubblewrap) or set allow_unsandboxed=true for development"
-            )
-        self.bwrap = found
+        self.runtime = self.settings.isolation == "runtime"
+        """isolation 'runtime': samples are plain processes of their slot uids (no bwrap)."""
         self.is_root = os.geteuid() == 0
         self.setpriv = shutil.which("setpriv")
-        if self.is_root and found and self.setpriv is None:
-            raise FailedPreconditionError(
-                "setpriv (util-linux) is needed to drop to the slot uids: install util-linux"
-            )
+        found = None
+        self.kill = shutil.which("kill")
+        if self.runtime:
+            _check_runtime_privileges(self.setpriv)
+            if self.kill is None:
+                raise FailedPreconditionError("kill (procps) is needed to end a slot's processes")
+        else:
+            found = shutil.which(self.settings.bwrap_path)
+            if found is None and not self.settings.allow_unsandboxed:
+                raise FailedPreconditionError(
+                    f"bubblewrap ({self.settings.bwrap_path!r}) not found: install it "
+                    "(apt-get install bubblewrap) or set allow_unsandboxed=true for development"
+                )
+            if self.is_root and found and self.setpriv is None:
+                raise FailedPreconditionError(
+                    "setpriv (util-linux) is needed to drop to the slot uids: install util-linux"
+                )
+        self.bwrap = found
         prefix = Path(self.settings.python_prefix)
-        self.python, _, _ = interpreter_paths(prefix)
+        self.python, _, libpython = interpreter_paths(prefix)
         self.prefix = prefix
-        self.mirror = build_mirror(prefix, Path(self.settings.mirror_dir)) if found else None
-        self.driver_dir = _driver_bundle(Path(self.settings.mirror_dir)) if found else _DRIVER_DIR
+        isolated = found is not None or self.runtime
+        mirror_root = Path(self.settings.mirror_dir)
+        self.mirror = build_mirror(prefix, mirror_root) if isolated else None
+        self.driver_dir = _driver_bundle(mirror_root) if isolated else _DRIVER_DIR
         self.warm = self.settings.mode == "warm" and found is not None
+        self._runtime_env: dict[str, str] = {}
+        self._shared_dirs: list[Path] = []
+        if self.runtime:
+            assert self.mirror is not None
+            self.work_root = Path(self.settings.work_dir)
+            self.work_root.mkdir(mode=0o711, parents=True, exist_ok=True)
+            os.chmod(self.work_root, 0o711)  # slot uids may enter their own dir, list none
+            if libpython is not None and not _others_can_enter(libpython.parent):
+                # the binary's RUNPATH points where a slot uid cannot go (pyenv under /root)
+                self._runtime_env["LD_LIBRARY_PATH"] = str(self.mirror / "lib")
+            self._shared_dirs = _world_writable(_SHARED_DIRS)
         self._lock_fds: list[int] = []
         self._uid_names: list[socket.socket] = []
         self._uids: list[int] = []
         self._closed = False
         self.closing = False
         """True once :meth:`close` began: no zygote or sandbox starts any more."""
+        self.start_failures = 0
+        """Runs that ended with ``start_error`` (the sandbox itself did not come up)."""
         set_child_subreaper(True)
         self._slots: queue.Queue[int] = queue.Queue()
         self._zygotes: dict[int, _Zygote] = {}
@@ -586,16 +636,32 @@ class Sandbox:
             if self.warm:
                 self._zygotes[i] = _Zygote(self, uid)
         for zygote in self._zygotes.values():
-            with contextlib.suppress(InternalError):  # reported by the first run instead
+            try:
                 zygote.start()
+            except InternalError as exc:  # the self-test reports it; runs retry the start
+                log.warning("sandbox zygote did not start: %s", exc, extra={"error": str(exc)})
         self._free_zygotes: queue.Queue[_Zygote] = queue.Queue()
         for zygote in self._zygotes.values():
             self._free_zygotes.put(zygote)
 
+    def describe(self) -> str:
+        """One line naming the isolation, mode, slots and uids (for logs and the self-test)."""
+        n = self.settings.slots
+        who = (
+            f"slot uids {self._uids[0]}..{self._uids[-1]}"
+            if self._uids and self.is_root
+            else "as the service's own uid"
+        )
+        if self.runtime:
+            return f"isolation runtime (no bwrap), {n} slot(s), {who}"
+        if self.bwrap is None:
+            return f"UNSANDBOXED (allow_unsandboxed), {n} slot(s)"
+        return f"bubblewrap {self.settings.mode}, {n} slot(s), {who}"
+
     @property
     def sandboxed(self) -> bool:
-        """True when runs go through bubblewrap."""
-        return self.bwrap is not None
+        """True when runs are isolated: through bubblewrap, or isolation 'runtime'."""
+        return self.bwrap is not None or self.runtime
 
     @property
     def slot_uids(self) -> list[int]:
@@ -683,6 +749,7 @@ class Sandbox:
             f"--regid={uid}",
             "--clear-groups",
             "--inh-caps=-all",
+            *(["--bounding-set=-all"] if self.runtime else []),
             "--no-new-privs",
             "--",
         ]
@@ -737,7 +804,12 @@ class Sandbox:
     def limits(self, wall_time_s: float) -> dict[str, int]:
         """Return the rlimits the driver applies (bytes, seconds, counts)."""
         s = self.settings
-        overhead = _WARM_PROCESSES if self.warm else (_SPAWN_PROCESSES if self.bwrap else 2)
+        if self.warm:
+            overhead = _WARM_PROCESSES
+        elif self.bwrap is not None:
+            overhead = _SPAWN_PROCESSES
+        else:
+            overhead = 2  # the driver's first process and the test process
         return {
             "memory_bytes": s.memory_mb * 1024 * 1024,
             "cpu_s": int(wall_time_s) + 1,
@@ -777,17 +849,24 @@ class Sandbox:
             if self.warm:
                 zygote = self._free_zygotes.get()
                 try:
-                    return zygote.run(job_fd, tests_fd, limit)
+                    return self._counted(zygote.run(job_fd, tests_fd, limit))
                 finally:
                     self._free_zygotes.put(zygote)
             uid = self._slots.get()
             try:
-                return self._run_spawn(uid, job_fd, tests_fd, limit)
+                if self.runtime:
+                    return self._counted(self._run_runtime(uid, job_fd, tests_fd, limit))
+                return self._counted(self._run_spawn(uid, job_fd, tests_fd, limit))
             finally:
                 self._slots.put(uid)
         finally:
             os.close(job_fd)
             os.close(tests_fd)
+
+    def _counted(self, result: RunResult) -> RunResult:
+        if result.start_error:
+            self.start_failures += 1
+        return result
 
     def _run_spawn(self, uid: int, job_fd: int, tests_fd: int, limit: float) -> RunResult:
         pipes = _Pipes()
@@ -841,6 +920,185 @@ class Sandbox:
                 f"sandbox failed to start (exit status {result.exit_code}): {tail_text}"
             )
         return result
+
+    def _run_runtime(self, uid: int, job_fd: int, tests_fd: int, limit: float) -> RunResult:
+        """One sample as a plain process of ``uid`` (isolation 'runtime'), then clean up."""
+        start = time.monotonic()
+        try:
+            work = self._fresh_work_dir(uid)
+        except OSError as exc:
+            return RunResult(start_error=f"cannot make the slot's work dir: {exc}")
+        pipes = _Pipes()
+        w = pipes.write
+        tail = ["runtime", str(job_fd), str(tests_fd), str(w["result"]), str(w["verdict"])]
+        bundle = str(self.driver_dir)
+        launch = f"import sys; sys.path.insert(0, {bundle!r}); import driver; driver.main()"
+        assert self.mirror is not None
+        python = self.mirror / "bin" / self.python.name
+        command = [*self._drop_privileges(uid), str(python), "-I", "-S", "-B", "-c", launch, *tail]
+        env = {"HOME": str(work), "TMPDIR": str(work), **self._runtime_env}
+        result = RunResult()
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=w["stdout"],
+                stderr=w["stderr"],
+                pass_fds=(job_fd, tests_fd, w["result"], w["verdict"]),
+                env=env,
+                cwd=work,
+                close_fds=True,
+            )
+        except OSError as exc:
+            pipes.close_write()
+            for fd in pipes.read.values():
+                os.close(fd)
+            result.start_error = f"cannot start the sample process: {exc}"
+            return result
+        pipes.close_write()
+        reader = _Reader(pipes, self.settings)
+        deadline = start + limit
+        try:
+            while reader.open:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    result.timed_out = True
+                    break
+                reader.pump(min(remaining, 0.5))
+            if not result.timed_out:  # every pipe closed: the sample may still be exiting
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(min(_EXIT_GRACE_S, max(deadline - time.monotonic(), 0.0)))
+        finally:
+            if proc.poll() is None:  # the driver ends every process of the slot uid on SIGUSR1
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGUSR1)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(_EXIT_GRACE_S)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            reader.finish(result)
+            result.exit_code = None if result.timed_out else proc.returncode
+            if processes_of_uid(uid):  # the program killed or stopped the driver first
+                self._kill_uid(uid)  # no PID namespace here: the uid holds the sample together
+            sweep_uid(uid)  # stragglers, and reap the zombies re-parented to us
+            self._clean_files(uid, work)
+            result.wall_s = time.monotonic() - start
+        if not result.started and not result.timed_out:
+            tail_text = result.stderr[-500:].decode("utf-8", "replace").strip()
+            result.start_error = (
+                f"sample process failed to start (exit status {result.exit_code}): {tail_text}"
+            )
+        return result
+
+    def _kill_uid(self, uid: int) -> None:
+        """SIGKILL every process of ``uid`` at once: ``kill(-1)`` sent *as* that uid, which the
+        kernel delivers in one pass (a fork bomb outruns a kill-by-pid sweep, most of all
+        under gVisor, and a process being forked with a fatal signal pending is never born)."""
+        assert self.kill is not None
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                [*self._drop_privileges(uid), self.kill, "-KILL", "-1"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={},
+                timeout=10,
+                check=False,
+            )
+
+    def _fresh_work_dir(self, uid: int) -> Path:
+        """An empty 0700 dir owned by ``uid`` under ``work_dir`` (the sample's cwd and HOME)."""
+        work = self.work_root / str(uid)
+        if work.exists() or work.is_symlink():
+            _remove(work)
+        work.mkdir(mode=0o700)
+        os.chown(work, uid, uid)
+        return work
+
+    def _clean_files(self, uid: int, work: Path) -> None:
+        """Remove the sample's work dir and whatever ``uid`` left in the pod's world-writable
+        dirs (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/dev/mqueue``: the only places a slot
+        uid can create files in a read-only root), so nothing reaches the next sample."""
+        with contextlib.suppress(FileNotFoundError):
+            _remove(work)
+        for shared in self._shared_dirs:
+            try:
+                entries = list(os.scandir(shared))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    owner = entry.stat(follow_symlinks=False).st_uid
+                except OSError:
+                    continue
+                if owner == uid:
+                    with contextlib.suppress(FileNotFoundError):
+                        _remove(Path(entry.path))
+
+
+_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
+_RUNTIME_CAPS = {  # capability -> bit (linux/capability.h): what isolation 'runtime' needs
+    "CHOWN": 0,  # hand each slot its work dir
+    "DAC_OVERRIDE": 1,  # remove what a sample left, whatever its modes
+    "FOWNER": 3,  # ... also in sticky dirs it made
+    "KILL": 5,  # sweep every process of a slot uid
+    "SETGID": 6,  # become the slot's gid, drop supplementary groups
+    "SETUID": 7,  # become the slot uid
+    "SETPCAP": 8,  # empty the sample's capability bounding set
+}
+
+
+def _check_runtime_privileges(setpriv: str | None) -> None:
+    """Fail unless this process can run samples as slot uids (isolation 'runtime').
+
+    Raises:
+        FailedPreconditionError: not root, a needed capability missing, or no ``setpriv``.
+    """
+    if os.geteuid() != 0:
+        raise FailedPreconditionError(
+            "isolation 'runtime' runs every sample as its own slot uid: the service must run as "
+            "root inside the sandboxed runtime's pod (runAsUser: 0) with capabilities "
+            f"{', '.join(sorted(_RUNTIME_CAPS))}"
+        )
+    with open("/proc/self/status") as fh:
+        caps = next(int(line.split()[1], 16) for line in fh if line.startswith("CapEff:"))
+    missing = [name for name, bit in _RUNTIME_CAPS.items() if not caps >> bit & 1]
+    if missing:
+        raise FailedPreconditionError(
+            f"isolation 'runtime' needs the capabilities {', '.join(sorted(_RUNTIME_CAPS))}; "
+            f"missing: {', '.join(missing)} (securityContext.capabilities.add)"
+        )
+    if setpriv is None:
+        raise FailedPreconditionError(
+            "setpriv (util-linux) is needed to drop to the slot uids: install util-linux"
+        )
+
+
+def _others_can_enter(path: Path) -> bool:
+    """True when a user who owns nothing on the way may traverse ``path`` (x for others on
+    it and on every ancestor)."""
+    path = path.resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in (path, *path.parents))
+
+
+def _world_writable(paths: tuple[str, ...]) -> list[Path]:
+    """The existing directories among ``paths`` that anyone may create files in."""
+    found = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            mode = os.stat(path).st_mode
+            if os.path.isdir(path) and mode & 0o002:
+                found.append(Path(path))
+    return found
+
+
+def _remove(path: Path) -> None:
+    """Delete a file, link or whole tree without following symlinks."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def _parse_records(data: bytes) -> tuple[list[dict[str, Any]], int]:

@@ -67,7 +67,22 @@ _FAILED = common_pb2.TEST_STATUS_FAILED
 _ERROR = common_pb2.TEST_STATUS_ERROR
 _TIMEOUT = common_pb2.TEST_STATUS_TIMEOUT
 _MEMORY = common_pb2.TEST_STATUS_MEMORY
+_OK = common_pb2.SCORE_STATUS_OK
 _EXTRACTED_CHARS = 4000  # head of the extracted program reported in Score.extracted_answer
+_SELF_TEST_TASK = common_pb2.Task(
+    id="self-test",
+    type="code",
+    code_tests=common_pb2.CodeTests(
+        test_code=(
+            "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(-3) == -6\n"
+        ),
+        entry_point="double",
+    ),
+)
+_SELF_TEST_CANDIDATES = (  # (which, response, the statuses its two tests must get)
+    ("passing", "```python\ndef double(x):\n    return 2 * x\n```", ("PASSED", "PASSED")),
+    ("failing", "```python\ndef double(x):\n    return x + 2\n```", ("PASSED", "FAILED")),
+)
 _INSIDE_NOTE = (
     "ran in the sandbox's test process (isolated from the program, but decided inside: weaker)"
 )
@@ -150,16 +165,49 @@ class CodeVerifier(Verifier):
         super().__init__(cfg)
         self.cfg = cfg
         self.sandbox = Sandbox(cfg.sandbox)
+        self.last_self_test = "not run yet"
+        """Outcome of the last :meth:`self_test`: ``passed``, or the reason it failed."""
 
     def config_items(self) -> dict[str, str]:
         """Resolved configuration, plus whether runs are really sandboxed."""
         items = super().config_items()
         items["sandboxed"] = str(self.sandbox.sandboxed)
+        items["self_test"] = self.last_self_test
         return items
 
     def close(self) -> None:
         """Release the sandbox's slot uids."""
         self.sandbox.close()
+
+    def self_test(self) -> str | None:
+        """Judge a passing and a failing candidate in the configured sandbox, as requests are.
+
+        The passing one (``double(x) = 2 * x``) must score OK with both tests PASSED, the
+        failing one (``x + 2``: right at 2, wrong at -3) OK with the first PASSED and the second
+        FAILED; anything else — a sandbox that cannot start (INTERNAL), a timeout, a wrong
+        verdict — is a failure. The service stays NOT_SERVING until this passes
+        (``SelfTestWorker``).
+
+        Returns:
+            None when both were judged right, else one line naming the sandbox, the candidate,
+            the status and test verdicts it got. The outcome is also kept for ``Describe``
+            (``self_test`` in the config map).
+        """
+        reason = None
+        for which, response, want in _SELF_TEST_CANDIDATES:
+            score = self.verify(_SELF_TEST_TASK, response)
+            got = tuple(common_pb2.TestStatus.Name(t.status).removeprefix("TEST_STATUS_")
+                        for t in score.tests)  # fmt: skip
+            if score.status != _OK or got != want:
+                status = common_pb2.ScoreStatus.Name(score.status)
+                reason = (
+                    f"sandbox self-test ({self.sandbox.describe()}): the {which} candidate got "
+                    f"{status} with tests {list(got)}, want SCORE_STATUS_OK with {list(want)}: "
+                    f"{score.detail}"
+                )
+                break
+        self.last_self_test = "passed" if reason is None else reason
+        return reason
 
     def score(self, task: common_pb2.Task, response: str) -> common_pb2.Score:
         """Run ``response``'s program against ``task.code_tests`` and score it.

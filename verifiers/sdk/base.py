@@ -92,7 +92,8 @@ class Verifier(abc.ABC):
     """Base class of every verifier.
 
     Subclasses set the class attributes and implement :meth:`score`; they may override
-    :meth:`validate` (for checks beyond ``required_task_fields``), :meth:`config_items` and
+    :meth:`validate` (for checks beyond ``required_task_fields``), :meth:`config_items`,
+    :meth:`self_test` (known answers the service judges before it reports SERVING) and
     :meth:`close` (to stop worker processes).
 
     Class attributes:
@@ -266,6 +267,19 @@ class Verifier(abc.ABC):
             if i not in done:
                 stamp(i, score)
         return [done[i] for i in range(len(items))]
+
+    def self_test(self) -> str | None:
+        """Judge known answers the way real requests are judged; None when all came out right.
+
+        A verifier whose judging depends on something that can break at run time (a sandbox,
+        a worker pool) overrides this; its service then stays NOT_SERVING until it passes and
+        re-runs it periodically (:class:`~grpo.verifiers.sdk.service.SelfTestWorker`).
+
+        Returns:
+            None, or why the verifier cannot judge (one line, for the log and the health
+            reason). The default has nothing to check: None.
+        """
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (worker processes); the default has none to release."""

@@ -10,27 +10,108 @@ A verifier's service module is one line::
 constructs the verifier first (so its worker processes exist before the gRPC server starts),
 wraps it in a :class:`~grpo.verifiers.sdk.servicer.VerifierServicer` bound as
 ``grpo.v1.Verifier``, and returns a ``close`` hook that stops the servicer's threads and the
-verifier's workers.
+verifier's workers. A verifier that overrides :meth:`~grpo.verifiers.sdk.base.Verifier.self_test`
+also gets a :class:`SelfTestWorker`: the service reports NOT_SERVING (with the reason in its
+log) until the self-test passes, and again whenever a later run of it fails.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.runtime.registry import ServiceParts, ServiceSpec
+from grpo.services.runtime.registry import LoopWorker, ServiceParts, ServiceSpec
 from grpo.services.runtime.server import ServerSettings, ServiceBinding
 from grpo.v1 import verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier
 from grpo.verifiers.sdk.servicer import ScoringSettings, VerifierServicer
 
-__all__ = ["VERIFIER_SERVICE_NAME", "service_settings", "verifier_service_spec"]
+__all__ = ["VERIFIER_SERVICE_NAME", "SelfTestWorker", "service_settings", "verifier_service_spec"]
+
+log = logging.getLogger(__name__)
 
 VERIFIER_SERVICE_NAME = "grpo.v1.Verifier"
 """Full proto service name every verifier serves (health is reported under this name)."""
+
+
+class SelfTestWorker(LoopWorker):
+    """Runs a verifier's :meth:`~grpo.verifiers.sdk.base.Verifier.self_test` beside the server;
+    :meth:`readiness` is the service's readiness check (``ServiceParts.readiness``).
+
+    The first run starts with the worker (the server already answers health, NOT_SERVING).
+    A failed run is repeated after ``retry_s`` seconds (doubling up to ``max_retry_s``); a
+    passed one after ``recheck_s`` seconds, so a sandbox that breaks later turns the service
+    NOT_SERVING again within that time. A self-test that raises counts as failed.
+
+    Args:
+        verifier: the verifier to test.
+        recheck_s: seconds between runs while it passes (> 0).
+        retry_s: first delay after a failed run, in seconds (> 0).
+        max_retry_s: longest delay between failed runs, in seconds.
+    """
+
+    thread_name = "self-test"
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        recheck_s: float = 60.0,
+        retry_s: float = 2.0,
+        max_retry_s: float = 30.0,
+    ) -> None:
+        super().__init__()
+        if recheck_s <= 0 or retry_s <= 0 or max_retry_s < retry_s:
+            raise InvalidArgumentError(
+                f"SelfTestWorker needs recheck_s > 0 and 0 < retry_s <= max_retry_s, got "
+                f"recheck_s={recheck_s}, retry_s={retry_s}, max_retry_s={max_retry_s}"
+            )
+        self.verifier = verifier
+        self.recheck_s = recheck_s
+        self.retry_s = retry_s
+        self.max_retry_s = max_retry_s
+        self._delay = retry_s
+        self._lock = threading.Lock()
+        self._reason: str | None = f"the {verifier.name} verifier's self-test has not run yet"
+        self.runs = 0
+        """Self-test runs finished so far."""
+
+    def readiness(self) -> str | None:
+        """None while the last self-test passed, else why not (never blocks)."""
+        with self._lock:
+            return self._reason
+
+    def run_once(self) -> None:
+        """Run the self-test once, record the outcome and wait until the next run is due."""
+        started = time.monotonic()
+        try:
+            reason = self.verifier.self_test()
+        except Exception as exc:
+            log.exception("self-test raised", extra={"verifier": self.verifier.name})
+            reason = f"self-test raised {type(exc).__name__}: {exc}"
+        with self._lock:
+            self._reason = reason
+            self.runs += 1
+        if reason is None:
+            self._delay = self.retry_s
+            wait = self.recheck_s
+        else:
+            log.error(
+                "self-test failed: %s",
+                reason,
+                extra={
+                    "verifier": self.verifier.name,
+                    "reason": reason,
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
+            wait, self._delay = self._delay, min(self._delay * 2, self.max_retry_s)
+        self._stop.wait(wait)
 
 
 def _summary(cls: type) -> str:
@@ -128,6 +209,11 @@ def verifier_service_spec(
             servicer.close()
             verifier.close()
 
-        return ServiceParts(bindings=[binding], close=close)
+        if type(verifier).self_test is Verifier.self_test:
+            return ServiceParts(bindings=[binding], close=close)
+        checker = SelfTestWorker(verifier)
+        return ServiceParts(
+            bindings=[binding], workers=[checker], close=close, readiness=checker.readiness
+        )
 
     return ServiceSpec(name=name, settings_cls=settings_cls, build=build)

@@ -24,7 +24,7 @@ from grpo.verifiers.code import CodeConfig, CodeVerifier, SandboxSettings
 from grpo.verifiers.code.processes import processes_of_uid
 from grpo.verifiers.code.sandbox import Sandbox
 
-from .conftest import CANARY, code_task, need_sandbox, own_descendants
+from .conftest import CANARY, ISOLATION, code_task, need_sandbox, own_descendants, sandbox_settings
 
 CHECK = "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"
 GOOD = "def f(x):\n    return 2 * x\n"
@@ -252,12 +252,14 @@ def test_writes_outside_the_work_dir_have_no_effect(verifier: CodeVerifier, tmp_
             filled += 1
     except OSError:
         pass
+    capped = {ISOLATION == "bubblewrap"!r}  # runtime: no tmpfs of its own (docs/sandbox.md)
     def f(x):
-        return 2 * x if wrote == ["{marker}"] and filled < 64 else -1
+        return 2 * x if wrote == ["{marker}"] and (filled < 64 or not capped) else -1
     """
     before = (verifier.sandbox.python.stat().st_mtime,)
     score = _score(verifier, program)
-    # only the sandbox's own private /tmp was writable; nothing changed on the host
+    # bubblewrap: only the sandbox's own private /tmp was writable; runtime: the pod's /tmp,
+    # emptied of the slot uid's files after the sample; nothing changed on the host
     assert score.reward == 1.0, score
     assert not os.path.exists(marker) and not (tmp_path / "escape").exists()
     assert not os.path.exists("/usr/grpo-escape") and not os.path.exists("/root/escape")
@@ -269,29 +271,42 @@ def test_secrets_and_host_environment_are_invisible(verifier: CodeVerifier) -> N
     """/etc/shadow, the service environment, /proc/1/environ, /root and /work stay hidden."""
     program = """
     import os
-    seen = [repr(dict(os.environ))]
-    for path in ["/etc/shadow", "/proc/1/environ", "/proc/self/environ", "/root/.bash_history"]:
+    seen = []
+    def read(path):
         try:
-            seen.append(open(path, "rb").read().decode("latin-1"))
+            return open(path, "rb").read().decode("latin-1")
         except OSError as exc:
-            seen.append(type(exc).__name__)
+            return type(exc).__name__
+    seen = [read("/etc/shadow"), read("/root/.bash_history")]
+    try:
+        seen.append(repr(sorted(os.listdir("/root"))))
+    except OSError as exc:
+        seen.append(type(exc).__name__)
+    seen.append(repr(os.path.exists("/work") or os.path.exists("/etc/shadow")))
+    seen.append(repr(dict(os.environ)))
+    seen.append(read("/proc/1/environ"))
+    seen.append(open("/proc/self/environ", "rb").read().decode("latin-1"))
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 seen.append(open(f"/proc/{pid}/environ", "rb").read().decode("latin-1"))
             except OSError:
                 pass
-    seen.append(repr(sorted(os.listdir("/root"))))
-    seen.append(repr(os.path.exists("/work") or os.path.exists("/etc/shadow")))
     raise RuntimeError("|".join(seen))
     """
     score = _score(verifier, program)
     assert score.status == common_pb2.SCORE_STATUS_RUNTIME_ERROR
     assert CANARY not in str(score)
     assert "root:" not in score.detail  # no shadow/passwd lines
-    assert "['.pyenv']" in score.detail or "[]" in score.detail
-    assert "|False" in score.detail  # neither /work nor /etc/shadow exists inside
-    assert "HOME" in score.detail and "PATH" not in score.detail
+    if ISOLATION == "bubblewrap":
+        assert "['.pyenv']" in score.detail or "[]" in score.detail
+        assert "|False" in score.detail  # neither /work nor /etc/shadow exists inside
+    else:  # the pod's image is visible read-only: what the slot uid may not read stays shut
+        # /etc/shadow, /root/.bash_history, /root; not /proc/1/environ: gVisor (runsc
+        # 20221219) lets any uid read it (docs/sandbox.md: keep secrets out of the environment)
+        facts = score.detail.split("RuntimeError: ", 1)[1].split("|")
+        assert facts[:3] == ["PermissionError"] * 3, score.detail
+    assert "HOME" in score.detail and "'PATH'" not in score.detail
     _assert_clean(verifier, score)
 
 
@@ -387,8 +402,10 @@ def _sleep_runs(verifier: CodeVerifier, n: int) -> None:
 
 @pytest.fixture(scope="module")
 def short_clock() -> Iterator[CodeVerifier]:
-    """A verifier with a 0.5 s wall clock for the repeated sleep runs."""
-    settings = SandboxSettings(slots=2, wall_time_s=0.5, memory_mb=256)
+    """A verifier with a short wall clock (0.5 s, runtime 1.5 s) for the repeated sleep runs."""
+    # gVisor starts a process slower: the clock covers the interpreter's start too
+    wall = 0.5 if ISOLATION == "bubblewrap" else 1.5
+    settings = sandbox_settings(slots=2, wall_time_s=wall, memory_mb=256)
     v = CodeVerifier(CodeConfig(sandbox=settings))
     yield v
     v.close()
@@ -415,20 +432,25 @@ def test_sandbox_process_is_unprivileged(verifier: CodeVerifier) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     userns = libc.unshare(0x10000000)  # CLONE_NEWUSER
     facts = [os.getuid(), os.getgid(), os.getgroups(), userns]
-    facts += [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")]
-    facts.append(status["NoNewPrivs"].strip())
+    # gVisor has no ambient set and no CapAmb line: "absent"
+    names = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+    facts += [status.get(k, "absent").strip() for k in names]
+    facts.append(str(libc.prctl(39, 0, 0, 0, 0)))  # PR_GET_NO_NEW_PRIVS (gVisor: no status line)
     raise RuntimeError(repr(facts))
     """
     score = _score(verifier, program)
     uids = verifier.sandbox.slot_uids
     zero = "0000000000000000"
-    expected = [[u, u, [], -1, zero, zero, zero, zero, zero, "1"] for u in uids]
+    amb = (zero, "absent") if ISOLATION == "runtime" else (zero,)
+    expected = [[u, u, [], -1, zero, zero, zero, zero, a, "1"] for u in uids for a in amb]
     assert any(repr(e) in score.detail for e in expected), score.detail
 
 
 def test_the_leftover_check_counts_this_sandbox_only(verifier: CodeVerifier) -> None:
     """A process of a slot uid outside this process's tree (another sandbox on the host using
     the same uid range) is not a leftover; one inside it is, whatever its parent."""
+    if os.getpid() == 1:
+        pytest.skip("pid 1 (the suite under gVisor) is every orphan's parent: nothing to compare")
     uid = verifier.sandbox.slot_uids[0]
     as_slot = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
     libc = ctypes.CDLL(None, use_errno=True)
