@@ -1,12 +1,12 @@
 """The learner's algorithm choices, each list of names declared once.
 
 Every choice (advantage estimator, loss reduction, per-token loss type, ratio level, KL
-estimator, std convention, zero-variance rule, process normalization and groups, LR schedule)
-is one ``Literal`` here; no other module spells its names. The config fields
-(``LearnerAlgoConfig``, ``TrainerConfig``) are typed with these; each registry is created with
-its ``Literal`` (``Registry(kind, declared=...)``), so registering an undeclared name raises;
-the modules that check a name at run time derive their tuple with :func:`names`; and
-``tests/learner/test_choices.py`` checks that every config field's ``Literal`` is declared
+estimator, std convention, zero-variance rule, process normalization and groups, LR schedule,
+the SFT warm start's schedule) is one ``Literal`` here; no other module spells its names. The
+config fields (``LearnerAlgoConfig``, ``TrainerConfig``) are typed with these; each registry is
+created with its ``Literal`` (``Registry(kind, declared=...)``), so registering an undeclared
+name raises; the modules that check a name at run time derive their tuple with :func:`names`;
+and ``tests/learner/test_choices.py`` checks that every config field's ``Literal`` is declared
 here and that every declared name is registered, has a formula in the resolved definition and
 a row in the docs table (docs/learner-math.md). Adding a choice is one name added to its
 ``Literal`` here, plus its implementation (the registered function) and its docs row, which
@@ -30,6 +30,7 @@ __all__ = [
     "RatioLevel",
     "ReductionName",
     "ScheduleName",
+    "SftScheduleName",
     "StdConvention",
     "ZeroVarianceRule",
     "names",
@@ -60,6 +61,9 @@ ProcessGroups = Literal["all", "mixed"]
 """Groups that get process credit: all, or only those with an outcome contrast."""
 ScheduleName = Literal["constant", "linear", "cosine"]
 """LR after warmup (``grpo.learner.schedule.lr_multiplier``)."""
+SftScheduleName = Literal["cosine", "constant"]
+"""LR after the SFT warm start's warmup (``grpo.learner.sft.run_sft``): cosine to 10% or
+constant."""
 
 
 def names(choice: Any) -> tuple[str, ...]:

@@ -19,11 +19,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from grpo.errors import InvalidArgumentError
+from grpo.learner.choices import SftScheduleName
 from grpo.learner.schedule import lr_multiplier
 from grpo.model import load_tokenizer
 
@@ -85,7 +86,7 @@ def run_sft(
     batch_size: int = 32,
     warmup_steps: int = 20,
     weight_decay: float = 0.0,
-    schedule: Literal["cosine", "constant"] = "cosine",
+    schedule: SftScheduleName = "cosine",
     seed: int = 0,
     log_every: int = 50,
     on_log: Callable[[int, float], None] | None = None,
@@ -230,7 +231,7 @@ def _max_steps(num_examples: int, batch_size: int, steps: int | None, epochs: fl
 
 
 def _lr_at(
-    lr: float, warmup_steps: int, max_steps: int, schedule: Literal["cosine", "constant"]
+    lr: float, warmup_steps: int, max_steps: int, schedule: SftScheduleName
 ) -> Callable[[int], float]:
     """The learning rate of each step: ``lr`` is the peak; cosine decay to 10% starts after
     warmup when the number of steps is known (``grpo.learner.schedule``)."""

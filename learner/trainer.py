@@ -341,6 +341,9 @@ class Trainer:
         Raises:
             InvalidArgumentError / ContractError: malformed groups (see ``pad_batch``).
             ValueError: a configuration the loss rejects (see ``policy_loss``).
+
+        Prepare (``_prepare``: the frozen ``StepPlan``), then the update loop below, then the
+        metrics (``_metrics``); the module docstring describes each phase.
         """
         t_start = time.perf_counter()
         plan = self._prepare(groups)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.learner.choices import SftScheduleName
 from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
 from grpo.services.runtime.config import load_settings
 from grpo.services.settings.assembler import AssemblerConfig
@@ -236,7 +237,7 @@ class SftConfig(BaseModel):
     lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
     batch_size: int = Field(default=32, ge=1, description="Examples per step.")
     warmup_steps: int = Field(default=20, ge=0, description="Linear warmup steps.")
-    schedule: Literal["cosine", "constant"] = Field(
+    schedule: SftScheduleName = Field(
         default="cosine", description="LR after warmup: cosine decay to 10%, or constant."
     )
     target_accuracy: float = Field(

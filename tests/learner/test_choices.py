@@ -79,8 +79,10 @@ def test_every_literal_field_of_the_configs_is_a_declared_choice() -> None:
     from grpo.learner.process import PROCESS_NORMALIZATIONS
     from grpo.learner.schedule import SCHEDULES
 
+    from grpo.services.settings.run import SftConfig
+
     declared = [getattr(choices, n) for n in choices.__all__ if n != "names"]
-    for model in (LearnerAlgoConfig, TrainerConfig):
+    for model in (LearnerAlgoConfig, TrainerConfig, SftConfig):
         for name, field in model.model_fields.items():
             if get_origin(field.annotation) is Literal:
                 assert any(field.annotation is d for d in declared), (
