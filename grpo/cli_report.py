@@ -20,7 +20,9 @@ def report(
         Path | None, typer.Option("--out-dir", help="Where to write PNGs (default RUN_DIR/report).")
     ] = None,
 ) -> None:
-    """Render reward/accuracy, group-outcome, clip/KL/entropy, length and straggler plots."""
+    """Plot every per-step diagnostic of a run: sampled reward vs greedy accuracy, group
+    rewards and outcomes, clip/KL/entropy, lengths, wasted tokens, optimizer, straggler wait,
+    slice weights (RUN_DIR/report/*.png)."""
     from grpo.errors import GrpoError
     from grpo.report import render_report
 

@@ -16,7 +16,9 @@ A resumed learner (restarted from its checkpoint at step s) re-trains the steps 
 TensorBoard's purge step hides the lost lineage's values after s (the viewer and its event
 reader keep the newest file's), W&B and MLflow reopen the same run by the ids kept in
 ``<run_dir>/tracking.json`` (W&B offline writes one folder per process; MLflow shows both
-values of a re-trained step, the later one last). Only non-finite values are left out (JSON
+values of a re-trained step, the later one last). Both TensorBoard files and W&B folders are
+named by their start second, so a restart within the second of the last open waits for the
+next one (at most 1 s). Only non-finite values are left out (JSON
 writes them as null).
 
 A sink that cannot be opened (its package missing, a bad tracking URI) raises at start; one
@@ -59,17 +61,13 @@ _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow-s
 """Sink -> the pip package it needs (all three in the ``tracking`` extra)."""
 
 
-def _default_sinks() -> list[SinkName]:
-    return ["tensorboard"]
-
-
 class TrackingConfig(BaseModel):
     """Where the learner's per-step metrics go besides ``metrics.jsonl``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     report_to: list[SinkName] = Field(
-        default_factory=_default_sinks,
+        default=["tensorboard"],  # pydantic copies a mutable default per instance
         description="Tracking sinks fed every metrics.jsonl line at its step: tensorboard "
         "(event files in <run_dir>/tensorboard), wandb (<run_dir>/wandb), mlflow "
         "(<run_dir>/mlruns unless mlflow_tracking_uri); [] = metrics.jsonl only.",
@@ -300,6 +298,25 @@ def _save_ids(path: Path, ids: Mapping[str, str]) -> None:
     os.replace(tmp, path)
 
 
+def _wait_for_a_new_second(previous: str | None) -> None:
+    """Sleep until the wall-clock second differs from the previous open's (< 1 s).
+
+    TensorBoard names an event file by its start second (then host and pid) and reads a
+    directory's files in name order; W&B names an offline folder by its start second. A
+    learner restarted within the same second would sort before the run it resumes (its
+    purge marker read first, the lost lineage's values after it) or share its W&B folder.
+    """
+    if previous is None:
+        return
+    try:
+        last = float(previous)
+    except ValueError:
+        return
+    wait = math.floor(last) + 1 - time.time()
+    if 0 < wait <= 1:
+        time.sleep(wait)
+
+
 def open_tracker(
     config: TrackingConfig,
     run_dir: str | Path,
@@ -315,9 +332,10 @@ def open_tracker(
             ``<run_dir>/tensorboard``, W&B ``<run_dir>/wandb``, MLflow ``<run_dir>/mlruns``;
             the W&B and MLflow run ids are kept in ``<run_dir>/tracking.json``.
         settings: the resolved settings (JSON-able), W&B's config and MLflow's params.
-        resume_step: the step of the checkpoint this learner resumed from (None = a fresh
-            run): TensorBoard hides older values of later steps, W&B and MLflow reopen their
-            runs.
+        resume_step: the step this learner restarts from (its checkpoint's; 0 when it has
+            none): TensorBoard hides values of later steps written before (a lost lineage);
+            None writes no purge marker. W&B and MLflow reopen the runs whose ids
+            ``tracking.json`` holds, whatever the step.
 
     Returns:
         A ``Tracker`` over the open sinks (none when ``report_to`` is empty).
@@ -331,6 +349,9 @@ def open_tracker(
     run_dir.mkdir(parents=True, exist_ok=True)
     ids_path = run_dir / "tracking.json"
     ids = _load_ids(ids_path)
+    _wait_for_a_new_second(ids.get("opened_unix_s"))
+    ids["opened_unix_s"] = repr(time.time())
+    _save_ids(ids_path, ids)
     settings = dict(settings or {})
     sinks: list[MetricsSink] = []
     try:

@@ -69,6 +69,7 @@ from grpo.learner.checkpoint import (
 )
 from grpo.learner.diagnostics import undecided_diagnostics
 from grpo.learner.distributed import FullModelView, RankCommand, gather_full_state
+from grpo.learner.tracking import open_tracker
 from grpo.learner.trainer import Trainer
 from grpo.services.learner.batch import check_group, group_rows, outcome_reward
 from grpo.services.learner.publish import (
@@ -243,6 +244,13 @@ class LearnerLoop:
             self._ckpt_step = state.step
             log.info("resumed", extra={"checkpoint": str(path), "step": state.step})
         self.runlog.truncate_after(self.trainer.step_count)
+        self.runlog.tracker = open_tracker(
+            self.settings.logging,
+            self.run_dir,
+            settings=resolved_config(self.settings),
+            # Steps after the restored one (0 = none) were lost: their older values go.
+            resume_step=self.trainer.step_count,
+        )
         key = self.names.policy_key
         in_redis = self.outage.call(lambda: published_version(self.client, key))
         newest = max(in_redis, highest_folder_version(self.run_dir))
@@ -395,11 +403,14 @@ class LearnerLoop:
             if self.error is None and self.trainer.step_count > self._ckpt_step:
                 self._checkpoint()
         finally:
-            if self.parallel is not None and self.error is None:
-                # After a failure the peers learn it from this process' exit instead (a stop
-                # sent to a hung peer would wait for dist_timeout_s).
-                self._command(RankCommand("stop"))
-            self._serve_requests()
+            try:
+                if self.parallel is not None and self.error is None:
+                    # After a failure the peers learn it from this process' exit instead (a
+                    # stop sent to a hung peer would wait for dist_timeout_s).
+                    self._command(RankCommand("stop"))
+                self._serve_requests()
+            finally:
+                self.runlog.close()
 
     def _command(self, command: RankCommand) -> None:
         """Send ``command`` to the other ranks (a collective; raises when a rank died)."""

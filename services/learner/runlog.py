@@ -8,6 +8,9 @@
 On resume from a checkpoint at step s, lines with ``step > s`` are dropped (those steps were
 lost with the process and are trained again), so both files always describe one training
 lineage: every group appears once.
+
+Each metrics line also goes to the run's tracking sinks (``grpo.learner.tracking``: TensorBoard
+by default, W&B, MLflow), at its step, once it is written.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from grpo.learner.tracking import Tracker
 
 __all__ = ["RunLog"]
 
@@ -38,12 +43,15 @@ class RunLog:
 
     Args:
         run_dir: the run directory (created if needed).
+        tracker: the tracking sinks each metrics line is sent to (None = none yet; set
+            ``tracker`` once they are open).
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, tracker: Tracker | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.groups_path = run_dir / "groups.jsonl"
+        self.tracker = tracker
 
     def truncate_after(self, step: int) -> None:
         """Drop records of steps after ``step`` from both files (resume); atomic rewrite."""
@@ -63,9 +71,17 @@ class RunLog:
             os.replace(tmp, path)
 
     def write_step(self, metrics: Mapping[str, Any], groups: Sequence[Mapping[str, Any]]) -> None:
-        """Append one step's metrics line and its group lines (flushed, not fsynced)."""
+        """Append one step's metrics line and its group lines (flushed, not fsynced), then
+        send the metrics line to the tracking sinks at its ``step``."""
         with open(self.groups_path, "a") as fh:
             for rec in groups:
                 fh.write(json.dumps(_clean(dict(rec)), sort_keys=True) + "\n")
         with open(self.metrics_path, "a") as fh:
             fh.write(json.dumps(_clean(dict(metrics)), sort_keys=True) + "\n")
+        if self.tracker is not None:
+            self.tracker.log(metrics, int(metrics["step"]))
+
+    def close(self) -> None:
+        """Close the tracking sinks (flush TensorBoard, finish the W&B and MLflow runs)."""
+        if self.tracker is not None:
+            self.tracker.close()

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
+from grpo.learner.tracking import TrackingConfig
 from grpo.services.runtime.server import ServerSettings
 
 __all__ = ["LearnerServiceSettings"]
@@ -100,6 +101,11 @@ class LearnerServiceSettings(BaseModel):
         default=False,
         description="Shard the model with FSDP2 (fully_shard; NCCL on GPUs, gloo on CPU); "
         "checkpoints and published weights are gathered in full on rank 0.",
+    )
+    logging: TrackingConfig = Field(
+        default_factory=TrackingConfig,
+        description="Tracking sinks fed each metrics.jsonl line (TensorBoard by default; W&B, "
+        "MLflow) by rank 0.",
     )
     trainer: TrainerConfig = Field(
         default_factory=lambda: TrainerConfig(),

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.choices import SftScheduleName
 from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
+from grpo.learner.tracking import TrackingConfig
 from grpo.services.runtime.config import load_settings
 from grpo.services.settings.assembler import AssemblerConfig
 
@@ -493,6 +494,11 @@ class RunConfig(BaseModel):
     )
     learner: LearnerRunConfig = Field(default_factory=LearnerRunConfig, description="Learner.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    logging: TrackingConfig = Field(
+        default_factory=TrackingConfig,
+        description="Experiment tracking of the learner's per-step metrics: report_to "
+        "[tensorboard, wandb, mlflow] (TensorBoard alone by default).",
+    )
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Stop conditions.")
     supervision: RestartPolicy = Field(
         default_factory=RestartPolicy,

@@ -119,6 +119,7 @@ def learner_settings(
         # temperature / max_response_length were derived from `generation` by RunConfig.
         "trainer": learn.trainer.model_dump(mode="json"),
         "algo": learn.algo.model_dump(mode="json"),
+        "logging": config.logging.model_dump(mode="json"),  # run_name '' = the run dir's
     }
     return deep_merge(base, learn.extra)
 

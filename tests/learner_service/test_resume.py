@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 from helpers import wait_until
+from tracking_files import tensorboard_scalars
 
 from grpo.learner.checkpoint import latest_checkpoint
 from grpo.services.learner.service import build
@@ -128,6 +129,12 @@ def test_sigkill_then_restart_loses_and_repeats_nothing(
     # Versions stay monotonic across the restart (v3 of the lost step is never reused).
     assert versions[:2] == [1, 2] and versions[2:] == [5, 6, 7]
     assert redis_client.xpending(names.groups, "learner")["pending"] == 0
+    # TensorBoard (the default sink) shows the one lineage too: the killed process's step 3
+    # (version 3) is purged behind the restart's (version 5). The restart here can come within
+    # the second of the killed process's event file: the tracker waits for the next one.
+    scalars = tensorboard_scalars(run_dir / "tensorboard")
+    assert scalars["policy_version"] == {m["step"]: m["policy_version"] for m in steps}
+    assert scalars["groups_consumed"][5] == 10
 
 
 class _SavesAFile:
