@@ -299,7 +299,7 @@ def _save_ids(path: Path, ids: Mapping[str, str]) -> None:
 
 
 def _wait_for_a_new_second(previous: str | None) -> None:
-    """Sleep until the wall-clock second differs from the previous open's (< 1 s).
+    """Sleep until the wall-clock second is past the previous open's end (< 1 s).
 
     TensorBoard names an event file by its start second (then host and pid) and reads a
     directory's files in name order; W&B names an offline folder by its start second. A
@@ -350,8 +350,6 @@ def open_tracker(
     ids_path = run_dir / "tracking.json"
     ids = _load_ids(ids_path)
     _wait_for_a_new_second(ids.get("opened_unix_s"))
-    ids["opened_unix_s"] = repr(time.time())
-    _save_ids(ids_path, ids)
     settings = dict(settings or {})
     sinks: list[MetricsSink] = []
     try:
@@ -380,5 +378,8 @@ def open_tracker(
     except BaseException:
         Tracker(sinks).close()
         raise
+    # After every sink named its files: the next open starts in a later second than all.
+    ids["opened_unix_s"] = repr(time.time())
+    _save_ids(ids_path, ids)
     log.info("tracking", extra={"sinks": [s.name for s in sinks], "run_dir": str(run_dir)})
     return Tracker(sinks)
