@@ -28,7 +28,8 @@ KUBE_LATEST = kubernetes_validate.utils.latest_version()  # newest schemas shipp
 KUBE_OLDEST = "1.30.0"  # Chart.yaml kubeVersion floor
 RELEASE, NAMESPACE = "rl", "ml"
 PREFIX = f"{RELEASE}-grpo-pipeline"
-CRD_KINDS = {"ServiceMonitor"}  # no OpenAPI schema in kubernetes-validate (a CRD)
+# no OpenAPI schema in kubernetes-validate (CRDs: Prometheus Operator, Security Profiles Operator)
+CRD_KINDS = {"ServiceMonitor", "SeccompProfile"}
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 JUDGE = {
@@ -65,6 +66,8 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
         "networkPolicy": {"verifierFrom": [EVAL_PEER]},
         "verifierRouting": {"headless": False},
     },
+    # the code verifier's isolation runtime (docs/sandbox.md): its documented values file
+    "code-gvisor": yaml.safe_load((CHART / "examples" / "code-verifier-gvisor.yaml").read_text()),
     "discovery-monitoring-gvisor": {
         "discovery": {"enabled": True},
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
@@ -201,9 +204,10 @@ def test_default_release_has_every_kind() -> None:
         counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
     # 3 services + the driver + 3 verifiers; the learner and Redis are StatefulSets with their
     # own claims (volumeClaimTemplates): no shared PersistentVolumeClaim by default; the driver
-    # is a Job (no Service, no PDB).
+    # is a Job (no Service, no PDB); the code verifier's seccomp profile is a SeccompProfile.
     assert counts == {
         "ConfigMap": 1,
+        "SeccompProfile": 1,
         "Deployment": 5,
         "HorizontalPodAutoscaler": 3,
         "Job": 1,
@@ -223,16 +227,21 @@ def test_deployments_have_probes_resources_and_hardened_security(name: str) -> N
     assert deployments
     for dep_name, dep in deployments.items():
         pod = dep["spec"]["template"]["spec"]
-        assert pod["securityContext"]["runAsNonRoot"] is True, dep_name
+        # the code verifier with isolation runtime runs candidates as slot uids: root in a
+        # gVisor pod with the capabilities that takes (examples/code-verifier-gvisor.yaml)
+        runtime = dep_name.endswith("-verifier-code") and name == "code-gvisor"
+        assert pod["securityContext"]["runAsNonRoot"] is not runtime, dep_name
         assert pod["automountServiceAccountToken"] is (
             dep_name.endswith("-assembler") and values["discovery"]["enabled"]
         )
         (container,) = pod["containers"]
         sc = container["securityContext"]
-        assert sc["runAsNonRoot"] is True, dep_name
+        assert sc["runAsNonRoot"] is not runtime, dep_name
         assert sc["readOnlyRootFilesystem"] is True, dep_name
         assert sc["allowPrivilegeEscalation"] is False, dep_name
-        assert sc["capabilities"] == {"drop": ["ALL"]}, dep_name
+        caps = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETPCAP", "SETUID"]
+        want = {"drop": ["ALL"], "add": caps} if runtime else {"drop": ["ALL"]}
+        assert sc["capabilities"] == want, dep_name
         for kind in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(container["resources"][kind]), (dep_name, kind)
         probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
@@ -377,7 +386,11 @@ def test_docs_examples_are_valid_values(tmp_path: Path) -> None:
     merged = chart().merge_values(copy.deepcopy(install_example))
     files = chart().render(values=install_example, name=RELEASE, namespace=NAMESPACE)
     objects = manifests(files)
-    errors = [openapi_errors(json.dumps(o, sort_keys=True), KUBE_LATEST) for o in objects]
+    errors = [
+        openapi_errors(json.dumps(o, sort_keys=True), KUBE_LATEST)
+        for o in objects
+        if o["kind"] not in CRD_KINDS
+    ]
     assert [e for e in errors if e is not None] == []
     check_config_files(merged, objects, tmp_path)
     generation = config_files(objects)["rollout-worker.yaml"]
@@ -667,11 +680,23 @@ def test_tls_discovery_and_monitoring_options() -> None:
     assert code["containers"][0]["securityContext"]["procMount"] == "Unmasked"
     _, default = render("default")
     default_code = of_kind(default, "Deployment")[f"{PREFIX}-verifier-code"]["spec"]["template"]
-    assert (
-        "hostUsers" not in default_code["spec"] and "runtimeClassName" not in default_code["spec"]
-    )
-    # bubblewrap needs namespaces: Unconfined seccomp/AppArmor for this pod only, still non-root
-    assert default_code["spec"]["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert default_code["spec"]["hostUsers"] is False
+    assert "runtimeClassName" not in default_code["spec"]
+    # bubblewrap needs namespaces: the chart's Localhost profile, shipped through the Security
+    # Profiles Operator, for this pod only; still non-root
+    assert default_code["spec"]["securityContext"]["seccompProfile"] == {
+        "type": "Localhost",
+        "localhostProfile": f"operator/{NAMESPACE}/grpo-code-sandbox.json",
+    }
+    (profile,) = of_kind(default, "SeccompProfile").values()
+    shipped = json.loads((CHART / "files" / "code-sandbox-seccomp.json").read_text())
+    assert profile["metadata"] == {
+        "name": "grpo-code-sandbox",
+        "namespace": NAMESPACE,
+        "labels": profile["metadata"]["labels"],
+    }
+    assert profile["spec"] == shipped
+    assert not of_kind(render("code-gvisor")[1], "SeccompProfile")
     math = of_kind(default, "Deployment")[f"{PREFIX}-verifier-math"]["spec"]["template"]["spec"]
     assert math["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (monitor,) = of_kind(objects, "ServiceMonitor").values()

@@ -71,7 +71,14 @@ spec:
   securityContext:
     {{- $psc := deepCopy $w.podSecurityContext }}
     {{- with $w.seccompProfile }}
-    {{- $_ := set $psc "seccompProfile" . }}
+    {{- $sp := deepCopy . }}
+    {{- if and (eq $sp.type "Localhost") (not $sp.localhostProfile) }}
+    {{- if not (and $w.seccompOperator $w.seccompOperator.enabled) }}
+    {{- fail (printf "%s: seccompProfile Localhost needs localhostProfile, or seccompOperator.enabled" $component) }}
+    {{- end }}
+    {{- $_ := set $sp "localhostProfile" (printf "operator/%s/%s.json" $root.Release.Namespace $w.seccompOperator.name) }}
+    {{- end }}
+    {{- $_ := set $psc "seccompProfile" $sp }}
     {{- end }}
     {{- toYaml $psc | nindent 4 }}
   {{- $nodeSelector := default (dict) $w.nodeSelector }}

@@ -115,5 +115,5 @@ def test_red_team_suite_under_the_profile() -> None:
     tail = (out.stdout + out.stderr)[-6000:]
     assert out.returncode == 0, tail
     summary = re.search(r"(\d+) passed", tail)
-    assert summary is not None and int(summary.group(1)) >= 60, tail
+    assert summary is not None and int(summary.group(1)) >= 58, tail
     assert " failed" not in tail and " error" not in tail, tail
