@@ -279,10 +279,22 @@ class Critic:
         critic_stats = {k: v for k, v in stats.items() if k.startswith("critic/")}
         return critic_stats, bool(torch.isfinite(loss.detach()))
 
-    @property
-    def lr(self) -> float:
-        """The learning rate of the last optimizer step."""
-        return float(self.scheduler.get_last_lr()[0])
+    def metrics(self, targets: CriticTargets, *, grad_norm: float) -> dict[str, float]:
+        """The critic's step metrics besides its loss statistics (``backward``'s).
+
+        Args:
+            targets: this step's ``targets``.
+            grad_norm: the gradient L2 norm before clipping of its last optimizer step.
+
+        Returns:
+            ``critic/explained_variance`` (of the values at batch start), ``critic/grad_norm``
+            and ``critic/lr`` (of the last optimizer step).
+        """
+        return {
+            "critic/explained_variance": targets.explained_variance,
+            "critic/grad_norm": grad_norm,
+            "critic/lr": float(self.scheduler.get_last_lr()[0]),
+        }
 
 
 def build_critic(

@@ -720,8 +720,6 @@ class Trainer:
         metrics["optim/zero_advantage_rows_skipped"] = float(
             (~tally.ran & plan.batch.row_valid).sum()
         )
-        if plan.critic is not None:
-            metrics["critic/explained_variance"] = plan.critic.explained_variance
         last = tally.updates[-1].grad_norms  # π_θ's, then the critic's
         finite_norms = [u.grad_norms[0] for u in tally.updates if math.isfinite(u.grad_norms[0])]
         metrics["optim/grad_norm"] = last[0]
@@ -730,9 +728,8 @@ class Trainer:
         metrics["optim/skipped_steps"] = float(tally.count("skipped"))
         metrics["optim/skipped_steps_total"] = float(self.skipped_steps_total)
         metrics["optim/no_signal_steps"] = float(tally.count("no_signal"))
-        if self.critic is not None:
-            metrics["critic/grad_norm"] = last[1]
-            metrics["critic/lr"] = self.critic.lr
+        if plan.critic is not None and self.critic is not None:
+            metrics.update(self.critic.metrics(plan.critic, grad_norm=last[1]))
         metrics["time/old_logprobs_s"] = t_old - t_start
         metrics["time/step_s"] = t_end - t_start
         return metrics
