@@ -78,7 +78,6 @@ def test_every_literal_field_of_the_configs_is_a_declared_choice() -> None:
     from grpo.learner.losses import RATIO_LEVELS
     from grpo.learner.process import PROCESS_NORMALIZATIONS
     from grpo.learner.schedule import SCHEDULES
-
     from grpo.services.settings.run import SftConfig
 
     declared = [getattr(choices, n) for n in choices.__all__ if n != "names"]
