@@ -83,10 +83,12 @@ CMD ["serve", "verifier-math", "--config", "/etc/grpo/config.yaml"]
 
 FROM runtime AS verifier-code
 # bubblewrap builds the sandbox without setuid: it needs unprivileged user namespaces on the
-# node and a seccomp/AppArmor profile that allows them (see docs/kubernetes.md).
+# node and the chart's seccomp profile (isolation bubblewrap, docs/kubernetes.md). procps'
+# kill ends a slot uid's processes under isolation runtime (gVisor/Kata; setpriv is in
+# util-linux, which the base image has).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap \
+    && apt-get install -y --no-install-recommends bubblewrap procps \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build-code /opt/venv /opt/venv
 USER 10001:10001

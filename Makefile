@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl run clean config-docs chart-schema
+.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl run clean config-docs chart-schema seccomp-profile
 
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap, runsc and buf
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -67,6 +67,9 @@ run:  ## the main job: SFT warm start then GRPO on arithmetic, on this machine
 
 chart-schema:  ## regenerate the service-config part of helm/grpo-pipeline/values.schema.json from the settings models
 	$(PY) scripts/chart_schema.py
+
+seccomp-profile:  ## regenerate the code verifier's Localhost seccomp profile (helm/grpo-pipeline/files/code-sandbox-seccomp.json)
+	$(PY) scripts/seccomp_profile.py
 
 config-docs:  ## regenerate docs/configuration.md from the settings models' Field descriptions
 	$(PY) -m grpo.services.runtime.config --markdown > docs/configuration.md

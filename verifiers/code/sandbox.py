@@ -62,6 +62,17 @@ production); CPU share between slots (no cgroup CPU quota); side channels (timin
 kernel version); denial of service against the verifier by a caller that sends its own test
 code (tests are trusted input; keep the Score RPC on a private network or mTLS).
 
+``isolation: runtime`` (``SandboxSettings.isolation``) is the mode for a gVisor/Kata pod,
+where the pod is the boundary: no bwrap; each sample is a process of its slot uid (via
+``setpriv``, capability bounding set emptied) in a fresh 0700 work dir, with the same rlimits
+and a seccomp filter that also refuses sockets, io_uring, SysV/POSIX-queue IPC and new
+namespaces; the driver's first process ends every process of the uid when the sample is over
+(``kill(-1)``), and the service removes what the uid left in the pod's world-writable dirs.
+It needs root with CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETPCAP, SETUID. Not covered
+there besides the above: a per-sample disk cap (``RLIMIT_FSIZE`` per file only), files a
+sample makes world-readable in ``/tmp`` are visible to a sample of another slot running at the
+same time (never to a later one), and whatever the runtime itself exposes (docs/sandbox.md).
+
 Without root the harness cannot switch uids: it then runs bwrap as the service's own uid and
 relies on the PID namespaces alone for cleanup (RLIMIT_NPROC then counts the service's own
 processes too). ``allow_unsandboxed`` (development only) runs the driver with no bwrap at all.
