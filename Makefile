@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl run clean config-docs chart-schema seccomp-profile
+.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl gpu-check run clean config-docs chart-schema seccomp-profile
 
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap, runsc and buf
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -54,6 +54,9 @@ chart-wiring:  ## the Helm release rendered and run as local processes, trains 3
 
 bench:  ## speed and memory benchmarks, printed as ratios measured in the same run
 	$(PY) -m bench
+
+gpu-check:  ## learner step (tokens/s, MFU, memory), FSDP2, LoRA and generation of a 0.5B model on a CUDA device, <= 5 min (docs/gpu-check.md); GPU_CHECK_ARGS=--dry-run on the CPU
+	scripts/gpu-check.sh $(GPU_CHECK_ARGS)
 
 TRL_VENV ?= .venv-trl
 bench-vs-trl:  ## the main job's task side by side with TRL's GRPOTrainer (TRL in its own venv, 3 seeds; long)

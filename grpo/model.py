@@ -107,6 +107,8 @@ def init_tiny_model(
     kv_heads: int = 2,
     intermediate: int = 512,
     max_positions: int = 512,
+    vocab_size: int | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Path:
     """Write a randomly initialised tiny Qwen2 causal LM and its char tokenizer to ``out_dir``.
 
@@ -122,12 +124,17 @@ def init_tiny_model(
         kv_heads: Key/value heads (grouped-query attention).
         intermediate: MLP inner size.
         max_positions: Maximum prompt + generated tokens.
+        vocab_size: The model's vocabulary (embedding rows); None = the tokenizer's. A larger
+            one pads the embedding past the tokenizer's ids, as released checkpoints do
+            (Qwen2.5's 151,936 rows for 151,665 tokens); ids past the tokenizer decode to "".
+        dtype: Parameter dtype of the saved weights; None = float32.
 
     Returns:
         The folder written (``config.json``, ``model.safetensors``, ``tokenizer.json``, ...).
 
     Raises:
-        InvalidArgumentError: a size is not positive or the head counts do not divide.
+        InvalidArgumentError: a size is not positive, the head counts do not divide or
+            ``vocab_size`` is below the tokenizer's size.
     """
     # Importing the model classes loads sympy (via the torch code they use): only when building.
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -143,8 +150,12 @@ def init_tiny_model(
             f"kv_heads ({kv_heads})"
         )
     tok = build_char_tokenizer()
+    if vocab_size is not None and vocab_size < len(tok):
+        raise InvalidArgumentError(
+            f"vocab_size ({vocab_size}) must be at least the tokenizer's {len(tok)} tokens"
+        )
     config = Qwen2Config(
-        vocab_size=len(tok),
+        vocab_size=vocab_size or len(tok),
         hidden_size=hidden,
         intermediate_size=intermediate,
         num_hidden_layers=layers,
@@ -159,6 +170,8 @@ def init_tiny_model(
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
+    if dtype is not None:
+        torch.nn.Module.to(model, dtype)  # in place (transformers' typed ``to`` misleads mypy)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

@@ -43,3 +43,18 @@ def test_bad_sizes_and_missing_tokenizer(tmp_path: Path) -> None:
         init_tiny_model(tmp_path / "x", layers=0)
     with pytest.raises(NotFoundError, match=r"tokenizer\.json"):
         load_tokenizer(tmp_path)
+
+
+def test_a_padded_vocabulary_in_bf16(tmp_path: Path) -> None:
+    """The GPU check's model: a vocabulary padded past the tokenizer's, saved in bf16; ids
+    past the tokenizer decode to nothing (as a released checkpoint's padding rows do)."""
+    folder = init_tiny_model(
+        tmp_path / "m", hidden=32, layers=1, vocab_size=600, dtype=torch.bfloat16
+    )
+    model = AutoModelForCausalLM.from_pretrained(str(folder))
+    assert model.config.vocab_size == 600 and model.lm_head.weight.shape[0] == 600
+    assert model.dtype == torch.bfloat16
+    tok = load_tokenizer(folder)
+    assert len(tok) < 600 and tok.decode([40, 599, 41]) == tok.decode([40, 41])
+    with pytest.raises(InvalidArgumentError, match="vocab_size"):
+        init_tiny_model(tmp_path / "x", vocab_size=10)
