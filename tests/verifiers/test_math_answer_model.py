@@ -228,6 +228,8 @@ def test_real_sets_equal_in_any_rendering_and_unequal_after_any_change(data: st.
     st.integers(0, 3),
 )
 def test_ratios_equal_when_proportional_only(terms: list[int], factor: int, bump: int) -> None:
+    # two terms written h:mm read as a clock time (issue 27), below: keep to ratios here
+    assume(len(terms) > 2 or (terms[1] < 10 and terms[1] * factor < 10))
     gold = _read(":".join(map(str, terms)))
     assert answers_equal(gold, _read(":".join(str(t * factor) for t in terms)))
     bumped = [t + (1 if i == bump % len(terms) else 0) for i, t in enumerate(terms)]
@@ -237,6 +239,17 @@ def test_ratios_equal_when_proportional_only(terms: list[int], factor: int, bump
         for j in range(i + 1, len(terms))
     )
     assert answers_equal(gold, _read(":".join(map(str, bumped)))) is proportional
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 59), st.integers(1, 11))
+def test_clock_times_are_times_not_ratios(hour: int, minute: int, later: int) -> None:
+    time = f"{hour}:{minute:02d}"
+    other = f"{(hour + later - 1) % 12 + 1}:{minute:02d}"  # the same minutes, another hour
+    assert answers_equal(_read(time), _read(time))
+    assert answers_equal(_read(time), _read(f"{hour % 12 + 12}:{minute:02d}"))  # 4:00 is 16:00
+    assert not answers_equal(_read(time), _read(other))  # 4:00 is not 8:00 (ratios 1:2)
+    assert not answers_equal(_read(time), _read(str(hour)))
 
 
 def _digits(n: int, base: int) -> str:

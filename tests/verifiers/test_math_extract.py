@@ -12,13 +12,14 @@ from grpo.verifiers.math.extract import UnclosedBoxError
     ("response", "answer", "rule"),
     [
         (r"so $\boxed{\frac{1}{2}}$", r"\frac{1}{2}", "boxed"),
-        (r"first \boxed{2} then \boxed{3}", "2, 3", "boxed"),  # two parts, never "23"
+        (r"first \boxed{2} then \boxed{3}", "3", "boxed"),  # the last box wins
+        (r"it is \boxed{2}, \boxed{3}", "2, 3", "boxed"),  # stated together: two parts
         (r"\boxed{7} and again \boxed{ 7 }", "7", "boxed"),  # equal boxes count once
         ("<think>\\boxed{4}</think>so \\boxed{5}", "5", "boxed"),  # drafts in the reasoning
         ("\\boxed{3} wait.\n**Final Answer**\n\\boxed{5}", "5", "boxed"),
         ("\\boxed{5}<|im_end|>\n<|im_start|>user\n\\boxed{6}", "5", "boxed"),  # next turn
         ("The answer is 12 apples.", "12", "answer_is"),
-        ("The answers are 4 and 6.", "4 and 6", "answer_is"),
+        ("The answers are 4 and 6.", "4, 6", "answer_is"),  # two parts
         ("The answer is $x<1$ or $x>2$.", "x<1$ or $x>2", "answer_is"),  # joined segments
         ("The answer is $5$, and $6$ is wrong.", "5", "answer_is"),  # the sentence goes on
         ("The answer is $4$.", "4", "answer_is"),  # math, not money
@@ -27,24 +28,24 @@ from grpo.verifiers.math.extract import UnclosedBoxError
         ("The answer is 3 1/2", "3 1/2", "answer_is"),
         ("The answer is Evelyn.", "Evelyn", "answer_is"),
         ("**Answer:** **17**", "17", "answer_is"),
-        ("The laptop costs $2,450.", "2,450", "last_number"),
+        ("The laptop costs $2,450.", "$2,450", "last_number"),
         ("so 1.5e3 in all", "1.5e3", "last_number"),
         (r"\boxed{\{1,\{2\}\}}", r"\{1,\{2\}\}", "boxed"),
         (r"\fbox{a{b{c}}d}", "a{b{c}}d", "boxed"),
         (r"\boxed 5 apples", "5", "boxed"),
         ("Natalia sold 48/2 = 24 clips.\n#### 1,234", "1,234", "gsm8k"),
-        ("So the answer is $18. Done.", "18", "answer_is"),
+        ("So the answer is $18. Done.", "$18", "answer_is"),
         ("The final answer is (B).", "(B)", "answer_is"),
         ("7+8=15,4+3+1=8:85", "85", "last_number"),  # the arithmetic job's format
         ("12*3=36,1*3=3:360", "360", "last_number"),
         ("it is 3.5 or maybe 1,000", "1,000", "last_number"),
-        ("x = -7/2", "-7/2", "last_number"),
+        ("x = -7/2", "x = -7/2", "final_statement"),  # an assignment stays whole
         ("Final Answer: The final answer is 3. I hope it is correct.", "3", "answer_is"),
         ("The answer is **2**.", "2", "answer_is"),
         ("**Answer:** 42", "42", "answer_is"),
-        (r"The probability is $\frac{1}{2}$.", r"\frac{1}{2}", "last_math"),
-        (r"so \(x^2+1\) it is", "x^2+1", "last_math"),
-        ("She paid $5 an hour, so she made $40.", "40", "last_number"),
+        (r"The probability is $\frac{1}{2}$.", r"\frac{1}{2}", "final_statement"),
+        (r"so \(x^2+1\) it is", "x^2+1", "final_statement"),
+        ("She paid $5 an hour, so she made $40.", "$40", "last_number"),
     ],
 )
 def test_extract_answer(response: str, answer: str, rule: str) -> None:

@@ -20,7 +20,7 @@ _SUPER = dict(zip("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹", strict=True))
 
 
 def _score(gold: str, answer: str) -> tuple[int, float]:
-    status, reward, _, _ = check_answer(gold, rf"The final answer is $\boxed{{{answer}}}$.", 1e-6)
+    status, reward, _, _ = check_answer(gold, rf"The final answer is $\boxed{{{answer}}}$.")
     return status, reward
 
 

@@ -28,7 +28,7 @@ def test_table_is_large_and_covers_every_category() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{i}-{r.category}" for i, r in enumerate(ROWS)])
 def test_row(row: Row) -> None:
-    status, reward, extracted, detail = check_answer(row.gold, row.response, 1e-6)
+    status, reward, extracted, detail = check_answer(row.gold, row.response)
     assert reward == row.expected, (extracted, detail)
     if row.expected == 1:
         assert status == OK

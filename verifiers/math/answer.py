@@ -49,10 +49,14 @@ __all__ = [
     "Items",
     "Matrix",
     "Ratio",
+    "Relations",
     "Scalar",
     "Text",
+    "Time",
     "Tuple",
     "Union",
+    "is_name",
+    "is_set_phrase",
     "read_answer",
 ]
 
@@ -164,6 +168,28 @@ class Ratio:
     terms: tuple[Scalar, ...]
 
 
+@dataclass(frozen=True)
+class Time:
+    """A clock time ``h:mm`` (``4:00``, ``16:30``, ``4:00 pm``): not a ratio.
+
+    ``minutes`` are the readings as minutes after midnight: one with ``am``/``pm`` or an hour
+    over 12, else the two halves of the day (``4:00`` is 4:00 or 16:00). ``terms`` are the
+    hour and minute as written, for a gold that is a ratio (``1:2`` vs ``5:10``).
+    """
+
+    minutes: frozenset[int]
+    terms: tuple[Scalar, Scalar] = (Scalar("0"), Scalar("0"))
+
+
+@dataclass(frozen=True)
+class Relations:
+    """A chain of relations that is not one interval of one variable: ``0 < a < b < 1``,
+    ``2x + 1 > 5``; ``kinds`` are ``lt``, ``le``, ``gt``, ``ge``, ``ne`` between the terms."""
+
+    terms: tuple[Scalar, ...]
+    kinds: tuple[str, ...]
+
+
 _REAL_LINE = Interval(Scalar(r"-\infty"), Scalar(r"\infty"), False, False)
 
 Answer = (
@@ -179,6 +205,8 @@ Answer = (
     | Equation
     | BaseNumber
     | Ratio
+    | Time
+    | Relations
 )
 """Any node of the answer model."""
 
@@ -188,6 +216,15 @@ _VARIABLE = re.compile(
     r"^(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|theta|phi|lambda|mu|omega|sigma|rho|tau|psi))"
     r"(?:_\{?[A-Za-z0-9]+\}?)?'?$"
 )
+# a named quantity on the left of an equation: its value is what the equation states
+_NAME = re.compile(
+    r"^(?:(?:m\s*)?\\angle\s*\{?[A-Za-z]+\}?|[A-Z]{2,4}|\\overline\{[A-Z]{2,3}\}|[A-Za-z]\([^()=<>]*\)"
+    r"|\[[A-Z]{3,}\]|\\text\{[A-Za-z ]+\}|\\frac\{[A-Z]{2,}\}\{[A-Z]{2,}\}|\|[A-Z]{2}\|"
+    r"|\((?:[A-Za-z](?:_\{?[0-9]+\}?)?\s*,\s*)+[A-Za-z](?:_\{?[0-9]+\}?)?\)"
+    r"|\\(?:log|ln|lg|sin|cos|tan|sec|csc|cot)(?:_\{?[0-9a-z]+\}?)?\s*"
+    r"(?:\{[-\d.]+\}|\([^()=<>]*\)|[\d.]+)(?:\^\s*\{?\\circ\}?)?)$"
+)
+_CLOCK = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)\s*(am|pm)?$", re.IGNORECASE)
 _MATRIX = re.compile(
     r"^\\begin\{(pmatrix|bmatrix|Bmatrix|matrix|smallmatrix|array)\}(?:\{[lcr|]*\})?"
     r"(.*)\\end\{\1\}$",
@@ -232,6 +269,42 @@ _RELATIONS = (
     ("<", "lt"),
     (">", "gt"),
 )
+
+
+def is_name(lhs: str) -> bool:
+    """A variable (``y``, ``x_1``, ``\\theta``) or a named quantity (``\\angle C``,
+    ``m\\angle ABC``, ``AB``, ``\\frac{AB}{CD}``, ``f(3)``, ``P(A)``, ``[ABC]``,
+    ``\\text{area}``, a tuple of variables ``(a, b, c)``): what an equation ``lhs = rhs``
+    names, so that ``rhs`` is its value. An expression in an unknown (``2x``, ``x^2``,
+    ``a + b``) is not a name."""
+    lhs = lhs.strip()
+    bare = "".join(lhs.split())  # f (-1), \angle C
+    return bool(_VARIABLE.match(lhs) or _NAME.match(lhs) or _NAME.match(bare))
+
+
+def is_set_phrase(text: str) -> bool:
+    """Words that name a set of reals ("all real numbers", "all real numbers except 0 and 1",
+    "the positive reals"): an answer in words that holds numbers."""
+    words = " ".join(text.lower().split()).rstrip(".")
+    return bool(_REAL_WORDS.match(words) or _HALF_LINE.match(words) or _REAL_EXCEPT.match(words))
+
+
+def _time(text: str) -> Time | None:
+    """``4:00``, ``16:30``, ``4:00 pm`` as a :class:`Time`; None when not a clock time."""
+    m = _CLOCK.match(text)
+    if m is None:
+        return None
+    hour, minute, half = int(m.group(1)), int(m.group(2)), (m.group(3) or "").lower()
+    terms = (Scalar(m.group(1)), Scalar(m.group(2)))
+    if half:
+        if not 1 <= hour <= 12:
+            return None
+        minutes = (hour % 12 + (12 if half == "pm" else 0)) * 60 + minute
+        return Time(frozenset({minutes}), terms)
+    readings = {hour * 60 + minute}
+    if 1 <= hour <= 12:
+        readings |= {(hour % 12) * 60 + minute, (hour % 12 + 12) * 60 + minute}
+    return Time(frozenset(readings), terms)
 
 
 def _top_level(text: str) -> list[tuple[int, int]]:
@@ -370,6 +443,8 @@ def _read(text: str, level: int) -> Answer:
         removed = [re.sub(r"^[a-z]\s*=\s*", "", p) for p in _split(except_.group(1), _LIST_SEPS)]
         return Difference(_REAL_LINE, Items(_items(removed, level), braces=True))
     matrix = _MATRIX.match(text)
+    if matrix is None and text[:1] in "[(" and text[-1:] in "])":
+        matrix = _MATRIX.match(text[1:-1].strip())  # \left[\begin{array}..\end{array}\right]
     if matrix is not None:
         return _matrix(matrix.group(2), level)
     difference = _difference(text, level)
@@ -384,6 +459,13 @@ def _read(text: str, level: int) -> Answer:
     parts = _split(text, _LIST_SEPS)
     if len(parts) > 1:
         return _list(_items(parts, level))
+    equation = _split(text, ("=", r"\in"))
+    if len(equation) > 1:
+        lhs, rhs = equation[0], equation[-1]
+        if not lhs or not rhs:
+            raise AnswerSyntaxError("an equation with an empty side")
+        variable = lhs if is_name(lhs) else ""
+        return Equation(lhs, _read(rhs, level + 1), variable)
     plus_minus = _split(text, (r"\pm", r"\mp"))
     if len(plus_minus) == 2:
         a, b = plus_minus
@@ -392,19 +474,18 @@ def _read(text: str, level: int) -> Answer:
         if not a:
             return Items((_read(b, level + 1), _read(f"-({b})", level + 1)))
         return Items((Scalar(f"{a}+({b})"), Scalar(f"{a}-({b})")))
-    equation = _split(text, ("=", r"\in"))
-    if len(equation) > 1:
-        lhs, rhs = equation[0], equation[-1]
-        if not lhs or not rhs:
-            raise AnswerSyntaxError("an equation with an empty side")
-        variable = lhs if _VARIABLE.match(lhs) else ""
-        return Equation(lhs, _read(rhs, level + 1), variable)
+    clock = _time(text)
+    if clock is not None:
+        return clock
     ratio = _split(text, (":",))
     if len(ratio) > 1:
         if len(ratio) > MAX_ITEMS or any(not t for t in ratio):
             raise AnswerSyntaxError("a ratio with an empty or too many terms")
         return Ratio(tuple(Scalar(t) for t in ratio))
-    inequality = _inequality(text, level)
+    try:
+        inequality = _inequality(text, level)
+    except _NotInterval as exc:
+        return exc.relations
     if inequality is not None:
         return inequality[1]
     if _balanced_wrap(text, r"\{", r"\}"):
@@ -447,6 +528,15 @@ def _is_words(text: str) -> bool:
 
 def _list(items: tuple[Answer, ...]) -> Answer:
     """A list whose first item assigns a variable spreads it: ``n=2, 3`` is ``n=2, n=3``."""
+    flat: list[Answer] = []
+    for item in items:  # x = \pm 2, 3: the two values of the first item are items too
+        if isinstance(item, Equation) and isinstance(item.rhs, Items) and not item.rhs.braces:
+            flat += [Equation(item.lhs, v, item.variable) for v in item.rhs.items]
+        elif isinstance(item, Items) and not item.braces:
+            flat += item.items
+        else:
+            flat.append(item)
+    items = tuple(flat)
     first = items[0]
     if isinstance(first, Equation) and first.variable:
         spread = [first]
@@ -511,7 +601,7 @@ def _inequality(text: str, level: int) -> tuple[str, Interval | Union] | None:
             variable, bound = right, Scalar(left)
             kind = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(kind, kind)
         else:
-            raise AnswerSyntaxError("an inequality without a bare variable on one side")
+            raise _NotInterval(pieces, kinds)
         if kind == "ne":
             return variable, Union(
                 (Interval(minus_inf, bound, False, False), Interval(bound, inf, False, False))
@@ -530,7 +620,15 @@ def _inequality(text: str, level: int) -> tuple[str, Interval | Union] | None:
             lo, hi = hi, lo
             return pieces[1], Interval(lo, hi, kinds[1] == "ge", kinds[0] == "ge")
         return pieces[1], Interval(lo, hi, kinds[0] == "le", kinds[1] == "le")
-    raise AnswerSyntaxError("an inequality that is not one interval")
+    raise _NotInterval(pieces, kinds)
+
+
+class _NotInterval(AnswerSyntaxError):
+    """Relations that are not one interval of one variable (:class:`Relations`)."""
+
+    def __init__(self, pieces: list[str], kinds: list[str]) -> None:
+        super().__init__("relations that are not one interval of one variable")
+        self.relations = Relations(tuple(Scalar(p) for p in pieces), tuple(kinds))
 
 
 def _conditions(text: str, level: int, variable: str = "") -> Union | Intersection | None:

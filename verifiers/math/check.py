@@ -31,13 +31,13 @@ import logging
 import re
 
 from grpo.v1 import common_pb2
-from grpo.verifiers.math.answer import Answer, AnswerSyntaxError, Items, read_answer
+from grpo.verifiers.math.answer import Answer, AnswerSyntaxError, Equation, Items, read_answer
 from grpo.verifiers.math.compare import AnswerParseError, UndecidedError, answers_equal
-from grpo.verifiers.math.extract import UnclosedBoxError, extract_answer
+from grpo.verifiers.math.extract import FORMATS, UnclosedBoxError, extract_answer
 from grpo.verifiers.math.normalize import normalize_with_units
 from grpo.verifiers.math.units import units_conflict
 
-__all__ = ["CheckResult", "check_answer", "read_gold", "read_response"]
+__all__ = ["CheckResult", "check_answer", "read_gold", "read_response", "several_values"]
 
 CheckResult = tuple[int, float, str, str]
 """(``SCORE_STATUS_*`` value, reward, normalized extracted answer, detail)."""
@@ -53,6 +53,7 @@ _CHOICE_ANSWER = re.compile(
     r"(?:\(([A-E])\)(?=\s|$)|([A-E])(?:[).:](?=\s|$))?(?=\s*$)|([A-E])[).:](?=\s))(.*)$",
     re.IGNORECASE | re.DOTALL,
 )
+_CHOICE_LABEL = re.compile(r"^\(?[A-E][.:)]\)?\s+(\S.*)$", re.DOTALL)
 _LONE_LETTER = re.compile(r"(?<![A-Za-z\\])[A-Ea-e](?![A-Za-z])")
 _OPERATORS = frozenset("+-*/^=<>_")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
@@ -91,25 +92,50 @@ def read_gold(gold: str) -> tuple[str, Answer, frozenset[str]]:
     """
     parts = [gold]
     if "\\boxed" in gold or "\\fbox" in gold:
-        found = extract_answer(gold)
+        found = extract_answer(gold, "boxed", several=True)
         if found is not None:
             parts = [t for _, t in found.parts]
     return _model(parts)
 
 
-def read_response(response: str) -> tuple[str, str, Answer, frozenset[str]] | str:
+def several_values(gold: Answer) -> bool:
+    """The gold is a list of values (several boxes of a response then form one list)."""
+    return isinstance(gold, Items) and len(gold.items) > 1
+
+
+def read_response(
+    response: str,
+    answer_format: str = "lenient",
+    several: bool = False,
+    prompt: str = "",
+    equation: bool = False,
+) -> tuple[str, str, Answer, frozenset[str]] | str:
     """The response's (rule, normalized text, model, known units), or why there is no answer.
+
+    Args:
+        response: the model's response.
+        answer_format: one of ``extract.FORMATS``.
+        several: the gold is a list (:func:`several_values`).
+        prompt: the task's prompt (a restated sentence is no final statement).
+        equation: the gold is an equation (a final statement ``lhs = rhs`` stays whole).
 
     Raises:
         AnswerSyntaxError: the extracted answer cannot be read into the model.
+        AnswerFormatError: an unknown ``answer_format``.
     """
     try:
-        found = extract_answer(response)
+        found = extract_answer(response, answer_format, several, prompt, equation)
     except UnclosedBoxError as exc:
         return str(exc)
     if found is None:
-        return "no final answer found"
-    text, model, units = _model([t for _, t in found.parts])
+        return f"no final answer found ({answer_format} format)"
+    parts = [t for _, t in found.parts]
+    if len(parts) == 1 and (label := _CHOICE_LABEL.match(parts[0])) is not None:
+        parts = [label.group(1)]  # "A. 250" against a gold that is no choice: the value
+    text, model, units = _model(parts)
+    if found.hedge and (len(parts) == 1 or isinstance(model, Items)):
+        # "7, or perhaps 9"; \boxed{3} or \boxed{4} (not two spellings of one value)
+        return f"{found.rule}: a hedge, several answers without a choice ({found.text[:80]!r})"
     return found.rule, text, model, units
 
 
@@ -149,7 +175,7 @@ def _gold_key(gold: str) -> str:
         return gold.strip()
 
 
-def _early_choice(gold: str, response: str) -> CheckResult | None:
+def _early_choice(gold: str, response: str, answer_format: str, prompt: str) -> CheckResult | None:
     """A choice gold against a one-part answer, before the answer model reads ``C) 42``.
 
     None when the gold is no choice letter or the answer is not one single choice.
@@ -157,10 +183,10 @@ def _early_choice(gold: str, response: str) -> CheckResult | None:
     if _CHOICE_GOLD.match(gold.strip()) is None:
         return None
     try:
-        found = extract_answer(response)
+        found = extract_answer(response, answer_format, prompt=prompt)
     except UnclosedBoxError:
         return None
-    if found is None or len(found.parts) != 1:
+    if found is None or len(found.parts) != 1 or found.hedge:
         return None
     raw = found.parts[0][1]
     if len(set(_OTHER_LETTER.findall(_COMMAND.sub(" ", raw)))) > 1:
@@ -173,22 +199,49 @@ def _early_choice(gold: str, response: str) -> CheckResult | None:
     return common_pb2.SCORE_STATUS_OK, float(choice), text, f"{found.rule}: {verdict}"
 
 
-def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
+def check_answer(
+    gold: str,
+    response: str,
+    answer_format: str = "lenient",
+    rel_tol: float | None = None,
+    prompt: str = "",
+) -> CheckResult:
     """Score ``response`` against ``gold``: 1.0 when its final answer is equivalent, else 0.0.
 
     Args:
         gold: the reference answer (LaTeX or plain text, may be boxed).
         response: the model's response.
-        rel_tol: relative tolerance for decimals (see ``compare``).
+        answer_format: where the answer must be (``extract.FORMATS``: ``lenient``, ``boxed``,
+            ``answer_tag``, ``gsm8k``); a strict format never falls back to guessing.
+        rel_tol: None for the MATH convention on approximations (a decimal never equals a
+            value no finite decimal writes unless the gold is itself a decimal), else the
+            relative tolerance of the opt-in rule (``compare``).
+        prompt: the task's prompt; a sentence of the response restated from it is not a
+            final statement.
 
     Returns:
-        ``(status, reward, extracted, detail)`` with the statuses of the module docstring.
+        ``(status, reward, extracted, detail)`` with the statuses of the module docstring;
+        ``INTERNAL`` for an unknown ``answer_format`` or a gold that cannot be read (task
+        errors).
     """
-    early = _early_choice(_gold_key(gold), response)
+    if answer_format not in FORMATS:
+        detail = f"task answer_format {answer_format!r} is not one of {', '.join(FORMATS)}"
+        return common_pb2.SCORE_STATUS_INTERNAL, 0.0, "", detail
+    early = _early_choice(_gold_key(gold), response, answer_format, prompt)
     if early is not None:
         return early
     try:
-        read = read_response(response)
+        _, gold_model, gold_units = read_gold(gold)
+    except (AnswerSyntaxError, RecursionError) as exc:
+        return common_pb2.SCORE_STATUS_INTERNAL, 0.0, "", f"gold answer: {exc}"[:500]
+    try:
+        read = read_response(
+            response,
+            answer_format,
+            several_values(gold_model),
+            prompt,
+            isinstance(gold_model, Equation) and not gold_model.variable,
+        )
     except AnswerSyntaxError as exc:
         return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, "", f"answer: {exc}"[:500]
     except RecursionError:
@@ -197,10 +250,6 @@ def check_answer(gold: str, response: str, rel_tol: float) -> CheckResult:
         status = common_pb2.SCORE_STATUS_NO_ANSWER
         return status, 0.0, "", read
     rule, answer_text, answer, answer_units = read
-    try:
-        _, gold_model, gold_units = read_gold(gold)
-    except (AnswerSyntaxError, RecursionError) as exc:
-        return common_pb2.SCORE_STATUS_INTERNAL, 0.0, answer_text, f"gold answer: {exc}"[:500]
     if units_conflict(gold_units, answer_units):
         detail = f"{rule}: different units ({', '.join(sorted(answer_units))})"
         return common_pb2.SCORE_STATUS_OK, 0.0, answer_text, detail

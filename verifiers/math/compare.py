@@ -61,8 +61,10 @@ from grpo.verifiers.math.answer import (
     Items,
     Matrix,
     Ratio,
+    Relations,
     Scalar,
     Text,
+    Time,
     Tuple,
     Union,
 )
@@ -91,13 +93,15 @@ class UndecidedError(RuntimeError):
     """Both values are well-formed, but the verifier could not compare them."""
 
 
-def answers_equal(gold: Answer, answer: Answer, rel_tol: float = 1e-6) -> bool:
+def answers_equal(gold: Answer, answer: Answer, rel_tol: float | None = None) -> bool:
     """Decide whether ``answer`` is equivalent to ``gold`` (rules in the module docstring).
 
     Args:
         gold: the gold answer's model.
         answer: the response's answer model.
-        rel_tol: relative tolerance when a decimal was written.
+        rel_tol: None for the MATH convention on approximations (a written decimal never
+            equals a value no finite decimal is, unless the gold is that decimal); a float
+            for the opt-in tolerance rule (``_Comparer._values_equal``).
 
     Returns:
         True when equivalent.
@@ -110,7 +114,7 @@ def answers_equal(gold: Answer, answer: Answer, rel_tol: float = 1e-6) -> bool:
 
 
 class _Comparer:
-    def __init__(self, rel_tol: float) -> None:
+    def __init__(self, rel_tol: float | None) -> None:
         self.rel_tol = rel_tol
         self.cache: dict[tuple[int, int], bool] = {}
 
@@ -129,8 +133,18 @@ class _Comparer:
                 return self.equal(g.whole, a.whole) and self.equal(g.removed, a.removed)
             assert isinstance(g, Intersection) and isinstance(a, Intersection)
             return len(g.parts) == len(a.parts) and self._match(g.parts, a.parts)
+        named = self._named_tuple(g, a)
+        if named is not None:
+            return named
         if isinstance(g, Items | Union) or isinstance(a, Items | Union):
             return self._collections(g, a)
+        if isinstance(g, Ratio) and isinstance(a, Time):
+            return self._ratio(g, Ratio(a.terms))  # a ratio asked: 5:10 is 1:2
+        if isinstance(g, Time) or isinstance(a, Time):
+            # a clock time asked: never a ratio (4:00 vs 8:00), equal times only
+            return isinstance(g, Time) and isinstance(a, Time) and bool(g.minutes & a.minutes)
+        if isinstance(g, Relations) or isinstance(a, Relations):
+            return self._relations(g, a)
         if isinstance(g, BaseNumber) or isinstance(a, BaseNumber):
             return _based(g, a)
         if isinstance(g, Ratio) or isinstance(a, Ratio):
@@ -142,6 +156,38 @@ class _Comparer:
         if isinstance(g, Tuple | Interval | Matrix) or isinstance(a, Tuple | Interval | Matrix):
             return self._ordered(g, a)
         return False
+
+    def _named_tuple(self, g: Answer, a: Answer) -> bool | None:
+        """A tuple against assignments of as many different variables, in order:
+        ``(2, -1)`` vs ``x=2, y=-1``. None when the two are not of that shape."""
+        for t, n in ((g, a), (a, g)):
+            if not (isinstance(t, Tuple) and isinstance(n, Items)):
+                continue
+            names = [_name(x.variable) for x in n.items if isinstance(x, Equation) and x.variable]
+            if len(names) != len(n.items) or len(set(names)) != len(names):
+                continue
+            if len(t.items) != len(n.items):
+                return False
+            pairs = zip(t.items, n.items, strict=True)
+            if t is g:
+                return all(self.equal(x, y) for x, y in pairs)
+            return all(self.equal(y, x) for x, y in pairs)
+        return None
+
+    def _relations(self, g: Answer, a: Answer) -> bool:
+        """Chains of relations: the same terms and relations, read either way
+        (``0 < a < b < 1`` is ``1 > b > a > 0``)."""
+        if not (isinstance(g, Relations) and isinstance(a, Relations)):
+            return False
+        if len(g.terms) != len(a.terms):
+            return False
+        flip = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "ne": "ne"}
+        readings = [(a.terms, a.kinds)]
+        readings.append((a.terms[::-1], tuple(flip[k] for k in a.kinds[::-1])))
+        return any(
+            kinds == g.kinds and all(self._leaf(x, y) for x, y in zip(g.terms, terms, strict=True))
+            for terms, kinds in readings
+        )
 
     def _sets(self, g: Answer, a: Answer) -> bool:
         """Part by part first; else both as sympy sets of the real line (``realsets``)."""
@@ -280,15 +326,27 @@ class _Comparer:
     def _values_equal(
         self, g: Fraction, a: Fraction, g_rounded: int | None, a_rounded: int | None
     ) -> bool:
-        """Exact values exactly; a written decimal within tolerance only of a value that no
-        finite decimal is (``0.333333`` vs ``\\frac{1}{3}``, never ``1234568.0`` vs 1234567).
+        """Exact values exactly, and one rule for approximations.
 
         ``*_rounded`` is the side's decimal places when it is a written decimal (-1: a decimal
-        without a point, ``1e-4``), else None. The tolerance is ``rel_tol`` relative and, when
-        the places are known, under one unit in the last written place.
+        without a point, ``1e-4``, or a percent), else None.
+
+        - MATH convention (``rel_tol`` None, the default): a written decimal is the rational
+          it spells and compares exactly, so it never equals a value no finite decimal is
+          (``1.73205`` vs ``\\sqrt{3}``, ``0.333333`` vs ``\\frac13``: 0), unless the gold
+          is itself that decimal (``0.33`` vs ``0.33``; ``\\frac13`` vs a gold ``0.33``: 0,
+          the gold asks for the decimal).
+        - Tolerance (opt-in ``rel_tol``): a written decimal on either side equals a value no
+          finite decimal is when ``|g - a| <= rel_tol · max(|g|, |a|)`` and below one unit in
+          the decimal's last written place (``0.333333`` vs ``\\frac13``: 1).
+
+        Either way, values that finite decimals write compare exactly (``1234568.0`` vs
+        1234567, ``0.10000001`` vs ``0.1``: 0).
         """
         if g == a:
             return True
+        if self.rel_tol is None:
+            return False
         for places, other in ((a_rounded, g), (g_rounded, a)):
             if places is None or _finite_decimal(other):
                 continue

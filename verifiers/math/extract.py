@@ -1,38 +1,67 @@
-"""Final-answer extraction from a free-form math response.
+r"""Final-answer extraction: candidates with provenance, one precedence, per-task formats.
 
-First the **answer region** is found: chat-template debris is blanked (``<|im_end|>``,
-``<|eot_id|>``, ``</s>``, ``<｜end▁of▁sentence｜>``, header tokens; offsets are kept), anything
-after the first end-of-turn token is dropped (a hallucinated next turn), and when the response
-has a ``</think>`` the region starts after the last one (boxes inside the reasoning are
-drafts). Then the first rule that matches wins:
+**The answer region.** Chat-template debris is blanked first (``<|im_end|>``, ``<|eot_id|>``,
+``</s>``, ``<｜end▁of▁sentence｜>``, header tokens; offsets are kept). When the response has a
+``</think>`` (``</ think >`` too) followed by an answer or a number, the region starts after
+the last one (boxes in the reasoning are drafts); a stray ``</think>`` with nothing after it
+but words or tags changes nothing. The region
+ends where a hallucinated continuation begins:
 
-1. ``boxed``: every ``\\boxed{...}``/``\\fbox{...}`` of the region (nested braces matched,
-   escaped ``\\{``/``\\}`` ignored; ``\\boxed 5`` gives the next token); when a "Final Answer"
-   heading (``**Final Answer**``, ``Final Answer:``) is followed by boxes, only those. Equal
-   boxes count once (``\\boxed{7} … \\boxed{7}`` is 7); different boxes are *parts* of one
-   answer that the answer model reads as a list (``\\boxed{3}`` and ``\\boxed{-5}`` is the
-   list 3, -5: a hedge ``\\boxed{3}`` or ``\\boxed{4}`` is a list too, so it never equals a
-   single gold). An unclosed last box (a truncated response) raises :class:`UnclosedBoxError`.
-2. ``gsm8k``: the text after the last ``####`` up to the end of its line.
-3. ``answer_is``: after the last answer phrase ("the answer is", "the answers are", "final
-   answer:", "**Answer:**", case-insensitive; markdown ``*`` and ``$`` skipped) the leading
-   math of the sentence: a ``$…$``/``\\(…\\)`` segment (with the ``$…$`` segments joined
-   to it by ``,``/``and``/``or`` when the sentence ends after them: "$x<1$ or $x>2$."), or
-   the longest run of numbers, operators, LaTeX, single-letter variables, and
-   ``,``/``and``/``or`` between values, so
-   "The answer is 12 apples." gives ``12``, "The answers are 4 and 6." gives ``4 and 6`` and
-   "The answer is 8, since 2*4=8." gives ``8``; a ratio stays whole ("The answer is 1:2." gives
-   ``1:2``, never ``1``). When no math starts the sentence, the words up
-   to the sentence end (a text answer: "The answer is Evelyn.").
-4. ``last_math``: the content of the last ``$…$``, ``$$…$$``, ``\\(…\\)`` or ``\\[…\\]`` when no
-   digit follows it; ``$5 an hour, so … $`` (dollar signs around words) is money, not math.
-5. ``last_number``: the last standalone number: integer, ``1,234`` thousands groups, decimal,
-   e-notation, ``a/b``, a mixed number ``3 1/2``, a scale word after it (``2.5 million``);
-   digits inside a word (``QX7ZK``) are not a number. This covers the arithmetic format
-   ``7+8=15,4+3+1=8:85`` (85).
+- at the first turn token with text before it: an end-of-turn token (``<|im_end|>``,
+  ``<|eot_id|>``, ``</s>``, ``<end_of_turn>``, ...) or another family's turn marker
+  (``<|im_start|>``, ``<start_of_turn>``, ``[INST]``, ``<|user|>``, ``<｜User｜>``, ...);
+- at a line that opens a new turn (``User:``, ``Human:``, ``Assistant:``) with text before it;
+- at a line that opens a new problem (``Question:``, ``Problem 2:``, ``Q:``, ``Example 3:``,
+  ``Exercise:``, ``Instruction:``) when a number or a stated answer comes before it (a
+  response that *starts* by restating the problem is not cut).
 
-Every rule is linear in the length of the text. The results are raw texts at their offsets;
-``grpo.verifiers.math.normalize`` and ``grpo.verifiers.math.answer`` read them. No sympy.
+**Candidates, in the one order of precedence** (``lenient``: the first that exists wins):
+
+1. ``answer_tag``: the last ``<answer>…</answer>`` (spaces allowed inside the tags: ``< answer
+   >``; an unclosed last tag runs to the region's end). Its content is read by the rules below
+   restricted to the tag (a box inside it, an answer phrase inside it, the whole content when
+   it is math, else its final statement).
+2. ``boxed``: ``\boxed{…}``/``\fbox{…}`` (nested braces matched). When a "Final Answer"
+   heading is followed by boxes, only those count. **When the gold is a list** (``several``)
+   the distinct boxes form one list (``\boxed{3}`` and ``\boxed{-5}`` is 3, −5); **otherwise
+   the last box wins**, together with the boxes written right before it with only a
+   connector between them (``\boxed{3}, \boxed{4}``, ``\boxed{3} or \boxed{4}``): several
+   values stated at once are a list (which never equals one value), and ``\boxed{3} or
+   \boxed{4}`` is a hedge. Equal boxes count once. An unclosed last box (a truncated
+   response) raises :class:`UnclosedBoxError` (``no_answer``).
+3. ``gsm8k``: the rest of the last ``####`` line.
+4. ``answer_is``: after the last answer phrase ("the answer is", "the answers are", "the
+   correct answer is", "final answer:", "**Answer:**", ``A:`` at a line start, a "Final
+   Answer" heading) the value the sentence states: math that starts the sentence (a
+   ``$…$``/``\(…\)`` segment, with the segments joined to it by ``,``/``and``/``or`` when the
+   sentence ends after them; or a run of numbers, operators, LaTeX and variables, with
+   ``,``/``and``/``or`` between values), else the last math of its first clause ("Answer: The
+   train travels 120 miles." gives 120; "The answer is: she saved $4,300." gives $4,300),
+   else the clause's words ("The answer is Evelyn."). A value followed by a hedge ("7, or
+   perhaps 9") is marked ``hedge`` (no answer).
+5. ``final_statement``: the last statement with math. The text after the last code block
+   (```` ``` ````, output blocks included: a number inside code is never an answer) is cut
+   into sentences (outside math segments); the last sentence with math, not one restated from
+   the prompt, gives its last math item: a math segment or a run. Its value is the end of
+   the chain: ``3x + 2 = 17 + 2 = 19`` gives 19, ``\Rightarrow y = 8`` gives ``y = 8``,
+   ``18 \div 3 = 6`` gives 6; ``lhs = rhs`` stays an equation when ``lhs`` is a variable or
+   a named quantity (``y = 8``, ``\angle C = 40^\circ``) or an expression in an unknown
+   (``2x = 4``); after ``\approx`` the exact value before it is kept when there is one. No
+   final statement when the response ends in a question, or unfinished (an operator, ``=``,
+   an open bracket or math segment, a dangling word such as "the" or "and").
+6. ``last_number``: the same statement when its value is a bare number (``12kg`` is 12 kg,
+   ``$4,300`` is 4300, ``7+8=15,4+3+1=8:85`` is 85: a ``:`` after an equation introduces the
+   answer). A run never yields a number from inside a LaTeX argument, exponent or subscript
+   (``\sqrt{3}`` is √3, never 3; ``0.25y^2`` is an expression), from code, or one item of a
+   list when the gold is one value (``-2, 4`` is the list).
+
+**Formats** (per task ``Task.metadata["answer_format"]``, else the verifier's config):
+``lenient`` uses all six; ``boxed`` only rule 2, ``answer_tag`` only rule 1, ``gsm8k`` only
+rule 3: a strict format never falls back to guessing.
+
+Every rule is linear in the length of the text. Parts are raw spans of the response
+(``response[start:start + len(text)] == text``); ``grpo.verifiers.math.normalize`` and
+``grpo.verifiers.math.answer`` read them. No sympy, no grpc.
 """
 
 from __future__ import annotations
@@ -40,50 +69,51 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Extraction", "UnclosedBoxError", "answer_region", "extract_answer"]
+from grpo.verifiers.math.answer import is_name, is_set_phrase
+from grpo.verifiers.math.units import canonical_unit
 
-_BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-_GSM8K = re.compile(r"####[ \t]*([^\n]*)")
-_ANSWER_PHRASE = re.compile(
-    r"(?:(?:final\s+)?answers?\s*(?:is|are|was|would\s+be|will\s+be)\b|(?:final\s+)?answers?\s*"
-    r"(?:\*\*|__)?\s*:|final\s+answer\s*(?:\*\*|__)?[ \t]*(?=\n))\s*:?",
-    re.IGNORECASE,
-)
-_FINAL_HEADING = re.compile(r"final\s+answer", re.IGNORECASE)
-_INLINE_MATH = re.compile(
-    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL
-)
-_SCALE_WORD = r"(?:hundred|thousand|million|billion|trillion)\b"
-_NUMBER = re.compile(
-    r"(?<![A-Za-z0-9.])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,)\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
-    r"(?:\s+\d+\s*/\s*\d+|\s*/\s*\d+)?(?![A-Za-z0-9])"
-    rf"(?:\s+{_SCALE_WORD})?"
-)
-_DEBRIS = re.compile(
-    r"<\|start_header_id\|>[^<]{0,40}<\|end_header_id\|>|<\|[^|<>\n]{1,40}\|>|<｜[^｜\n]{1,40}｜>"
-    r"|</?s>|\[/?INST\]|<<SYS>>|<</SYS>>"
-)
-_END_OF_TURN = re.compile(
-    r"<\|(?:im_end|eot_id|endoftext|end_of_text|end|eom_id)\|>|</s>|<｜end▁of▁sentence｜>"
-)
-_THINK_END = re.compile(r"</think>")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
-_MATH_START = re.compile(r"\$\$|\$|\\\(|\\\[")
-_MATH_CLOSE = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
-# one token of a math run in prose: numbers, operators, LaTeX commands and groups, variables
-_RUN_TOKEN = re.compile(
-    rf"\s+{_SCALE_WORD}|"
-    r"(?<=[\d}])\s*:(?=\s*\d)|"  # a ratio 1:2 (never the first token: the phrase eats "is:")
-    r"\s*(?:\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?%?|\.\d+|\\[A-Za-z]+\*?|\\[{}%!,;]|[-+*/^=<>()\[\]{}|!×÷·−√π∞°_']"
-    r"|(?<![A-Za-z])[A-Za-z](?![A-Za-z]))"
-)
-_CONNECTOR = re.compile(r"\s*(?:,\s*|\s(?:and|or)\s+)(?=\$?-?[\d\\(\[{]|[A-Za-z](?![A-Za-z]))")
-_MONEY = re.compile(r"\$(?=\d)(?!\d[\d.,]*\$)")  # "$5 an hour", not the math "$4$"
-_SEGMENT_JOIN = re.compile(r"[ \t]*(?:,[ \t]*(?:(?:and|or)[ \t]+)?|(?:and|or)[ \t]+)\$(?!\$)")
-_SEGMENT_END = re.compile(r"[ \t]*(?:[.!?;]|\*|$)")
-_MATHY = re.compile(r"[\d\\^=+\-*/(){}\[\]]")
-_WORD_NEXT = re.compile(r"\s*[A-Za-z]")
-_PROSE = re.compile(r"(?<!\\)\b[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+__all__ = [
+    "FORMATS",
+    "RULES",
+    "AnswerFormatError",
+    "Extraction",
+    "UnclosedBoxError",
+    "answer_region",
+    "extract_answer",
+]
+
+FORMATS = ("lenient", "boxed", "answer_tag", "gsm8k")
+"""Answer formats: ``lenient`` (every rule), or one strict rule (module docstring)."""
+RULES = ("answer_tag", "boxed", "gsm8k", "answer_is", "final_statement", "last_number")
+"""Candidate kinds (provenance), in the order of precedence."""
+_RULES_OF = {
+    "lenient": ("answer_tag", "boxed", "gsm8k", "answer_is", "final_statement"),
+    "boxed": ("boxed",),
+    "answer_tag": ("answer_tag",),
+    "gsm8k": ("gsm8k",),
+}
+
+
+@dataclass(frozen=True)
+class _Want:
+    """What the gold tells extraction: a list (``several``), an equation (``equation``), and
+    the task's whitespace-normalized ``prompt``."""
+
+    several: bool = False
+    equation: bool = False
+    prompt: str = ""
+
+
+class _NoAnswerError(Exception):
+    """The response declares it gives no answer (a placeholder in the answer tag)."""
+
+
+class UnclosedBoxError(ValueError):
+    """The last ``\\boxed{`` has no matching closing brace (e.g. a truncated response)."""
+
+
+class AnswerFormatError(ValueError):
+    """An answer format that is not one of :data:`FORMATS`."""
 
 
 @dataclass(frozen=True)
@@ -92,53 +122,144 @@ class Extraction:
 
     Attributes:
         text: the answer text as written (stripped); several parts are joined by ``", "``.
-        rule: which rule found it: ``boxed``, ``gsm8k``, ``answer_is``, ``last_math`` or
-            ``last_number``.
+        rule: the candidate's kind, one of :data:`RULES`.
         start: code-point offset of the (first) part in the response.
-        parts: ``(start, text)`` of every part (one unless several different boxes);
+        parts: ``(start, text)`` of every part (one unless several boxes);
             ``response[start:start + len(text)] == text`` for each.
+        hedge: the response offers several answers without choosing ("7, or perhaps 9",
+            ``\\boxed{3} or \\boxed{4}``): not an answer.
     """
 
     text: str
     rule: str
     start: int
     parts: tuple[tuple[int, str], ...] = ()
+    hedge: bool = False
 
     @classmethod
-    def of(cls, parts: list[tuple[int, str]], rule: str) -> Extraction:
+    def of(cls, parts: list[tuple[int, str]], rule: str, hedge: bool = False) -> Extraction:
         """An extraction of one or more ``(start, text)`` parts."""
-        return cls(", ".join(t for _, t in parts), rule, parts[0][0], tuple(parts))
+        return cls(", ".join(t for _, t in parts), rule, parts[0][0], tuple(parts), hedge)
 
 
-class UnclosedBoxError(ValueError):
-    """The last ``\\boxed{`` has no matching closing brace (e.g. a truncated response)."""
+# ---- the answer region ----------------------------------------------------------------
+
+_DEBRIS = re.compile(
+    r"<\|start_header_id\|>[^<]{0,40}<\|end_header_id\|>"
+    r"|<\|im_start\|>[ \t]*(?:system|user|assistant)?|<start_of_turn>[ \t]*(?:user|model)?"
+    r"|<\|[^|<>\n]{1,40}\|>|<｜[^｜\n]{1,40}｜>|<end_of_turn>|<eos>"
+    r"|</?s>|\[/?INST\]|<<SYS>>|<</SYS>>"
+)
+_TURN_TOKEN = re.compile(
+    r"<\|(?:im_end|im_start|eot_id|endoftext|end_of_text|end|eom_id|user|assistant|system"
+    r"|start_header_id|end_of_turn|eos)\|>|</s>|<｜end▁of▁sentence｜>|<｜(?:User|Assistant)｜>"
+    r"|<start_of_turn>|<end_of_turn>|<eos>|\[INST\]"
+)
+_NEW_TURN = re.compile(
+    r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?(?:[Uu]ser|USER|[Hh]uman|HUMAN|用户)"
+    r"(?:\*\*)?[ \t]*[:：]"
+)
+_NEW_PROBLEM = re.compile(
+    r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?(?:Question|QUESTION|Problem|PROBLEM|Q|"
+    r"Example|Exercise|Instruction|Input|New problem|Next problem|Another problem)"
+    r"(?:[ \t]*\d+)?(?:\*\*)?[ \t]*[:.]"
+)
+_EXPLICIT = re.compile(
+    r"####[ \t]*[^\n]*\d|<\s*answer\s*>[^<]{0,200}?\d|answer\s*(?:is|:)[^\n]{0,80}?\d",
+    re.IGNORECASE,
+)
+# a follow-up question the model invents after answering ("Can you explain how …?")
+_FOLLOW_UP = re.compile(
+    r"(?:^|(?<=\n))[ \t]*(?:Can you|Could you|Why (?:does|do|is|did)|How (?:many|much|do|does|did"
+    r"|can|would)|What (?:is|are|if|about|would)|Explain|Please)\b[^\n?]{0,300}\?"
+)
+# a restated system prompt (R1-Zero's): the model starts a conversation of its own
+_SYSTEM_PROMPT = re.compile(
+    r"A conversation between User and Assistant|The User asks a question,? and the Assistant",
+    re.IGNORECASE,
+)
+_THINK_END = re.compile(r"<\s*/\s*think\s*>")
 
 
-def _stripped(raw: str, start: int) -> tuple[int, str]:
-    """``raw`` (found at ``start``) without surrounding whitespace, its offset moved to match."""
-    return start + len(raw) - len(raw.lstrip()), raw.strip()
+def _blank(m: re.Match[str]) -> str:
+    return " " * len(m.group(0))
 
 
 def answer_region(response: str) -> tuple[str, int, int]:
-    """Blank chat-template debris and find where the final answer may be.
+    """Blank chat-template debris and find where the final answer may be (module docstring).
 
     Args:
         response: the model's response.
 
     Returns:
-        ``(text, start, end)``: ``text`` is the response with debris replaced by spaces (same
-        length, same offsets); the answer is searched in ``text[start:end]``.
+        ``(text, start, end)``: ``text`` is the response with debris, GSM8K calculator
+        annotations (``<<48/2=24>>``) and parenthesized labels between values (``120
+        (pushups) + 40``) replaced by spaces (same length, same offsets); the answer is
+        searched in ``text[start:end]``.
     """
-    end = len(response)
+    text = _ANNOTATION.sub(_blank, _DEBRIS.sub(_blank, response))
+    text = _ENUMERATOR.sub(_blank, _LABEL.sub(_blank, text))
+    end = len(text)
+    for token in _TURN_TOKEN.finditer(response):
+        if text[: token.start()].strip():
+            end = token.start()
+            break
+    markers = sorted(
+        m.start()
+        for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP)
+        for m in pattern.finditer(text, 0, end)
+    )
+    for at in markers:
+        if at > 0 and _answered(text, 0, at):
+            end = at  # a continuation after the answer: the answer is the one before it
+            break
+    start = 0
     think = None
-    for think in _THINK_END.finditer(response):  # noqa: B007 - the last one
+    for think in _THINK_END.finditer(text, 0, end):  # noqa: B007 - the last one
         pass
-    start = think.end() if think is not None and response[think.end() :].strip() else 0
-    stop = _END_OF_TURN.search(response, start)
-    if stop is not None and response[start : stop.start()].strip():
-        end = stop.start()
-    text = _DEBRIS.sub(lambda m: " " * len(m.group(0)), response)
+    if think is not None:
+        after = _explicit(text, think.end(), end)
+        drafts = _explicit(text, 0, think.start())
+        if after or (not drafts and re.search(r"\d", text[think.end() : end])):
+            start = think.end()  # the reasoning's boxes are drafts
     return text, start, end
+
+
+def _explicit(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` gives an explicit answer with a value: a closed box, ``#### n``, an
+    answer tag or phrase followed by a number."""
+    if _EXPLICIT.search(text, start, end) is not None:
+        return True
+    if _BOX.search(text, start, end) is None:
+        return False
+    try:
+        return bool(_boxes(text, start, end))
+    except UnclosedBoxError:
+        return False
+
+
+def _answered(text: str, start: int, end: int) -> bool:
+    """Some lenient rule finds an answer in ``text[start:end]``."""
+    want = _Want()
+    for rule in _RULES_OF["lenient"]:
+        try:
+            if _FINDERS[rule](text, start, end, want) is not None:
+                return True
+        except (UnclosedBoxError, _NoAnswerError):
+            return False
+    return False
+
+
+# ---- boxes ------------------------------------------------------------------------------
+
+_BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_FINAL_HEADING = re.compile(r"final\s+answer", re.IGNORECASE)
+_BOX_TOKEN = re.compile(r"[^\s$]+")
+# what may stand between boxes that state one answer together: "\boxed{3}, \boxed{4}"
+_BOX_JOIN = re.compile(
+    r"^(?:\s|\$|\\[,;!]|\\quad|\\qquad|,|;|&|\\text\{\s*(?:and|or)\s*\}|\band\b|\bor\b)*$"
+)
+_HEDGE_JOIN = re.compile(r"\bor\b|\\text\{\s*or\s*\}")
 
 
 def _braced(text: str, open_at: int, end: int) -> int | None:
@@ -160,9 +281,19 @@ def _braced(text: str, open_at: int, end: int) -> int | None:
     return None
 
 
-def _boxes(text: str, start: int, end: int) -> list[tuple[int, str]]:
-    """``(start, content)`` of the boxes in ``text[start:end]`` (not boxes inside boxes)."""
-    found: list[tuple[int, str]] = []
+def _stripped(raw: str, start: int) -> tuple[int, str]:
+    """``raw`` (found at ``start``) without surrounding whitespace, its offset moved to match."""
+    return start + len(raw) - len(raw.lstrip()), raw.strip()
+
+
+def _boxes(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    """``(box start, content start, content)`` of the boxes in ``text[start:end]`` (not boxes
+    inside boxes).
+
+    Raises:
+        UnclosedBoxError: the last box is never closed.
+    """
+    found: list[tuple[int, int, str]] = []
     matches = list(_BOX.finditer(text, start, end))
     covered = start
     for k, m in enumerate(matches):
@@ -175,19 +306,30 @@ def _boxes(text: str, start: int, end: int) -> list[tuple[int, str]]:
             close = _braced(text, i, end)
             if close is None:
                 if all(later.start() < covered for later in matches[k + 1 :]):
+                    partial = "".join(text[i + 1 : end].split())
+                    if found and "".join(found[-1][2].split()).startswith(partial):
+                        break  # cut off while repeating the last box: that box stands
                     raise UnclosedBoxError("the last \\boxed{ is never closed")
                 continue
-            part = _stripped(text[i + 1 : close], i + 1)
+            at, part = _stripped(text[i + 1 : close], i + 1)
             covered = close + 1
         else:
-            token = re.compile(r"[^\s$]+").match(text, i, end)
+            token = _BOX_TOKEN.match(text, i, end)
             if token is None:
                 continue
-            part = (i, token.group(0))
+            at, part = i, token.group(0)
             covered = token.end()
-        if part[1]:
-            found.append(part)
+        if part.strip(" ?!.,;:_*~`'\""):  # \boxed{?}, \boxed{}: no value
+            found.append((m.start(), at, part))
+    if len(found) > 1 and _garbage(found[-1][2]):
+        found.pop()  # a box of garbage text after a real one: the real one stands
     return found
+
+
+def _garbage(part: str) -> bool:
+    """Text that is no answer: prose, or letters of several scripts (degenerate output)."""
+    foreign = sum(1 for c in part if ord(c) > 0x2FF and c.isalpha())
+    return foreign > 2 or (_is_prose(part) and len(part.split()) > 4)
 
 
 def _distinct(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -202,20 +344,905 @@ def _distinct(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
-def _math_run(text: str, i: int, end: int) -> int:
-    """End of the run of math tokens (with list connectors between values) from ``i``."""
-    j = i
-    while j < end:
-        m = _RUN_TOKEN.match(text, j, end)
-        if m is not None and m.end() > j:
-            j = m.end()
+def _boxed(text: str, start: int, end: int, want: _Want) -> Extraction | None:
+    boxes = _boxes(text, start, end)
+    if not boxes:
+        return None
+    heading = None
+    for heading in _FINAL_HEADING.finditer(text, start, end):  # noqa: B007 - the last one
+        pass
+    if heading is not None:
+        boxes = [b for b in boxes if b[0] >= heading.end()] or boxes
+    # the last box and the boxes joined to it by connectors only
+    k = len(boxes) - 1
+    hedge = False
+    while k > 0:
+        between = text[boxes[k - 1][1] + len(boxes[k - 1][2]) + 1 : boxes[k][0]]
+        if not _BOX_JOIN.match(between):
+            break
+        hedge = hedge or _HEDGE_JOIN.search(between) is not None
+        k -= 1
+    parts = _distinct([(at, part) for _, at, part in boxes[k:]])
+    if want.several and len(parts) == 1:  # a list gold: values boxed in separate places
+        parts = _distinct([(at, part) for _, at, part in boxes])
+        hedge = False
+    return Extraction.of(parts, "boxed", hedge=hedge and len(parts) > 1 and not want.several)
+
+
+# ---- answer tags, #### ------------------------------------------------------------------
+
+_TAG_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
+_TAG_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
+# the prompt template's placeholder copied into the tag: "<answer> answer here </answer>"
+_PLACEHOLDER = re.compile(
+    r"\W*(?:<\s*)?(?:insert\s+(?:the\s+|your\s+)?)?(?:final\s+|your\s+)?answer\s+(?:goes\s+)?"
+    r"here\W*$",
+    re.IGNORECASE,
+)
+_GSM8K = re.compile(r"####[ \t]*([^\n]*)")
+
+
+def _answer_tag(text: str, start: int, end: int, want: _Want) -> Extraction | None:
+    opened = None
+    for opened in _TAG_OPEN.finditer(text, start, end):  # noqa: B007 - the last one
+        pass
+    if opened is None:
+        return None
+    close = _TAG_CLOSE.search(text, opened.end(), end)
+    hi = close.start() if close is not None else end
+    lo = opened.end()
+    if not any(c.isalnum() for c in text[lo:hi]):
+        return None  # an empty tag: lenient goes on to the next rule, a strict format stops
+    if _PLACEHOLDER.match(text, lo, hi):
+        raise _NoAnswerError("the answer tag holds the template's placeholder")
+    for rule in ("boxed", "answer_is", "whole", "leading", "final_statement"):
+        found = _FINDERS[rule](text, lo, hi, want)
+        if found is not None:
+            return Extraction(found.text, "answer_tag", found.start, found.parts, found.hedge)
+    return None  # no value in the tag ("Skipped here", "_/_"): lenient goes on
+
+
+def _gsm8k(text: str, start: int, end: int, want: _Want) -> Extraction | None:
+    gsm = None
+    for gsm in _GSM8K.finditer(text, start, end):  # noqa: B007 - the last one
+        pass
+    if gsm is None or not any(c.isdigit() for c in gsm.group(1)[: end - gsm.start(1)]):
+        return None  # "#### Fortueqy …": a heading, not an answer
+    raw = gsm.group(1)[: end - gsm.start(1)]
+    return Extraction.of([_stripped(raw, gsm.start(1))], "gsm8k")
+
+
+# ---- math segments and runs -------------------------------------------------------------
+
+_SEGMENT = re.compile(
+    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL
+)
+_COMMAND_ARG = re.compile(r"\\[A-Za-z]+\s*(?:\{[^{}]*\})?")
+_WORD3 = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+_FUNCTION_WORDS = frozenset(
+    [
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "log",
+        "ln",
+        "exp",
+        "max",
+        "min",
+        "gcd",
+        "lcm",
+        "mod",
+        "det",
+        "lim",
+        "arg",
+        "deg",
+        "dim",
+        "ker",
+    ]
+)
+_CODE_FENCE = re.compile(r"```")
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_ANNOTATION = re.compile(r"<<[^<>\n]*>>")  # GSM8K calculator annotations: <<48/2=24>>
+_SCALE = r"(?:hundred|thousand|million|billion|trillion)(?![A-Za-z])"
+_NUMBER = re.compile(
+    r"(?:\\?\$[ \t]?)?[-−]?(?:\d{1,3}(?:(?:,|\{,\}|,\\![ \t]?|\\,)\d{3})+(?!\d)"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d/])|\d+)(?:\.\d+)?"
+    r"(?:[eE][+-]?\d+(?![A-Za-z]))?(?:[ \t]+\d+[ \t]*/[ \t]*\d+(?![\d.])|/\d+(?![\d.]))?"
+    r"|(?:\\?\$[ \t]?)?[-−]?\.\d+"
+)
+_GLUED = re.compile(r"[A-Za-z]+(?:/[A-Za-z]+)?")
+_ORDINAL = frozenset({"st", "nd", "rd", "th"})
+_EXTRA_UNITS = frozenset(
+    {"mb", "gb", "kb", "mph", "kmh", "cc", "am", "pm", "x", "k", "mg", "mm", "cm", "km", "ml"}
+)
+_OPERATORS = "+-*/=<>^!×÷·−≤≥≠≈→⇒|%√"
+_TEXT_LIKE = frozenset(
+    ["text", "textbf", "textit", "textrm", "textnormal", "mathrm", "mathbf", "mbox"]
+)
+# LaTeX commands that carry no value of their own
+_STRUCTURE = frozenset(
+    [
+        "text",
+        "textbf",
+        "textit",
+        "textrm",
+        "textnormal",
+        "mathrm",
+        "mathbf",
+        "mbox",
+        "quad",
+        "qquad",
+        "left",
+        "right",
+        "displaystyle",
+        "label",
+        "tag",
+        "hline",
+        "hspace",
+        "vspace",
+        "newline",
+        "cdots",
+        "ldots",
+        "dots",
+        "therefore",
+        "because",
+        "implies",
+        "Rightarrow",
+        "Longrightarrow",
+        "rightarrow",
+        "to",
+        "iff",
+        "approx",
+    ]
+)
+_CONSTANTS = "π∞"
+_RELATION = re.compile(
+    r"\\(?:Rightarrow|implies|Longrightarrow|therefore|to|longrightarrow|iff)(?![A-Za-z])"
+    r"|[⇒→∴]|=>|-->?"
+)
+_CHAIN = re.compile(r"(?<![<>!\\])=(?!=)|\\approx(?![A-Za-z])|≈|\\equiv(?![A-Za-z])")
+_CONNECT = re.compile(r"[ \t]*(?:,[ \t]*(?:(?:and|or)[ \t]+)?|[ \t]+(?:and|or)[ \t]+)")
+_HEDGE = re.compile(
+    r"^[\s,;]*(?:or\b|perhaps\b|maybe\b|possibly\b|alternatively\b|otherwise\b|but\s+it\s+"
+    r"(?:could|might)\b|it\s+(?:could|might)\b)",
+    re.IGNORECASE,
+)
+_DANGLING = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "by",
+        "with",
+        "for",
+        "we",
+        "then",
+        "that",
+        "which",
+        "from",
+        "into",
+        "as",
+        "at",
+        "in",
+        "on",
+        "so",
+        "this",
+        "these",
+        "its",
+        "their",
+        "our",
+        "let",
+        "if",
+        "because",
+        "since",
+    ]
+)
+_GLUED_UNIT = re.compile(
+    r"(?<=\d)(?:k?g|mg|m?l|[kcm]?m|s|h|hrs?|min|mph|lbs?|oz|ft|in|L|cm\^?[23]|m\^?[23])(?![A-Za-z])"
+)
+_GLUED_UNIT_END = re.compile(r"(?<=\d)(?:k?g|mg|m?l|[kcm]?m|s|h|hrs?|min|mph|lbs?|oz|ft|L)$")
+_TIMES_X = re.compile(r"(?<=[\d)])\s+[xX]\s+(?=[\d$(])|(?<=\d)[xX](?=\d)")
+# plain numbers joined by arithmetic: a computation not carried out (at the end of a chain)
+_UNEVALUATED = re.compile(
+    r"[-−]?\\?\$?[\d.,]+(?:\s*(?:[-+*×÷−·]|\\times|\\div|\\cdot|\s[xX]\s)\s*\\?\$?[\d.,]+)+"
+)
+# list numbering: "1. First …" at a line start, "1) Total …" anywhere
+_ENUMERATOR = re.compile(
+    r"(?:^|(?<=\n))[ \t]*\d{1,2}\.(?=[ \t]+[A-Z*])|(?:^|(?<=[\s>]))\d{1,2}\)(?=[ \t]+[A-Z*])"
+)
+_JUNK_END = re.compile(r"(?:^|\s)(?:[_*>#`~|/\\-]{2,}|[>*#])$")
+_HYPHEN_WORD = re.compile(r"-[A-Za-z]{2,}")
+# a parenthesized label between values: "120 (pushups) + 40 (squats)", "$5000 (initial)"
+_LABEL = re.compile(r"(?<=[\d$}\s])\((?:[A-Za-z][A-Za-z'.-]+)(?:[ \t]+[A-Za-z'.-]+)*\)")
+_TAGS = re.compile(r"</?[A-Za-z][A-Za-z_:-]*\s*>")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+_MONEY = re.compile(r"\$(?=\d)(?!\d[\d.,]*\$)")  # "$5 an hour", not the math "$4$"
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A math item of a sentence: a segment's content or a run, with its span."""
+
+    start: int
+    end: int
+    segment: bool
+
+
+def _is_prose(content: str) -> bool:
+    """Words in a ``$…$`` (``$5 an hour, so she made $``): money around prose, not math."""
+    bare = _COMMAND_ARG.sub(" ", content)
+    return any(w.group(0).lower() not in _FUNCTION_WORDS for w in _WORD3.finditer(bare))
+
+
+def _code_spans(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Fenced code blocks (an unclosed fence runs to ``hi``) and inline code."""
+    spans = []
+    fences = [m.start() for m in _CODE_FENCE.finditer(text, lo, hi)]
+    if len(fences) % 2 and not text[fences[-1] + 3 : hi].strip():
+        fences.pop()  # a stray fence at the very end ("= $694.```"): no code after it
+    for k in range(0, len(fences), 2):
+        close = fences[k + 1] + 3 if k + 1 < len(fences) else hi
+        spans.append((fences[k], close))
+    for m in _INLINE_CODE.finditer(text, lo, hi):
+        if not any(a <= m.start() < b for a, b in spans):
+            spans.append((m.start(), m.end()))
+    return sorted(spans)
+
+
+def _segments(text: str, lo: int, hi: int, code: list[tuple[int, int]]) -> list[_Item]:
+    """Math segments (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``) outside code; a ``$…$``
+    holding prose is money, not math."""
+    out = []
+    i = lo
+    while (m := _SEGMENT.search(text, i, hi)) is not None:
+        group = next(g for g in range(1, 5) if m.group(g) is not None)
+        i = m.end()
+        if any(a <= m.start() < b for a, b in code):
+            i = m.start() + 1
             continue
-        c = _CONNECTOR.match(text, j, end)
-        if c is not None and j > i:
-            j = c.end()
+        if (
+            m.group(0).startswith("$")
+            and _MONEY.match(text, m.start())
+            and _is_prose(m.group(group))
+        ):
+            i = m.start() + 1
+            continue
+        if m.group(0).startswith("$") and _is_prose(m.group(group)):
+            i = m.start() + 1
+            continue
+        out.append(_Item(m.start(group), m.end(group), True))
+    return out
+
+
+def _skip_group(text: str, i: int, hi: int) -> int:
+    """After ``^``/``_`` or a command: the end of its braced/bracketed arguments."""
+    while i < hi:
+        j = i
+        while j < hi and text[j] == " ":
+            j += 1
+        if j < hi and text[j] == "{":
+            close = _braced(text, j, hi)
+            if close is None:
+                return hi
+            i = close + 1
+        elif j < hi and text[j] == "[" and text[i - 5 : i] == "\\sqrt":
+            close = text.find("]", j, hi)
+            i = hi if close < 0 else close + 1
+        else:
+            return i
+    return i
+
+
+def _run_end(text: str, i: int, hi: int) -> tuple[int, bool]:
+    """The end of the math run starting at ``i`` and whether it holds a value (a number or a
+    LaTeX command). Numbers inside a command's arguments, an exponent or a subscript belong
+    to that command or power; a ``:`` after an equation ends the run (``=8:85``)."""
+    j = i
+    value = False
+    equation = False
+    depth = 0
+    last_kind = ""
+    while j < hi:
+        ch = text[j]
+        if ch in " \t":
+            k = j
+            while k < hi and text[k] in " \t":
+                k += 1
+            if k >= hi:
+                break
+            nxt = text[k]
+            times = (
+                nxt in "xX"
+                and last_kind == "num"
+                and k + 1 < hi
+                and text[k + 1] in " \t"
+                and _NUMBER.match(text, k + 2) is not None
+            )
+            if times:
+                j = k + 1
+                last_kind = "op"
+                continue
+            if nxt.isalpha() and last_kind in ("num", "var", "close"):
+                # a word after a value ends the run ("12 apples"); an operator continues it
+                if not (k + 1 < hi and not text[k + 1].isalpha() and nxt not in "aAI"):
+                    break
+                if last_kind != "op":
+                    break
+            if nxt.isdigit() and last_kind in ("num", "var", "close") and depth <= 0:
+                break  # "5 8": two numbers, not one
+            if not (nxt.isdigit() or nxt in _OPERATORS or nxt in "\\([{)]}$.-:" or nxt.isalpha()):
+                break
+            j = k
+            continue
+        num = _NUMBER.match(text, j, hi)
+        if num is not None and (num.group(0)[0] in "$\\.-−" or ch.isdigit()):
+            if last_kind in ("num", "var") and not text[j - 1 : j].isspace() and ch == "$":
+                break
+            j = num.end()
+            scale = re.compile(rf"[ \t]+{_SCALE}").match(text, j, hi)
+            if scale is not None:
+                j = scale.end()
+            glued = _GLUED.match(text, j, hi)
+            if glued is not None:
+                word = glued.group(0).lower()
+                if (
+                    len(word) <= 2
+                    and word.islower()
+                    and word not in _EXTRA_UNITS
+                    and (word not in _ORDINAL and canonical_unit(word) is None)
+                ):
+                    j = glued.end()  # 2x, 2xy: a coefficient
+                elif (
+                    word in _ORDINAL
+                    or word.rstrip("s") in _EXTRA_UNITS
+                    or canonical_unit(word.split("^")[0].split("/")[0]) is not None
+                    or "/" in word
+                ):
+                    j = glued.end()  # 12kg, 350ml, 5th, 3pm, 20km/h: a unit
+                else:  # a word with a digit inside (7ZK, 3D): the run ends before it
+                    return (num.start(), value) if num.start() > i else (i, False)
+            if j < hi and text[j] == "%":
+                j += 1
+            value = True
+            last_kind = "num"
+            continue
+        if ch == "\\":
+            m = re.compile(r"\\(?:[A-Za-z]+\*?|[{}%$,;!| ])").match(text, j, hi)
+            if m is None:
+                break
+            name = m.group(0)
+            if name in ("\\boxed", "\\fbox", "\\text", "\\textbf", "\\mathrm", "\\quad") and (
+                last_kind == "" or name in ("\\boxed", "\\fbox")
+            ):
+                break
+            if name in ("\\(", "\\)", "\\[", "\\]"):
+                break
+            if name in ("\\begin", "\\end", "\\\\"):
+                break
+            after = m.end()
+            while after < hi and text[after] == " ":
+                after += 1
+            if name[1:] in _TEXT_LIKE and text[after : after + 1] != "{":
+                break  # "\text\${/eq}": debris, not a unit
+            if name == "\\$" and not text[m.end() : m.end() + 1].isdigit():
+                break
+            j = _skip_group(text, m.end(), hi)
+            if name not in ("\\,", "\\;", "\\!", "\\ ", "\\quad", "\\qquad"):
+                value = value or (name[1:].isalpha() and name[1:] not in _STRUCTURE)
+                last_kind = "close" if name[1:].isalpha() else "op"
+            continue
+        if ch in "^_":
+            k = j + 1
+            while k < hi and text[k] == " ":
+                k += 1
+            if k < hi and text[k] == "{":
+                close = _braced(text, k, hi)
+                j = hi if close is None else close + 1
+            elif k < hi and text[k] == "\\":
+                m = re.compile(r"\\[A-Za-z]+").match(text, k, hi)
+                j = _skip_group(text, m.end(), hi) if m is not None else k + 1
+            elif k < hi and text[k].isdigit():
+                while k < hi and text[k].isdigit():
+                    k += 1
+                j = k
+            elif k < hi and (text[k].isalpha() or text[k] in "+-*"):
+                j = k + 1
+            else:
+                break
+            last_kind = "close"
+            continue
+        if ch == ":":
+            if equation or last_kind not in ("num", "close"):
+                break
+            nxt = text[j + 1 : j + 2]
+            if not (nxt.isdigit() or (nxt == " " and text[j + 2 : j + 3].isdigit())):
+                break
+            j += 1
+            last_kind = "op"
+            continue
+        if ch in _OPERATORS or ch in "()[]{}":
+            depth += (ch in "([{") - (ch in ")]}")
+            if ch == "=":
+                equation = True
+            if ch in ")]}" or (ch == "!" and last_kind in ("num", "close")):
+                last_kind = "close"
+            else:
+                last_kind = "op"
+            j += 1
+            continue
+        if ch in _CONSTANTS:
+            j += 1
+            value = True
+            last_kind = "close"
+            continue
+        if ch.isalpha():
+            if j + 1 < hi and text[j + 1].isalpha():
+                break  # a word
+            if j > i and text[j - 1].isalpha():
+                break
+            j += 1
+            last_kind = "var"
             continue
         break
-    return j
+    return j, value
+
+
+def _runs(text: str, lo: int, hi: int) -> list[_Item]:
+    """The math runs of ``text[lo:hi]`` (outside segments and code: the caller's span)."""
+    out = []
+    i = lo
+    while i < hi:
+        ch = text[i]
+        starts = (
+            ch.isdigit()
+            or ch == "\\"
+            or (ch in "$-.−√" and i + 1 < hi and (text[i + 1].isdigit() or text[i + 1] in "(π\\"))
+            or ch in _CONSTANTS
+            or (ch == "(" and i + 1 < hi and (text[i + 1].isalnum() or text[i + 1] in "-\\"))
+            or (
+                ch.isalpha()
+                and not (i > lo and text[i - 1].isalpha())
+                and not (i + 1 < hi and text[i + 1].isalpha())
+            )
+        )
+        if not starts or (ch.isalnum() and i > lo and text[i - 1].isalnum()) or _scripted(text, i):
+            i += 1
+            continue
+        end, value = _run_end(text, i, hi)
+        if end <= i:
+            i = max(i + 1, end)
+            while i < hi and text[i].isalnum():
+                i += 1
+            continue
+        stop = end
+        while stop > i and text[stop - 1] in " \t.,;:=+-*/<>^_\\":
+            stop -= 1
+        adjective = _HYPHEN_WORD.match(text, stop, hi) is not None  # a 5-digit number
+        if value and stop > i and not (adjective and _NUMBER.fullmatch(text, i, stop)):
+            out.append(_Item(i, stop, False))
+        i = end
+    return out
+
+
+def _scripted(text: str, i: int) -> bool:
+    """``text[i]`` is inside an exponent or subscript (``cm^2``, ``10^{23}``, ``x_1``)."""
+    j = i - 1
+    while j >= 0 and (text[j].isdigit() or text[j] == " "):
+        j -= 1
+    return j >= 0 and (text[j] in "^_" or (text[j] == "{" and j > 0 and text[j - 1] in "^_"))
+
+
+def _items(text: str, lo: int, hi: int, segments: list[_Item]) -> list[_Item]:
+    """Segments and runs of ``text[lo:hi]`` in order (runs only between segments)."""
+    out: list[_Item] = []
+    i = lo
+    for seg in segments:
+        if seg.end <= lo or seg.start >= hi:
+            continue
+        opener = seg.start - 1
+        while opener > lo and text[opener] in "$([\\":
+            opener -= 1
+        out += _runs(text, i, max(i, opener + 1))
+        out.append(seg)
+        i = seg.end
+        while i < hi and text[i] in "$)]\\":
+            i += 1
+    out += _runs(text, i, hi)
+    return [item for item in out if _has_value(text, item)]
+
+
+def _has_value(text: str, item: _Item) -> bool:
+    content = text[item.start : item.end]
+    return (
+        any(c.isdigit() or c in _CONSTANTS for c in content)
+        or "\\" in content
+        or (item.segment and bool(content.strip()))
+    )
+
+
+def _chain_value(text: str, item: _Item, keep_equation: bool = False) -> tuple[int, int]:
+    """The span of the value an item states: the end of its chain (module docstring).
+
+    ``lhs = rhs`` stays whole when ``lhs`` names the value (``y = 8``), when ``rhs`` is not a
+    constant (``y = 2x + 3``) or when ``keep_equation`` (the gold is an equation); otherwise
+    the constant ``rhs`` is the value (``m + n = 17`` gives 17, ``18 \\div 3 = 6`` gives 6).
+    """
+    lo, hi = _unwrapped(text, item.start, item.end)
+    arrow = None
+    for arrow in _RELATION.finditer(text, lo, hi):  # noqa: B007 - the last one
+        pass
+    if arrow is not None and text[arrow.end() : hi].strip():
+        lo = arrow.end()
+    sides: list[tuple[int, int, str]] = []
+    depth = 0
+    at = lo
+    i = lo
+    while i < hi:
+        ch = text[i]
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif depth == 0:
+            m = _CHAIN.match(text, i, hi)
+            if m is not None:
+                sides.append((at, i, ""))
+                kind = "approx" if "=" not in m.group(0) else "eq"
+                sides[-1] = (sides[-1][0], sides[-1][1], kind)
+                at = m.end()
+                i = m.end()
+                continue
+        i += 1
+    sides.append((at, hi, ""))
+    sides = [(a, b, k) for a, b, k in sides if text[a:b].strip()]
+    if len(sides) <= 1:
+        return _trim(text, lo, hi)
+    approx = next((k for k, side in enumerate(sides) if side[2] == "approx"), None)
+    if approx is not None:
+        exact = sides[approx]  # "= \frac{\sqrt3}{2} \approx 0.87": the exact value stated
+        if not (approx == 0 and _name(text[exact[0] : exact[1]])):
+            return _trim(text, exact[0], exact[1])
+    last = sides[-1]
+    if _UNEVALUATED.fullmatch(text[last[0] : last[1]].strip()):
+        return lo, lo  # "… = 9*3+5*11+3*25": a chain that stops before its value
+    if len(sides) == 2:
+        lhs = text[sides[0][0] : sides[0][1]].strip()
+        rhs = text[last[0] : last[1]]
+        keep = keep_equation or _letters(rhs) or _name(lhs)
+        if keep and (_name(lhs) or _letters(lhs)):
+            return _trim(text, sides[0][0], last[1])  # y = 8, \angle C = 40^\circ, y = 2x + 3
+    return _trim(text, last[0], last[1])
+
+
+def _trim(text: str, lo: int, hi: int) -> tuple[int, int]:
+    while lo < hi and text[lo] in " \t\n":
+        lo += 1
+    while hi > lo and text[hi - 1] in " \t\n.,;:\\":
+        hi -= 1
+    return _balanced(text, lo, hi)
+
+
+def _balanced(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """The span without an unmatched bracket at either end (``7 *[``, ``( 8+20``)."""
+    for _ in range(4):
+        part = text[lo:hi]
+        opened = sum(part.count(c) for c in "([{") - sum(part.count(c) for c in ")]}")
+        if opened > 0 and part[:1] in "([{" and not _closes_at_end(part):
+            lo += 1
+        elif opened > 0 and part.rstrip(" *+-/=")[-1:] in "([{":
+            hi = lo + len(part.rstrip(" *+-/=")) - 1
+        elif opened < 0 and part[-1:] in ")]}":
+            hi -= 1
+        else:
+            break
+        while lo < hi and text[lo] in " \t":
+            lo += 1
+        while hi > lo and text[hi - 1] in " \t*+-/=":
+            hi -= 1
+    return lo, hi
+
+
+def _closes_at_end(part: str) -> bool:
+    depth = 0
+    for k, ch in enumerate(part):
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth == 0:
+            return k == len(part) - 1
+    return False
+
+
+def _unwrapped(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """The span without parentheses that enclose a whole statement: ``(8+20=28)`` is
+    ``8+20=28`` (a tuple ``(-3, 0)`` stays)."""
+    lo, hi = _trim(text, lo, hi)
+    while (
+        hi - lo > 2
+        and text[lo] == "("
+        and text[hi - 1] == ")"
+        and _closes_at_end(text[lo:hi])
+        and _CHAIN.search(text, lo, hi) is not None
+    ):
+        lo, hi = _trim(text, lo + 1, hi - 1)
+    return lo, hi
+
+
+def _name(lhs: str) -> bool:
+    """A variable or a named quantity (``answer.is_name``): its value is what ``lhs = rhs``
+    states."""
+    return is_name(lhs)
+
+
+def _letters(text: str) -> bool:
+    """Letters outside LaTeX commands, ``x`` as a product (``0.2 x 50``, ``13x7``) and units
+    glued to numbers (``1000g``, ``350ml``)."""
+    text = _TIMES_X.sub("*", text)
+    text = _GLUED_UNIT.sub("", text)
+    return any(c.isalpha() for c in re.sub(r"\\[A-Za-z]+", "", text))
+
+
+def _arithmetic(text: str) -> bool:
+    return not _letters(text)
+
+
+def _statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
+    """The final statement of ``text[lo:hi]`` (rules 5 and 6 of the module docstring)."""
+    text = text[:lo] + _LABEL.sub(_blank, _TAGS.sub(_blank, text[lo:hi])) + text[hi:]
+    code = _code_spans(text, lo, hi)
+    tail = max([b for _, b in code if b > lo and _fenced(text, _, b)] or [lo])
+    tail_lo = max(lo, tail)
+    if not text[tail_lo:hi].strip():
+        return None
+    segments = _segments(text, tail_lo, hi, code)
+    if _unfinished(text, tail_lo, hi, segments):
+        return None
+    inline = [(a, b) for a, b in code if a >= tail_lo]
+    sentences = _sentences(text, tail_lo, hi, segments)
+    last_sentence = True
+    for s_lo, s_hi in reversed(sentences):
+        body = text[s_lo:s_hi].strip().rstrip("\\ ")
+        if not body:
+            continue
+        if last_sentence and body.endswith("?"):
+            return None  # the response ends in a question: no statement
+        last_sentence = False
+        if want.prompt and len(body) >= 20 and " ".join(body.split()) in want.prompt:
+            continue  # the problem restated
+        items = [
+            it
+            for it in _items(text, s_lo, s_hi, segments)
+            if not any(a <= it.start < b for a, b in inline) and not _restated(text, it, want)
+        ]
+        if not items:
+            continue
+        if body.endswith("?"):
+            return None  # "4 \\div 2 = ?": a question is no statement
+        return _item_extraction(text, items, want)
+    return None
+
+
+def _restated(text: str, item: _Item, want: _Want) -> bool:
+    """A computation copied from the prompt (``475*2`` for ``475*2=``): not a value."""
+    if not want.prompt:
+        return False
+    content = " ".join(text[item.start : item.end].split())
+    return any(op in content for op in "+-*/^=") and content.rstrip("= ") in want.prompt
+
+
+def _fenced(text: str, a: int, b: int) -> bool:
+    return text.startswith("```", a - 3) or text.startswith("```", b - 3)
+
+
+def _sentences(text: str, lo: int, hi: int, segments: list[_Item]) -> list[tuple[int, int]]:
+    """Sentence spans of ``text[lo:hi]``: cut at ``.``/``!``/``?`` before a space, a line
+    break or the end, never inside a math segment."""
+    out = []
+    at = lo
+    for m in _SENTENCE_END.finditer(text, lo, hi):
+        if any(s.start <= m.start() < s.end for s in segments):
+            continue
+        out.append((at, m.end()))
+        at = m.end()
+    out.append((at, hi))
+    return out
+
+
+def _unfinished(text: str, lo: int, hi: int, segments: list[_Item]) -> bool:
+    """The response stops mid-statement: an operator, ``=``, an open bracket, a dangling word
+    ("… the total is the")."""
+    body = _ANNOTATION.sub(lambda m: " " * len(m.group(0)), text[lo:hi]).rstrip()
+    body = body.rstrip("*_ ")
+    while (junk := _JUNK_END.search(body)) is not None:
+        body = body[: junk.start()].rstrip("*_ ")  # "_/_", ">", "***": no statement of its own
+    if not body:
+        return False
+    if body[-1] in "=+-*/^_({[,\\":
+        return True
+    last_word = re.search(r"([A-Za-z]+)$", body)
+    return last_word is not None and last_word.group(1).lower() in _DANGLING
+
+
+def _item_extraction(text: str, items: list[_Item], want: _Want) -> Extraction | None:
+    """The value a sentence states, from its math items (``items``, in order).
+
+    The stated item is the last one that is not a modifier: an item right after a
+    preposition ("after 3 hours", "of the digits 9, 8, and 7", "divisors of 196") only
+    qualifies the value, unless every item does ("lasts for 25 minutes"). Items joined to it
+    by ``,``/``and``/``or`` form a list with it (values only: ``7+8=15,4+3+1=8`` are steps).
+    Two values stated by two clauses of the sentence ("the square root is 8, and the cube
+    root is 4") are a list too.
+    """
+    kinds = [_context(text, it) for it in items]
+    for k in range(1, len(items)):
+        if kinds[k - 1] == "modifier" and _joined(text, items[k - 1], items[k]):
+            kinds[k] = "modifier"  # "of the digits 9, 8, and 7": the whole list qualifies
+    chosen = max((k for k, kind in enumerate(kinds) if kind != "modifier"), default=len(items) - 1)
+    first = last = chosen
+    while first > 0 and _joined(text, items[first - 1], items[first]):
+        first -= 1
+    while last + 1 < len(items) and _joined(text, items[last], items[last + 1]):
+        last += 1
+    group = items[first : last + 1]
+    if kinds[chosen] == "copula":
+        earlier = [
+            k
+            for k in range(first)
+            if kinds[k] == "copula" and _CLAUSE_JOIN.search(text, items[k].end, items[first].start)
+        ]
+        if earlier:
+            group = [items[earlier[-1]], *group]
+    spans = [_chain_value(text, it, want.equation) for it in group]
+    parts = [
+        (a, text[a:b])
+        for a, b in (_unit_trimmed(text, it, sp) for it, sp in zip(group, spans, strict=True))
+        if b > a
+    ]
+    if not parts:
+        return None
+    rule = "final_statement"
+    if len(parts) == 1 and not group[-1].segment and _NUMBER.fullmatch(_unit_free(parts[0][1])):
+        rule = "last_number"
+    return Extraction.of(parts, rule)
+
+
+def _joined(text: str, a: _Item, b: _Item) -> bool:
+    """``a`` and ``b`` are values of one list: only a connector between them."""
+    if not (_listable(text, a) and _listable(text, b)):
+        return False
+    between = text[a.end : b.start]
+    if _CONNECT.fullmatch(between):
+        return True
+    bare = between.replace("$", "").replace("\\)", "").replace("\\(", "")
+    return _CONNECT.fullmatch(bare) is not None
+
+
+_PREPOSITIONS = frozenset(
+    [
+        "of",
+        "after",
+        "in",
+        "for",
+        "from",
+        "within",
+        "per",
+        "at",
+        "on",
+        "over",
+        "by",
+        "with",
+        "to",
+        "than",
+        "between",
+        "among",
+        "into",
+        "during",
+        "before",
+        "since",
+        "under",
+        "about",
+        "around",
+        "except",
+        "without",
+        "out",
+    ]
+)
+_ARTICLES = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "these",
+        "those",
+        "all",
+        "its",
+        "their",
+        "his",
+        "her",
+        "our",
+        "each",
+        "every",
+    ]
+)
+_COPULAS = frozenset(
+    ["is", "are", "was", "were", "equals", "be", "been", "becomes", "gives", "makes", "totals"]
+)
+_CLAUSE_JOIN = re.compile(r",\s*(?:and|but)\b|;|\band\b")
+_WORD_BEFORE = re.compile(r"([A-Za-z]+)[^A-Za-z0-9]*$")
+
+
+def _context(text: str, item: _Item) -> str:
+    """``modifier`` (after a preposition), ``copula`` (after "is", "=", "equals") or ``""``."""
+    if _CHAIN.search(text, item.start, item.end) is not None:
+        return "chain"  # "of 24 * (2/3) = 16": the chain states its own value
+    lo = max(0, item.start - 60)
+    before = text[lo : item.start].rstrip(" \t$(\\*")
+    if before.endswith("="):
+        return "copula"
+    words = re.findall(r"[A-Za-z]+", before)[-3:]
+    if not words or not re.search(r"[A-Za-z]+[^A-Za-z0-9]*$", before):
+        return ""
+    w = [x.lower() for x in words]
+    if w[-1] in _COPULAS or (w[-1] == "to" and len(w) > 1 and w[-2] in ("equal", "equals")):
+        return "copula"
+    if w[-1] in _PREPOSITIONS:
+        return "modifier"
+    if len(w) >= 2 and w[-2] in _PREPOSITIONS and w[-1] in _ARTICLES:
+        return "modifier"
+    if len(w) == 3 and w[0] in _PREPOSITIONS and w[1] in _ARTICLES:
+        return "modifier"  # "of the digits 9"
+    return ""
+
+
+def _unit_trimmed(text: str, item: _Item, span: tuple[int, int]) -> tuple[int, int]:
+    """A prose value without the unit glued to it (``2600g`` is 2600: ``g`` is no variable)."""
+    a, b = span
+    if item.segment:
+        return a, b
+    m = _GLUED_UNIT_END.search(text, a, b)
+    return (a, m.start()) if m is not None and m.start() > a else (a, b)
+
+
+def _listable(text: str, item: _Item) -> bool:
+    """An item that may be one value of a list: a value, or a named one (``x = 1``), never a
+    step of a computation (``7+8=15,4+3+1=8``)."""
+    content = text[item.start : item.end]
+    if _CHAIN.search(content) is None:
+        return True
+    lhs = _CHAIN.split(content)[0]
+    return _name(lhs)
+
+
+def _unit_free(text: str) -> str:
+    return re.sub(r"(?<=\d)[A-Za-z]+(?:/[A-Za-z]+)?%?$|%$", "", text.strip())
+
+
+# ---- answer phrases ---------------------------------------------------------------------
+
+_ANSWER_PHRASE = re.compile(
+    r"(?:(?:final\s+|correct\s+)?answers?\s*(?:is|are|was|would\s+be|will\s+be|should\s+be)\b"
+    r"|(?:final\s+)?answers?\s*(?:\*\*|__)?\s*:|final\s+answer\s*(?:\*\*|__)?[ \t]*(?=\n)"
+    r"|(?:^|(?<=\n))[ \t]*A[ \t]*:)\s*:?",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"[.;!?](?=\s|$)|,(?=\s)|\n")
+_SEGMENT_JOIN = re.compile(r"[ \t]*(?:,[ \t]*(?:(?:and|or)[ \t]+)?|(?:and|or)[ \t]+)\$(?!\$)")
+_SEGMENT_END = re.compile(r"[ \t]*(?:[.!?;]|\*|$)")
+_MATH_OPEN = re.compile(r"\$\$|\$|\\\(|\\\[")
+_MATH_CLOSE = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+# what may follow a leading value: the end, a clause end, a justification, a unit word
+_LEAD_FOLLOW = re.compile(
+    r"[$)\]\\]*[ \t]*(?:$|[.;,!]|(?:because|since|as|due|from|by|so|which)\b"
+    r"|[A-Za-z]+[ \t]*(?:$|[.;,!]|because|since|as\b))"
+)
+_LEAD_CHOICE = re.compile(r"\(?[A-E]\)(?=[\s.,;:*]|$)|\(?[A-E](?=[.:]?(?:[\s*]|$))")
+_LEAD_WORDS = re.compile(r"[A-Za-z][A-Za-z' -]*")
 
 
 def _joined_segments(text: str, close: int, line_end: int) -> int:
@@ -233,85 +1260,180 @@ def _joined_segments(text: str, close: int, line_end: int) -> int:
     return last
 
 
-def _after_phrase(text: str, at: int, end: int) -> tuple[int, str] | None:
-    """The answer stated after an answer phrase ending at ``at`` (rule 3)."""
-    i = at
-    while i < end and text[i] in " \t*_:#\n":  # markdown; the answer may be on the next line
+def _hedged(text: str, at: int, end: int) -> bool:
+    """A hedge after a stated value: "7, or perhaps 9", "7 (or maybe 9)"."""
+    sentence = _SENTENCE_END.search(text, at, end)
+    rest = text[at : sentence.start() if sentence else end].lstrip(" (")
+    m = _HEDGE.match(rest)
+    return m is not None and any(c.isdigit() for c in rest[m.end() :])
+
+
+def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | None:
+    said = None
+    for said in _ANSWER_PHRASE.finditer(text, start, end):  # noqa: B007 - the last one
+        pass
+    if said is None:
+        return None
+    i = said.end()
+    while i < end and text[i] in " \t*_:#\n}`":  # markdown; the answer may be on the next line
         i += 1
     line_end = text.find("\n", i, end)
     line_end = end if line_end < 0 else line_end
     if i >= line_end:
         return None
     money = _MONEY.match(text, i) is not None
-    opener = _MATH_START.match(text, i, line_end)
+    opener = _MATH_OPEN.match(text, i, line_end)
     if opener is not None and not money:
         close = text.find(_MATH_CLOSE[opener.group(0)], opener.end(), line_end)
         if close > opener.end():
-            if opener.group(0) == "$":
-                close = _joined_segments(text, close, line_end)
-            return _stripped(text[opener.end() : close], opener.end())
-    if money:
-        i += 1
-    j = _math_run(text, i, line_end)
-    run = text[i:j].rstrip().rstrip(",;:*_").rstrip()
-    prose = not _MATHY.search(run) and _WORD_NEXT.match(text, j, line_end) is not None
-    if run and any(ch.isalnum() for ch in run) and not prose:
-        return _stripped(run, i)
+            joined = _joined_segments(text, close, line_end) if opener.group(0) == "$" else close
+            hedge = _hedged(text, joined + len(_MATH_CLOSE[opener.group(0)]), line_end)
+            if joined == close:
+                a, b = _chain_value(text, _Item(opener.end(), close, True), want.equation)
+            else:
+                a, b = _stripped(text[opener.end() : joined], opener.end())[0], joined
+            if b > a:
+                return Extraction.of([(a, text[a:b].rstrip())], "answer_is", hedge)
+    clause = _CLAUSE_END.search(text, i, line_end)
+    clause_end = clause.start() if clause is not None else line_end
+    if _LEAD_CHOICE.match(text, i, line_end) is not None:
+        # "(B) 42", "B.": a choice, with the option's text if any
+        return Extraction.of([_stripped(text[i:clause_end].rstrip("*_"), i)], "answer_is")
+    if is_set_phrase(text[i:clause_end]):  # all real numbers except 0 and 1
+        return Extraction.of([_stripped(text[i:clause_end], i)], "answer_is")
     sentence = _SENTENCE_END.search(text, i, line_end)
-    words = text[i : sentence.start() if sentence else line_end].strip().strip("*_$").strip()
-    if not words:
+    sentence_end = sentence.start() if sentence is not None else line_end
+    segments = _segments(text, i, sentence_end, [])
+    items = _items(text, i, sentence_end, segments)
+    if items and items[0].start <= i + (1 if money else 0):
+        # math starts the sentence: it (and the values joined to it) is the answer
+        group = [items[0]]
+        for item in items[1:]:
+            if _CONNECT.fullmatch(text, group[-1].end, item.start) is None:
+                break
+            group.append(item)
+        spans = [_chain_value(text, it, want.equation) for it in group]
+        parts = [(x, text[x:y]) for x, y in spans if y > x]
+        if parts:
+            return Extraction.of(parts, "answer_is", _hedged(text, group[-1].end, line_end))
+    # words first ("Answer: The train travels 120 miles."): the value the answer's own
+    # statement gives, read like a final statement up to the end of its paragraph
+    paragraph = _PARAGRAPH.search(text, i, end)
+    found = _statement(text, i, paragraph.start() if paragraph else end, want)
+    if found is not None:
+        return Extraction(found.text, "answer_is", found.start, found.parts, found.hedge)
+    raw = text[i:clause_end].strip().strip("*_$").strip()
+    if not any(c.isalpha() for c in raw) or any(c.isdigit() for c in raw) or len(raw.split()) > 4:
+        return None  # no value and no short text answer: the next rule decides
+    return Extraction.of([(text.index(raw, i), raw)], "answer_is")
+
+
+def _whole(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
+    """The whole span when it is math (inside an answer tag: ``<answer> \\sqrt{3} </answer>``,
+    ``<answer> 22 + 20 = 42 </answer>`` gives 42), read as a statement's item."""
+    at, raw = _stripped(text[lo:hi], lo)
+    if not any(c.isalnum() for c in raw) or _is_prose(raw.replace("$", " ")) or "\n" in raw:
         return None
-    return text.index(words, i), words
+    seg_lo, seg_hi = at, at + len(raw)
+    for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if raw.startswith(left) and raw.endswith(right) and len(raw) > len(left) + len(right):
+            seg_lo, seg_hi = at + len(left), at + len(raw) - len(right)
+            break
+    a, b = _chain_value(text, _Item(seg_lo, seg_hi, True), want.equation)
+    if b <= a:
+        return None
+    return Extraction.of([(a, text[a:b])], "whole")
 
 
-def extract_answer(response: str) -> Extraction | None:
-    """Extract the final answer of ``response`` (region and rules in the module docstring).
+def _leading(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
+    """Math that opens the span (an answer tag's "1,700 because she loses 10% …"): the value
+    the answer starts with, the end of its chain."""
+    i = lo
+    while i < hi and text[i] in " \t\n*_":
+        i += 1
+    sentence = _SENTENCE_END.search(text, i, hi)
+    stop = sentence.start() if sentence is not None else hi
+    items = _items(text, i, stop, _segments(text, i, stop, []))
+    if not items or items[0].start > i + 1:
+        return None
+    if _LEAD_FOLLOW.match(text, items[0].end, hi) is None:
+        return None  # "$99^2$ is …": the subject of a statement, not its value
+    a, b = _chain_value(text, items[0], want.equation)
+    return Extraction.of([(a, text[a:b])], "leading") if b > a else None
+
+
+def _final_statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
+    return _statement(text, lo, hi, want)
+
+
+_FINDERS = {
+    "answer_tag": _answer_tag,
+    "boxed": _boxed,
+    "gsm8k": _gsm8k,
+    "answer_is": _answer_is,
+    "whole": _whole,
+    "leading": _leading,
+    "final_statement": _final_statement,
+}
+
+
+def extract_answer(
+    response: str,
+    answer_format: str = "lenient",
+    several: bool = False,
+    prompt: str = "",
+    equation: bool = False,
+) -> Extraction | None:
+    """Extract the final answer of ``response`` (region, candidates and precedence in the
+    module docstring).
 
     Args:
         response: the model's response text.
+        answer_format: one of :data:`FORMATS`; a strict format uses its one rule only.
+        several: the gold is a list of values (several boxes then form one list).
+        prompt: the task's prompt; a sentence of the response restated from it is not a
+            final statement.
+        equation: the gold is an equation; a final statement ``lhs = rhs`` then stays whole
+            (else a constant ``rhs`` is the value stated: ``m + n = 17`` gives 17).
 
     Returns:
-        The extraction, or None when no rule finds an answer.
+        The extraction, or None when no rule of the format finds an answer.
 
     Raises:
-        UnclosedBoxError: the last ``\\boxed{`` is not closed (no answer may be guessed then).
+        UnclosedBoxError: boxes are considered and the last ``\\boxed{`` is not closed.
+        AnswerFormatError: ``answer_format`` is not one of :data:`FORMATS`.
     """
+    rules = _RULES_OF.get(answer_format)
+    if rules is None:
+        raise AnswerFormatError(
+            f"answer_format {answer_format!r} is not one of {', '.join(FORMATS)}"
+        )
     text, start, end = answer_region(response)
-    boxes = _boxes(text, start, end)
-    if boxes:
-        heading = None
-        for heading in _FINAL_HEADING.finditer(text, start, end):  # noqa: B007
-            pass
-        if heading is not None:
-            after = [b for b in boxes if b[0] >= heading.end()]
-            boxes = after or boxes
-        return Extraction.of(_distinct(boxes), "boxed")
-    gsm = None
-    for gsm in _GSM8K.finditer(text, start, end):  # noqa: B007
-        pass
-    if gsm is not None and gsm.group(1).strip():
-        return Extraction.of([_stripped(gsm.group(1), gsm.start(1))], "gsm8k")
-    said = None
-    for said in _ANSWER_PHRASE.finditer(text, start, end):  # noqa: B007
-        pass
-    if said is not None:
-        found = _after_phrase(text, said.end(), end)
-        if found is not None:
-            return Extraction.of([found], "answer_is")
-    math = None
-    for candidate in _INLINE_MATH.finditer(text, start, end):
-        index = next(i for i in range(1, 5) if candidate.group(i) is not None)
-        content = candidate.group(index)
-        if candidate.group(0).startswith("$") and _PROSE.search(content):
-            continue  # "$5 an hour, so she made $": money around prose
-        math = (candidate, index)
-    if math is not None:
-        m, index = math
-        if not any(ch.isdigit() for ch in text[m.end() : end]) and m.group(index).strip():
-            return Extraction.of([_stripped(m.group(index), m.start(index))], "last_math")
-    number = None
-    for number in _NUMBER.finditer(text, start, end):  # noqa: B007
-        pass
-    if number is not None:
-        return Extraction.of([(number.start(), number.group(0))], "last_number")
+    want = _Want(several, equation, " ".join(prompt.split()))
+    if answer_format == "lenient":
+        rules = _explicit_order(text, start, end)
+    try:
+        for rule in rules:
+            found = _FINDERS[rule](text, start, end, want)
+            if found is not None:
+                return found
+    except _NoAnswerError:
+        return None
     return None
+
+
+def _explicit_order(text: str, start: int, end: int) -> tuple[str, ...]:
+    """Lenient precedence: of the two explicit markers, the answer tag and the box, the one
+    that ends the response comes first (a box after an early ``<answer>`` wins, a tag
+    after a boxed draft wins, a box inside the tag is the tag's)."""
+    tag = None
+    for tag in _TAG_OPEN.finditer(text, start, end):  # noqa: B007 - the last one
+        pass
+    box = None
+    for box in _BOX.finditer(text, start, end):  # noqa: B007 - the last one
+        pass
+    if tag is not None and box is not None:
+        close = _TAG_CLOSE.search(text, tag.end(), end)
+        if box.start() >= (close.end() if close is not None else end):
+            return ("boxed", "answer_tag", *_RULES_OF["lenient"][2:])
+    return _RULES_OF["lenient"]

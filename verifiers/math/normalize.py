@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Callable
 from fractions import Fraction
 
 from grpo.verifiers.math.units import canonical_unit
@@ -88,11 +89,14 @@ _FRAC_BARE = re.compile(rf"\\frac\s*{_BARE_ARG}\s*{_BARE_ARG}")
 _SQRT_BARE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _SCALE = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _CONNECTORS = {"and", "or"}
-_TEXT_CMD = r"\\(?:text|textbf|textrm|textit|mathrm|mathbf|mathit|mbox|operatorname)\s*"
+_TEXT_CMD = (
+    r"\\(?:text|textbf|textrm|textit|textnormal|textsf|texttt|mathrm|mathbf|mathit|mathsf|mbox"
+    r"|operatorname)\s*"
+)
 _TEXT_WORDS = re.compile(
     r"(?<=[\d})])(?<!\\text\{[A-Za-z]\})\s*"
     + _TEXT_CMD
-    + r"\{\s*([A-Za-z][A-Za-z .'-]*?)\s*\}(?:\^\{?[23]\}?)?"
+    + r"\{\s*([A-Za-z][A-Za-z .'/-]*?(?:\^\{?[23]\}?)?)\s*\}(?:\^\{?[23]\}?)?"
 )
 _NUMBER_WORDS = {
     w: i
@@ -124,7 +128,11 @@ _NUMBER_WORDS = {
 } | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80}
 _WRAPPERS = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _SPACING = re.compile(r"\\\\|\\[!,;: ]|~|\\quad|\\qquad")  # "\\\\" (a row break) is kept
-_THIN_THOUSANDS = re.compile(r"(?<=[\d,])\\[!,](?=\d{3}(?!\d))|(?<=,)\\!")
+# explicit thousands marks, wherever they stand: 1{,}234, 1,\!234, 7,\! 020 (MATH-500), 1\,234
+_EXPLICIT_THOUSANDS = re.compile(
+    r"(?<=\d)(?:\{,\}|,\\!\s*|\\,|\\!)(?=\d{3}(?!\d))|(?<=\d,)\\!\s*(?=\d{3}(?!\d))"
+)
+_THIN_THOUSANDS = re.compile(r"(?<=,)\\!")
 _BRACED_COMMA = re.compile(r"\{,\}")
 _THOUSANDS = re.compile(r"(?<![\d.,])(-?[1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(?!\.\d*,)")
 # SI-style groups ("1 000 000"): only three-digit groups, and not a mixed number ("12 345/678")
@@ -151,11 +159,12 @@ _LOGIC = (
     (re.compile(r"\s*(?:(?<![\d)}!])!=|\\not\s*=)\s*"), r" \\ne "),  # not 5!=120
 )
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_COLOR = re.compile(r"\\color\s*\{[A-Za-z]*\}|\\textcolor\s*\{[A-Za-z]*\}")  # \color{blue}{306}
 _EMPTY_SET = re.compile(r"\\varnothing|\\emptyset|\\\{\s*\\\}|\\O(?![A-Za-z])")
 _NUMBER_END = r"(?:\d|\}|\))"
 # words after a number: a unit (dropped), a scale word (kept as a power of ten), a connector
 _WORDS_AFTER = re.compile(
-    rf"(?<={_NUMBER_END})(\s*)([A-Za-z][A-Za-z.'-]*(?:\s+[A-Za-z][A-Za-z.'-]*)*)(\^\{{?[23]\}}?)?"
+    rf"(?<={_NUMBER_END})(\s*)([A-Za-z][A-Za-z.'/-]*(?:\s+[A-Za-z][A-Za-z.'/-]*)*)(\^\{{?[23]\}}?)?"
     r"(?=\s*(?:$|[,;)\]]|\\\}|\\cup))"
 )
 
@@ -252,6 +261,8 @@ def _power(text: str | None) -> str:
 def _text_words(units: list[str], m: re.Match[str]) -> str:
     """``\\text{ cm}`` after a number: a unit (dropped, noted); ``\\text{and}``: a connector."""
     words = m.group(1).strip().lower()
+    if words.replace(".", "") in ("am", "pm"):
+        return f" {words.replace('.', '')}"
     if words in _CONNECTORS:
         return f" {words} "
     if words in _SCALE:
@@ -263,6 +274,8 @@ def _text_words(units: list[str], m: re.Match[str]) -> str:
 def _words_after(units: list[str], m: re.Match[str]) -> str:
     words = m.group(2).split()
     first = words[0].lower()
+    if first.replace(".", "") in ("am", "pm") and len(words) == 1:
+        return f" {first.replace('.', '')}"  # 4:00 PM: a clock time keeps its half of the day
     if len(words) == 1 and first in _SCALE:
         return rf"\times10^{{{_SCALE[first]}}}"
     if any(w.lower() in _CONNECTORS for w in words):
@@ -292,6 +305,40 @@ def _number_set(m: re.Match[str]) -> str:
     return rf"\mathbb{{{m.group(1) or m.group(2) or m.group(3)}}}"
 
 
+def _thousands(text: str) -> str:
+    """``115,000`` -> ``115000``, ``1 000 000`` -> ``1000000`` (module docstring)."""
+    text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
+    return _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), text)
+
+
+def _outside_brackets(text: str, fn: Callable[[str], str]) -> str:
+    """``fn`` applied to the parts of ``text`` outside ``( )``, ``[ ]`` and ``\\{ \\}``: a
+    comma inside a tuple, an interval or a set separates items (``(4,500)`` is a pair), never
+    thousands. Braces of LaTeX arguments (``\\frac{1,000}{3}``) do not count."""
+    if "," not in text and " " not in text:
+        return text
+    out: list[str] = []
+    depth = 0
+    chunk = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        step = 2 if ch == "\\" and text[i + 1 : i + 2] in ("{", "}") else 1
+        opens = ch in "([" or (step == 2 and text[i + 1] == "{")
+        closes = ch in ")]" or (step == 2 and text[i + 1] == "}")
+        if opens or closes:
+            part = text[chunk:i]
+            out.append(fn(part) if depth == 0 else part)
+            out.append(text[i : i + step])
+            depth = depth + 1 if opens else max(depth - 1, 0)
+            chunk = i + step
+        i += step
+    part = text[chunk:]
+    out.append(fn(part) if depth == 0 else part)
+    return "".join(out)
+
+
 def normalize_answer(answer: str) -> str:
     """Normalize an extracted answer's text (rules, with examples, in the module docstring).
 
@@ -319,6 +366,7 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     text = _strip_delimiters(_unbox(text))
     text = text.replace(r"\dfrac", r"\frac").replace(r"\tfrac", r"\frac")
     text = text.replace(r"\displaystyle", "")
+    text = _COLOR.sub("", text)
     text = re.sub(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])", "", text)
     text = _LATEX_SQRT_PAREN.sub(r"\\sqrt{\1}", text)
     text = _FRAC_BARE.sub(_braced_frac, text)
@@ -331,13 +379,13 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     text = _TEXT_WORDS.sub(functools.partial(_text_words, units), text)
     for _ in range(3):  # nested wrappers: \text{\textbf{13}}
         text = _WRAPPERS.sub(r"\1", text)
+    text = _EXPLICIT_THOUSANDS.sub("", text)
     text = _THIN_THOUSANDS.sub("", text)
     text = _SPACING.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", text)
     text = _BRACED_COMMA.sub(",", text)
     text = _DOLLAR_NUMBER.sub("", text)
     text = _STRAY_DOLLAR.sub(" ", text)
-    text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
-    text = _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), text)
+    text = _outside_brackets(text, _thousands)
     text = _APPROX.sub("", text)
     text = text.replace(r"\%", "%")
     text = _WORDS_AFTER.sub(functools.partial(_words_after, units), text)

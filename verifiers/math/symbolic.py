@@ -49,6 +49,7 @@ _PROBES = tuple(
     sympy.Float(p, 40) for p in ("-1.2917", "-0.6183", "0.3541", "0.7312", "1.3719", "2.4111")
 )
 _PROBE_REL = sympy.Float("1e-30", 40)
+_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)(?![\d.]|[eE][+-]?\d)")
 _E_NOTATION = re.compile(r"(?<![A-Za-z\d.\\])(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![A-Za-z\d])")
 
 
@@ -113,14 +114,26 @@ def magnitude_of(text: str, side: str) -> float | None:
     return magnitude(_parse(text, side))
 
 
-def _numbers_equal(gold: Any, answer: Any, rel_tol: float) -> bool:
-    """Exact numbers exactly (to 1e-30 relative at 50 digits), decimals to ``rel_tol``.
+def _numbers_equal(gold: Any, answer: Any, rel_tol: float | None) -> bool:
+    """Exact numbers exactly (to 1e-30 relative at 50 digits); decimals by one rule.
+
+    With ``rel_tol`` None (the MATH convention) a decimal is the rational it spells, compared
+    exactly (``0.5\\pi`` vs ``\\frac{\\pi}{2}``: 1; ``1.73205`` vs ``\\sqrt{3}``, ``3.14``
+    vs ``\\pi``: 0). With a ``rel_tol``, a decimal may approximate a value that no finite
+    decimal is (``_approximates``) to that relative tolerance.
 
     The comparison stays in sympy Floats (any exponent), never Python floats, so values past
     1e308 (``\\Gamma(10^9)``) are not infinities that compare equal.
     """
     if _infinite(gold) or _infinite(answer):
         return bool(gold == answer)
+    floats = gold.has(sympy.Float) or answer.has(sympy.Float)
+    if floats and rel_tol is None:  # only e-notation is left: decimals were made exact
+        gold, answer = (
+            v.xreplace({f: sympy.Rational(str(f)) for f in v.atoms(sympy.Float)})
+            for v in (gold, answer)
+        )
+        floats = False
     diff = gold - answer
     if diff.is_zero is True:
         return True
@@ -132,7 +145,8 @@ def _numbers_equal(gold: Any, answer: Any, rel_tol: float) -> bool:
     for value in (abs(g), abs(a), d):  # complex values compare by modulus of the difference
         if not value.is_finite or not value.is_comparable:
             raise ValueError("a value that cannot be evaluated to 50 digits")
-    if gold.has(sympy.Float) or answer.has(sympy.Float):
+    if floats:
+        assert rel_tol is not None
         if not _approximates(gold, answer):
             return False
         return bool(d <= sympy.Float(rel_tol, 50) * scale) if scale > 0 else bool(d == 0)
@@ -216,9 +230,9 @@ def _imaginary_unit(gold: Any, answer: Any) -> tuple[Any, Any]:
     """
     g_unit = [s for s in gold.free_symbols if str(s) == "i"]
     a_unit = [s for s in answer.free_symbols if str(s) == "i"]
-    if g_unit and _non_real(answer):
+    if g_unit and (_non_real(answer) or (gold.free_symbols == set(g_unit) and _is_number(answer))):
         gold = gold.subs(g_unit[0], sympy.I)
-    elif a_unit and _non_real(gold):
+    elif a_unit and (_non_real(gold) or (answer.free_symbols == set(a_unit) and _is_number(gold))):
         answer = answer.subs(a_unit[0], sympy.I)
     return gold, answer
 
@@ -232,17 +246,20 @@ def _non_real(value: Any) -> bool:
         return False
 
 
-def leaves_equal(gold: str, answer: str, rel_tol: float) -> bool:
+def leaves_equal(gold: str, answer: str, rel_tol: float | None = None) -> bool:
     """Decide two leaf expressions (rules in the module docstring).
 
     Args:
         gold, answer: normalized LaTeX of one expression each.
-        rel_tol: relative tolerance when a decimal is involved.
+        rel_tol: None for the MATH convention on decimals, else the opt-in tolerance
+            (``_numbers_equal``).
 
     Raises:
         SympyParseError: one side cannot be parsed; ``side`` is set to ``"gold"`` or
             ``"answer"``.
     """
+    if rel_tol is None:  # the MATH convention: a decimal is the rational it spells
+        gold, answer = _exact_decimals(gold), _exact_decimals(answer)
     g, a = _imaginary_unit(_parse(gold, "gold"), _parse(answer, "answer"))
     if _is_number(g) != _is_number(a):  # the parser does not evaluate: x - x, sin^2 + cos^2
         g, a = (g, sympy.simplify(a)) if _is_number(g) else (sympy.simplify(g), a)
@@ -251,6 +268,14 @@ def leaves_equal(gold: str, answer: str, rel_tol: float) -> bool:
     if _is_number(g) != _is_number(a):
         return False
     return _zero_everywhere(g, a)
+
+
+def _exact_decimals(text: str) -> str:
+    """Decimal literals as exact fractions (``5.0000001`` is ``\\frac{50000001}{10000000}``):
+    sympy reads a decimal as a 15-digit float, and ``nsimplify`` would round it."""
+    return _DECIMAL.sub(
+        lambda m: rf"(\frac{{{m.group(1)}{m.group(2)}}}{{1{'0' * len(m.group(2))}}})", text
+    )
 
 
 def proportional(gold: tuple[str, str], answer: tuple[str, str]) -> bool:

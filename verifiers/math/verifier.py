@@ -15,7 +15,7 @@ verifier never answers ``TIMEOUT`` or ``RUNTIME_ERROR``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,12 +39,26 @@ class MathConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    answer_format: Literal["lenient", "boxed", "answer_tag", "gsm8k"] = Field(
+        default="lenient",
+        description="Where the final answer must be when a task does not say "
+        "(Task.metadata['answer_format']): 'lenient' (answer tag, box, ####, answer phrase, "
+        "final statement, in that precedence), or one strict format ('boxed', 'answer_tag', "
+        "'gsm8k') that never falls back to guessing.",
+    )
+    approximation: Literal["exact", "tolerance"] = Field(
+        default="exact",
+        description="Decimals against values no finite decimal writes (1/3, sqrt(2)): 'exact' "
+        "(the MATH convention: a decimal is the number it spells, so 0.333333 is not 1/3 "
+        "unless the gold is that decimal) or 'tolerance' (equal within rel_tol and under one "
+        "unit of the decimal's last place).",
+    )
     rel_tol: float = Field(
         default=1e-6,
         gt=0,
         lt=0.01,
-        description="Relative tolerance when a decimal is compared (exact values compare "
-        "exactly); must stay far below 1 so that 1/2004! and 1/2006! differ.",
+        description="Relative tolerance of approximation='tolerance' (unused otherwise); must "
+        "stay far below 1 so that 1/2004! and 1/2006! differ.",
     )
     max_response_chars: int = Field(
         default=100_000,
@@ -75,6 +89,15 @@ class MathVerifier(PoolVerifier):
         self.config: MathConfig = config or MathConfig()
         super().__init__(self.config, self.config.pool, PRELOAD, pool)
 
+    def _args(
+        self, task: common_pb2.Task, response: str
+    ) -> tuple[str, str, str, float | None, str]:
+        """``check_answer``'s arguments: the task's ``metadata["answer_format"]`` (else the
+        config's), the tolerance when ``approximation`` is ``tolerance``, the prompt."""
+        answer_format = task.metadata.get("answer_format") or self.config.answer_format
+        rel_tol = self.config.rel_tol if self.config.approximation == "tolerance" else None
+        return task.gold_answer, response, answer_format, rel_tol, task.prompt
+
     def score_many(
         self,
         items: Sequence[tuple[common_pb2.Task, str]],
@@ -87,13 +110,14 @@ class MathVerifier(PoolVerifier):
         Returns:
             Per item, a Score with status OK and reward 1.0/0.0, or a failure status (module
             docstring); ``extracted_answer`` is the normalized extracted answer and
-            ``latency_s`` the check's own time.
+            ``latency_s`` the check's own time. A task whose ``metadata["answer_format"]`` is
+            not one of the formats gets ``INTERNAL`` (a task error) naming it.
         """
         return pool_scores(
             self.pool,
             check_answer,
             items,
-            args_of=lambda task, response: (task.gold_answer, response, self.config.rel_tol),
+            args_of=self._args,
             score_of=lambda r: make_score(r[0], r[1], extracted=r[2], detail=r[3]),
             max_response_chars=self.config.max_response_chars,
             on_score=on_score,

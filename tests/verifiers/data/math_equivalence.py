@@ -90,7 +90,7 @@ ROWS: list[Row] = [
     R("fractions", r"\frac{9}{19}", _b(r"\frac9{19}"), 1),
     R("fractions", r"\frac{270}{7}", _b(r"\frac{270}7"), 1),
     R("fractions", r"\frac{1}{3}", _b("0.333"), 0),
-    R("fractions", r"\frac{1}{3}", _b("0.3333333333"), 1),
+    R("fractions", r"\frac{1}{3}", _b("0.3333333333"), 0),  # issue 27: MATH convention
     R("fractions", r"\frac{2}{3}", _q(r"\frac{2}{3}"), 1),
     R("fractions", r"\frac{2}{3}", _r1(r"\dfrac{2}{3}"), 1),
     R("fractions", r"\frac{2}{3}", _ll(r"\frac{3}{2}"), 0),
@@ -374,7 +374,8 @@ ROWS: list[Row] = [
     R(
         "multiple_boxes", "7", r"So $\boxed{7}$. Checking again, the answer is $\boxed{7}$.", 1
     ),  # issue
-    R("multiple_boxes", "3", r"first \boxed{2} then \boxed{3}", 0),
+    R("multiple_boxes", "3", r"first \boxed{2} then \boxed{3}", 1),  # issue 27: last box wins
+    R("multiple_boxes", "2", r"first \boxed{2} then \boxed{3}", 0),
     R("multiple_boxes", "3", r"It is \boxed{3} or \boxed{4}.", 0),
     R("multiple_boxes", "3, 4", r"It is \boxed{3} or \boxed{4}.", 1),
     R("multiple_boxes", "-5, 3", r"the roots are \boxed{3} and \boxed{5}", 0),
@@ -453,7 +454,7 @@ ROWS: list[Row] = [
     R("symbolic", "3", _b(r"3\sqrt(3)"), 0),  # issue: a false positive today
     R("symbolic", r"\frac{\pi}{2}", _b(r"\pi/2"), 1),
     R("symbolic", r"\frac{\pi}{2}", _b("1.5708"), 0),
-    R("symbolic", r"\frac{\pi}{2}", _b("1.5707963268"), 1),
+    R("symbolic", r"\frac{\pi}{2}", _b("1.5707963268"), 0),  # issue 27: MATH convention
     R("symbolic", r"\sqrt{2}", _b(r"\frac{2}{\sqrt{2}}"), 1),
     R("symbolic", r"\sqrt{2}", _b("1.41"), 0),
     R("symbolic", "12", _b("x^5-1"), 0),
@@ -839,11 +840,11 @@ ROWS: list[Row] = [
     R("decimals", "2.000001", _b("2.000002"), 0),
     R("decimals", "1000000", _b("999999.5"), 0),
     R("decimals", "0.5", _b("0.5000001"), 0),
-    R("decimals", r"\frac{1}{3}", _b("0.333333"), 1),
-    R("decimals", r"\frac{2}{3}", _b("0.666667"), 1),
+    R("decimals", r"\frac{1}{3}", _b("0.333333"), 0),  # issue 27: MATH convention
+    R("decimals", r"\frac{2}{3}", _b("0.666667"), 0),  # (the tolerance is opt-in)
     R("decimals", r"\frac{2}{3}", _b("0.666"), 0),
     R("decimals", r"\frac{1}{7}", _b("0.142858"), 0),
-    R("decimals", r"\sqrt{2}", _b("1.414214"), 1),
+    R("decimals", r"\sqrt{2}", _b("1.414214"), 0),  # issue 27: MATH convention
     R("decimals", r"\sqrt{2}", _b("1.414"), 0),
     R("decimals", r"\sqrt{2}^2", _b("2.0000001"), 0),
     R("decimals", r"\binom{10}{3}", _b("121.0"), 0),
