@@ -38,7 +38,7 @@ class ContractError(InvalidArgumentError):
 class UsageError(InvalidArgumentError):
     """A command was invoked wrongly (an option's value, options that exclude each other, an
     input file that cannot be read): nothing was done. Command lines exit 2 with the message,
-    as for their parser's own errors (``grpo.cli_resumable``).
+    as for their parser's own errors (``grpo.cli_console``).
 
     Attributes:
         option: the option at fault (``--field``; ``--resume / --overwrite`` for two that

@@ -10,5 +10,8 @@ Plain classes and pure functions, one module per concept; the CLI commands are t
 - ``scoring``: the scoring loop, output rows and their summary;
 - ``metrics``: pass@k (Chen et al. 2021), maj@k, per-field breakdowns;
 - ``sampling``: generating samples with the in-process backend or a generation service;
-- ``evaluate``: the eval loop (generate, score, write, summarise).
+- ``evaluate``: the eval loop (generate, score, write, summarise);
+- ``score_file``: one ``grpo score`` run (a frozen ``ScoreJob``);
+- ``eval_job``: one ``grpo eval`` run (a frozen ``EvalJob``; the token budget fitted to the
+  model).
 """

@@ -29,6 +29,7 @@ when missing), and the score fields of ``grpo score`` (``status``, ``reward``, `
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ from grpo.services.evaluation.scoring import (
 from grpo.v1 import common_pb2
 
 __all__ = [
+    "REASONS_SHOWN",
     "EvalReport",
     "EvalSettings",
     "check_by_fields",
@@ -69,6 +71,9 @@ __all__ = [
 ]
 
 Row = dict[str, Any]
+
+REASONS_SHOWN = 5
+"""How many distinct reasons for samples without a verdict a report keeps."""
 
 
 def sample_key(row: Row) -> tuple[str, int]:
@@ -159,6 +164,8 @@ class EvalReport:
         resumed: final rows already in the file (kept as they were).
         retried: samples without a verdict in the file whose response this call scored again.
         wall_s: seconds this call took.
+        missing_reasons: why samples got no verdict: (status, reason, samples), the
+            :data:`REASONS_SHOWN` most common, most common first.
     """
 
     overall: EvalMetrics
@@ -168,6 +175,7 @@ class EvalReport:
     resumed: int = 0
     retried: int = 0
     wall_s: float = 0.0
+    missing_reasons: list[tuple[str, str, int]] = field(default_factory=list)
 
     @property
     def unscored(self) -> int:
@@ -205,6 +213,10 @@ class EvalReport:
                 for name, values in self.by_field.items()
             },
             "unscored_samples": self.unscored,
+            "missing_reasons": [
+                {"status": status, "reason": reason, "samples": count}
+                for status, reason, count in self.missing_reasons
+            ],
             "generated_now": self.generated_now,
             "resumed_rows": self.resumed,
             "retried_now": self.retried,
@@ -539,7 +551,8 @@ def summarize(
     """Metrics of sample rows (overall and per ``settings.by`` field).
 
     Args:
-        rows: sample rows; rows of one problem are grouped by ``problem``.
+        rows: sample rows; rows of one problem are grouped by ``problem``; the rows without
+            a reward give ``missing_reasons`` (by status and ``detail``).
         settings: ks and the breakdown fields.
         fields: problem id -> its field values (default: each row's ``fields``).
     """
@@ -564,10 +577,14 @@ def summarize(
         for pid, group in grouped.items()
     ]
     ks, maj_k = settings.ks, max(settings.ks)
+    reasons = Counter(
+        (str(r["status"]), str(r.get("detail") or "(no detail)")) for r in rows if not has_reward(r)
+    )
     return EvalReport(
         overall=compute_metrics(problems, ks=ks, maj_k=maj_k),
         by_field={name: breakdown(problems, name, ks=ks, maj_k=maj_k) for name in settings.by},
         settings=settings,
+        missing_reasons=[(s, d, c) for (s, d), c in reasons.most_common(REASONS_SHOWN)],
     )
 
 

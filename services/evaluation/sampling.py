@@ -56,6 +56,15 @@ class Sampler(abc.ABC):
             OSError: a model file cannot be read. UnavailableError: the service is away.
         """
 
+    def context_tokens(self) -> int | None:
+        """Most prompt + generated tokens the policy takes; None when unknown."""
+        return None
+
+    def prompt_tokens(self, prompts: Sequence[str]) -> list[int] | None:
+        """Tokens of each prompt as the policy reads it; None when this sampler cannot tell
+        (a generation service: the tokenizer is on its side)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the model or the channel."""
 
@@ -102,6 +111,14 @@ class BackendSampler(Sampler):
         if Path(self._path).is_dir():
             return {"model_sha256": folder_sha256(Path(self._path))}
         return {"model": self._path}
+
+    def context_tokens(self) -> int | None:
+        """The backend's ``max_context_tokens``."""
+        return int(self._backend.max_context_tokens)
+
+    def prompt_tokens(self, prompts: Sequence[str]) -> list[int] | None:
+        """The backend's ``prompt_lengths``."""
+        return list(self._backend.prompt_lengths(prompts))
 
     def generate(
         self, prompts: Sequence[str], n: int, sampling: Any

@@ -49,6 +49,7 @@ __all__ = [
     "Outcome",
     "Refusal",
     "RemoteScorer",
+    "VerifierTarget",
     "check_verifier",
     "describe_text",
     "kind_name",
@@ -374,20 +375,11 @@ class RemoteScorer(BatchScorer):
         self._channel.close()
 
 
-def open_scorer(
-    *,
-    endpoint: str | None,
-    service: str | None,
-    deadline_s: float,
-    workers: int,
-    max_attempts: int = 5,
-    tls_ca: Path | None = None,
-    tls_cert: Path | None = None,
-    tls_key: Path | None = None,
-) -> BatchScorer:
-    """The scorer of ``grpo score`` and ``grpo eval``: remote at ``endpoint``, else in process.
+@dataclass(frozen=True)
+class VerifierTarget:
+    """Which verifier ``grpo score`` and ``grpo eval`` call, and how (:func:`open_scorer`).
 
-    Args:
+    Attributes:
         endpoint: ``host:port`` of a running verifier; called by :class:`RemoteScorer` with
             ``deadline_s`` per attempt, ``max_attempts`` attempts and a backoff of 0.5 s
             doubling up to 8 s (``VerifierClientConfig``), over TLS when ``tls_ca`` is set.
@@ -401,31 +393,47 @@ def open_scorer(
             verifier's concurrent samples (``scoring.concurrency``).
         max_attempts: remote attempts per call (the first included).
         tls_ca, tls_cert, tls_key: PEM files (CA; client certificate and key for mutual TLS).
+    """
+
+    endpoint: str | None = None
+    service: str | None = None
+    deadline_s: float = 300.0
+    workers: int = 2
+    max_attempts: int = 5
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+
+def open_scorer(target: VerifierTarget) -> BatchScorer:
+    """The scorer of ``grpo score`` and ``grpo eval``: remote at ``target.endpoint``, else the
+    service ``target.service`` in this process (see :class:`VerifierTarget`).
 
     Raises:
-        InvalidArgumentError: neither ``endpoint`` nor ``service``, a malformed endpoint, an
+        InvalidArgumentError: neither an endpoint nor a service, a malformed endpoint, an
             unknown service or bad TLS options (a certificate without its key or the CA).
         OSError: a TLS file cannot be read.
     """
-    if endpoint:
+    if target.endpoint:
         try:
             config = VerifierClientConfig(
-                timeout_s=deadline_s,
-                max_attempts=max_attempts,
+                timeout_s=target.deadline_s,
+                max_attempts=target.max_attempts,
                 backoff_initial_s=0.5,
                 backoff_max_s=8.0,
-                tls_ca_file=tls_ca,
-                tls_cert_file=tls_cert,
-                tls_key_file=tls_key,
+                tls_ca_file=target.tls_ca,
+                tls_cert_file=target.tls_cert,
+                tls_key_file=target.tls_key,
             )
         except ValueError as exc:
             raise InvalidArgumentError(f"verifier client options: {exc}") from None
-        return RemoteScorer(endpoint, config)
+        return RemoteScorer(target.endpoint, config)
+    service = target.service
     if not service:
         raise InvalidArgumentError("no verifier: give an endpoint or a service")
-    settings: dict[str, Any] = {"scoring": {"request_timeout_s": deadline_s}}
+    settings: dict[str, Any] = {"scoring": {"request_timeout_s": target.deadline_s}}
     if service in ("verifier-math", "verifier-steps"):
-        settings["verifier"] = {"pool": {"workers": workers}}
+        settings["verifier"] = {"pool": {"workers": target.workers}}
     elif service == "verifier-code":
-        settings["scoring"]["concurrency"] = workers
+        settings["scoring"]["concurrency"] = target.workers
     return LocalScorer.from_service(service, settings, environ=os.environ)

@@ -261,6 +261,17 @@ class GenerationBackend(abc.ABC):
         """Device string, e.g. 'cpu', 'cuda:0'."""
 
     @abc.abstractmethod
+    def prompt_lengths(self, prompts: Sequence[str]) -> list[int]:
+        """Tokens of each prompt as :meth:`generate_many` encodes it (no special tokens added).
+
+        Args:
+            prompts: P prompt texts.
+
+        Returns:
+            P token counts.
+        """
+
+    @abc.abstractmethod
     def generate_many(
         self, requests: Sequence[SampleRequest], *, deadline: float | None = None
     ) -> list[PromptResult]:

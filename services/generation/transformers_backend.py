@@ -253,6 +253,10 @@ class TransformersBackend(GenerationBackend):
         """Token ids of ``text`` as the policy sees a prompt (no special tokens added)."""
         return list(self._tok(text, add_special_tokens=False)["input_ids"])
 
+    def prompt_lengths(self, prompts: Sequence[str]) -> list[int]:
+        """Tokens of each prompt (:meth:`encode`)."""
+        return [len(self.encode(p)) for p in prompts]
+
     def generate_many(
         self, requests: Sequence[SampleRequest], *, deadline: float | None = None
     ) -> list[PromptResult]:

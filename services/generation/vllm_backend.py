@@ -186,6 +186,10 @@ class VllmBackend(GenerationBackend):
             skip_special_tokens=True,
         )
 
+    def prompt_lengths(self, prompts: Sequence[str]) -> list[int]:
+        """Tokens of each prompt as :meth:`generate_many` encodes it."""
+        return [len(self._tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+
     def generate_many(
         self, requests: Sequence[SampleRequest], *, deadline: float | None = None
     ) -> list[PromptResult]:

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo.cli import app
-from grpo.cli_resumable import EXIT_UNSCORED, EXIT_USAGE
+from grpo.cli_console import EXIT_UNSCORED, EXIT_USAGE
 from grpo.errors import InvalidArgumentError
 from grpo.services.driver.heldout import heldout_accuracy
 from grpo.services.settings.run import load_run_config
@@ -111,6 +111,37 @@ def test_grpo_eval_tiny_model_pass_at_k_by_field_and_resume(
     refused = _eval(tuned_model, src, out)
     assert refused.exit_code == EXIT_USAGE, refused.output
     assert "Invalid value for '--output-dir'" in refused.output and "--resume" in refused.output
+
+
+def test_grpo_eval_fits_the_default_budget_to_a_small_context_and_says_why_samples_failed(
+    tmp_path: Path,
+) -> None:
+    """The default --max-new-tokens (256) on a 32-token model is lowered, with a warning, to
+    what the context leaves after the longest prompt that fits (32 - 3 = 29), instead of
+    every sample being refused; the one prompt longer than the context is refused, and the
+    summary (table and summary.json) says how many samples got no verdict and why."""
+    from grpo.model import init_tiny_model
+
+    model = init_tiny_model(tmp_path / "model", hidden=32, layers=1, max_positions=32)
+    src = tmp_path / "problems.jsonl"
+    rows = [{"id": "short", "prompt": "hi=", "gold": "ok"},
+            {"id": "long", "prompt": "x" * 40, "gold": "ok"}]  # fmt: skip
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(model), "--dataset", str(src), "-o", str(out),
+            "--task-type", "exact", "--verifier", "grpo.verifiers.example:SERVICE"]  # fmt: skip
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert result.exit_code == EXIT_UNSCORED, result.output
+    output = " ".join(result.output.split())
+    assert "max_new_tokens 256 lowered to 29: the model's context is 32 tokens and the " \
+        "longest prompt (short) has 3" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sampling"]["max_new_tokens"] == 29
+    assert summary["statuses"] == {"invalid_input": 1, "ok": 1}
+    [why] = summary["missing_reasons"]
+    assert (why["status"], why["samples"]) == ("invalid_input", 1)
+    assert "40 tokens" in why["reason"] and "context of 32 tokens" in why["reason"]
+    assert "why: 1 invalid_input: generation refused the prompt" in output
 
 
 def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _moody_verifier import MoodyVerifier
 
-from grpo.cli_score import record_path, score_file
+from grpo.cli_score import ScoreJob, record_path, score_file
 from grpo.errors import InvalidArgumentError
 from grpo.services.evaluation.inputs import FieldMap
 
@@ -46,7 +46,7 @@ def _math_input(tmp_path: Path, name: str = "in.jsonl", gold: str = "2") -> Path
 
 def test_resume_refuses_another_input_field_map_or_verifier(tmp_path: Path) -> None:
     src, out = _math_input(tmp_path), tmp_path / "out.jsonl"
-    score_file("math", src, out, workers=1)
+    score_file(ScoreJob("math", src, out, workers=1))
     record = json.loads(record_path(out).read_text())
     assert record["command"] == "score" and record["about"]["input"] == str(src.resolve())
     assert record["identity"]["verifier"]["name"] == "math"
@@ -54,22 +54,22 @@ def test_resume_refuses_another_input_field_map_or_verifier(tmp_path: Path) -> N
 
     other = _math_input(tmp_path, "other.jsonl", gold="7")  # same ids, other content
     with pytest.raises(InvalidArgumentError, match=r"1 field\(s\) differ: input_sha256") as exc:
-        score_file("math", other, out, workers=1, resume=True)
+        score_file(ScoreJob("math", other, out, workers=1, resume=True))
     assert "new output" in str(exc.value) and "--overwrite" in str(exc.value)
     with pytest.raises(InvalidArgumentError, match=r"fields\.gold: recorded null, now \"answer\""):
-        score_file("math", src, out, workers=1, resume=True,
-                   fields=FieldMap.parse(["gold=answer"]))  # fmt: skip
+        score_file(ScoreJob("math", src, out, workers=1, resume=True,
+                   fields=FieldMap.parse(["gold=answer"])))  # fmt: skip
     with pytest.raises(
         InvalidArgumentError, match=r"kind: recorded \"math\", now \"steps\""
     ) as exc:
-        score_file("steps", src, out, workers=1, resume=True)
+        score_file(ScoreJob("steps", src, out, workers=1, resume=True))
     assert 'verifier.name: recorded "math", now "math-steps"' in str(exc.value)
     assert out.read_bytes() == before  # a refused resume writes nothing
 
     # the same input moved elsewhere, and another --workers, still resume
     moved = tmp_path / "moved.jsonl"
     moved.write_bytes(src.read_bytes())
-    run = score_file("math", moved, out, workers=2, resume=True)
+    run = score_file(ScoreJob("math", moved, out, workers=2, resume=True))
     assert run.resumed == 2 and run.scored_now == 0
 
 
@@ -77,15 +77,15 @@ def test_the_default_field_map_spelled_out_is_the_default(tmp_path: Path) -> Non
     """``--field gold=gold`` names the default key: the same run as no --field, recorded as
     such (it used to be refused: fields.gold: recorded null, now "gold")."""
     src, out = _math_input(tmp_path), tmp_path / "out.jsonl"
-    score_file("math", src, out, workers=1, fields=FieldMap.parse(["gold=gold", "id=id"]))
+    score_file(ScoreJob("math", src, out, workers=1, fields=FieldMap.parse(["gold=gold", "id=id"])))
     assert json.loads(record_path(out).read_text())["identity"]["fields"] == {}
     lines = out.read_text().splitlines(keepends=True)
     out.write_text(lines[0])  # cut short after its first row
-    run = score_file("math", src, out, workers=1, resume=True)
+    run = score_file(ScoreJob("math", src, out, workers=1, resume=True))
     assert (run.resumed, run.scored_now) == (1, 1)
     out.write_text(lines[0])
-    run = score_file("math", src, out, workers=1, resume=True,
-                     fields=FieldMap.parse(["gold=gold"]))  # fmt: skip
+    run = score_file(ScoreJob("math", src, out, workers=1, resume=True,
+                     fields=FieldMap.parse(["gold=gold"])))  # fmt: skip
     assert (run.resumed, run.scored_now) == (1, 1)
 
 
@@ -94,8 +94,8 @@ def test_resume_refuses_an_output_without_a_record(tmp_path: Path) -> None:
     src, out = _math_input(tmp_path), tmp_path / "out.jsonl"
     out.write_text('{"line": 1, "id": "a", "status": "ok", "reward": 1.0}\n')
     with pytest.raises(InvalidArgumentError, match=r"no run record.*older grpo.*--overwrite"):
-        score_file("math", src, out, workers=1, resume=True)
-    run = score_file("math", src, out, workers=1, overwrite=True)
+        score_file(ScoreJob("math", src, out, workers=1, resume=True))
+    run = score_file(ScoreJob("math", src, out, workers=1, overwrite=True))
     assert run.summary.rows == 2 and record_path(out).is_file()
 
 
@@ -105,13 +105,13 @@ def test_resume_scores_undecided_and_internal_rows_again(
     rows = [{"id": f"q{i}", "response": f"r{i}", "gold": "r0"} for i in range(5)]
     src, out = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
     moody.undecided, moody.broken = {"r1", "r3"}, {"r4"}
-    first = score_file("custom", src, out, service=MOODY, task_type="moody", workers=1)
+    first = score_file(ScoreJob("custom", src, out, service=MOODY, task_type="moody", workers=1))
     assert first.summary.statuses == {"ok": 2, "undecided": 2, "internal": 1}
     assert first.unscored == 3
 
     moody.undecided, moody.broken = {"r3"}, set()  # r1 and r4 can be decided now
-    again = score_file("custom", src, out, service=MOODY, task_type="moody", workers=1,
-                       resume=True)  # fmt: skip
+    again = score_file(ScoreJob("custom", src, out, service=MOODY, task_type="moody", workers=1,
+                       resume=True))  # fmt: skip
     assert (again.resumed, again.scored_now, again.retried) == (2, 3, 3)
     got = [(r["id"], r["status"], r["reward"]) for r in _rows(out)]
     assert got == [("q0", "ok", 1.0), ("q1", "ok", 0.0), ("q2", "ok", 0.0),
@@ -124,7 +124,7 @@ def test_response_must_be_a_string(tmp_path: Path) -> None:
     rows = [{"id": "n", "response": 5, "gold": "5"}, {"id": "t", "response": True, "gold": "1"},
             {"id": "s", "response": "#### 5", "gold": 5}]  # fmt: skip
     out = tmp_path / "out.jsonl"
-    run = score_file("math", _write(tmp_path / "in.jsonl", rows), out, workers=1)
+    run = score_file(ScoreJob("math", _write(tmp_path / "in.jsonl", rows), out, workers=1))
     by_id = {r["id"]: r for r in _rows(out)}
     assert by_id["n"]["status"] == "invalid_input"
     assert by_id["n"]["detail"] == "field 'response' must be a string, got number 5"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers import wait_for_port_file, wait_until
 
-from grpo.cli_score import EXIT_INTERRUPTED, score_file
+from grpo.cli_score import EXIT_INTERRUPTED, ScoreJob, score_file
 from grpo.errors import UnavailableError
 
 HERE = Path(__file__).resolve().parent
@@ -120,15 +120,15 @@ def test_verifier_killed_mid_run_keeps_finished_rows_and_says_so(
     proc, address = paced_server()
     killer = _kill_when(out, 10, proc)
     with pytest.raises(UnavailableError, match=rf"verifier at {address} failed 2 attempts"):
-        score_file("custom", src, out, task_type="paced", endpoint=address, batch_size=2,
-                   workers=1, max_attempts=2)  # fmt: skip
+        score_file(ScoreJob("custom", src, out, task_type="paced", endpoint=address, batch_size=2,
+                   workers=1, max_attempts=2))  # fmt: skip
     killer.join()
     kept = _complete_rows(out)
     assert 10 <= len(kept) < N
     _check_rows(kept, complete=False)
     _, address = paced_server()
-    run = score_file("custom", src, out, task_type="paced", endpoint=address, batch_size=8,
-                     resume=True)  # fmt: skip
+    run = score_file(ScoreJob("custom", src, out, task_type="paced", endpoint=address, batch_size=8,
+                     resume=True))  # fmt: skip
     assert run.resumed == len(kept) and run.summary.rows == N
     _check_rows(_complete_rows(out), complete=True)
 
@@ -145,8 +145,8 @@ def test_verifier_briefly_away_is_retried_with_backoff(tmp_path: Path, paced_ser
 
     thread = threading.Thread(target=restart, daemon=True)
     thread.start()
-    run = score_file("custom", src, out, task_type="paced", endpoint=address, batch_size=2,
-                     workers=1, max_attempts=8)  # fmt: skip
+    run = score_file(ScoreJob("custom", src, out, task_type="paced", endpoint=address, batch_size=2,
+                     workers=1, max_attempts=8))  # fmt: skip
     thread.join()
     assert proc.returncode is not None  # it really was killed
     assert run.summary.rows == N and run.resumed == 0

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from grpo.cli_score import EXIT_FAILED, EXIT_UNSCORED, EXIT_USAGE, app, record_path, score_file
+from grpo.cli_score import (
+    EXIT_FAILED,
+    EXIT_UNSCORED,
+    EXIT_USAGE,
+    ScoreJob,
+    app,
+    record_path,
+    score_file,
+)
 from grpo.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -106,7 +114,7 @@ def serve_verifier() -> Iterator[Callable[..., str]]:
 
 def test_score_math_in_process_every_line_gets_a_row(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    run = score_file("math", _write_input(tmp_path), out, workers=1)
+    run = score_file(ScoreJob("math", _write_input(tmp_path), out, workers=1))
     _check_output(out)
     s = run.summary
     assert (s.rows, s.verdicts, s.refused, s.missing) == (11, 4, 7, 0)
@@ -120,7 +128,7 @@ def test_score_math_in_process_every_line_gets_a_row(tmp_path: Path) -> None:
 def test_score_math_over_grpc_matches_in_process(tmp_path: Path, serve_verifier: Any) -> None:
     address = serve_verifier(MATH_SERVICE, verifier={"pool": {"workers": 1}})
     out = tmp_path / "remote.jsonl"
-    run = score_file("math", _write_input(tmp_path), out, endpoint=address, batch_size=2)
+    run = score_file(ScoreJob("math", _write_input(tmp_path), out, endpoint=address, batch_size=2))
     _check_output(out)
     assert run.verifier.name == "math" and run.unscored == 7
 
@@ -139,17 +147,17 @@ def test_exit_code_counts_lines_without_a_score(tmp_path: Path) -> None:
 def test_output_guards(tmp_path: Path) -> None:
     src = _write_input(tmp_path)
     with pytest.raises(InvalidArgumentError, match="is the input file"):
-        score_file("math", src, tmp_path / "." / "in.jsonl", workers=1)
+        score_file(ScoreJob("math", src, tmp_path / "." / "in.jsonl", workers=1))
     with pytest.raises(NotFoundError, match="output folder"):
-        score_file("math", src, tmp_path / "nope" / "out.jsonl", workers=1)
+        score_file(ScoreJob("math", src, tmp_path / "nope" / "out.jsonl", workers=1))
     out = tmp_path / "out.jsonl"
-    score_file("math", src, out, workers=1)
+    score_file(ScoreJob("math", src, out, workers=1))
     rows = out.read_text().splitlines(keepends=True)
     out.write_text(rows[0])  # a run cut short after its first row
     with pytest.raises(InvalidArgumentError, match="--resume"):
-        score_file("math", src, out, workers=1)
+        score_file(ScoreJob("math", src, out, workers=1))
     assert src.read_bytes().startswith(LINES[0][0])  # the input is untouched
-    run = score_file("math", src, out, workers=1, resume=True)
+    run = score_file(ScoreJob("math", src, out, workers=1, resume=True))
     assert run.resumed == 1 and run.scored_now == 10 and run.summary.rows == 11
     again = [{k: v for k, v in r.items() if k != "latency_s"} for r in _rows(out)]
     assert again == [{k: v for k, v in json.loads(r).items() if k != "latency_s"} for r in rows]
@@ -180,10 +188,10 @@ def test_mismatched_verifier_is_refused_naming_what_it_serves(
     src = _write_input(tmp_path)
     steps = serve_verifier(STEPS_SERVICE, verifier={"pool": {"workers": 1}})
     with pytest.raises(FailedPreconditionError, match=r"'math-steps'.*is not an outcome verifier"):
-        score_file("math", src, tmp_path / "a.jsonl", endpoint=steps)
+        score_file(ScoreJob("math", src, tmp_path / "a.jsonl", endpoint=steps))
     exact = serve_verifier(EXAMPLE_SERVICE)
     with pytest.raises(FailedPreconditionError, match=r"'exact-match'.*task types: exact"):
-        score_file("math", src, tmp_path / "b.jsonl", endpoint=exact)
+        score_file(ScoreJob("math", src, tmp_path / "b.jsonl", endpoint=exact))
     result = CliRunner().invoke(
         app, ["math", "-i", str(src), "-o", str(tmp_path / "c.jsonl"), "--endpoint", exact]
     )
@@ -202,16 +210,18 @@ def test_custom_verifier_over_grpc_with_field_map(tmp_path: Path, serve_verifier
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     address = serve_verifier(EXAMPLE_SERVICE)
     out = tmp_path / "out.jsonl"
-    run = score_file(
+    run = score_file(ScoreJob(
         "custom", src, out, task_type="exact", endpoint=address, batch_size=8,
         fields=FieldMap.parse(["id=qid", "gold=answer", "response=out"]),
-    )  # fmt: skip
+    ))  # fmt: skip
     got = [(r["id"], r["status"], r["reward"]) for r in _rows(out)]
     assert got == [("a", "ok", 1.0), ("b", "ok", 0.0), ("c", "invalid_input", None)]
     assert "gold_answer is required" in _rows(out)[2]["detail"]
     assert run.verifier.name == "exact-match" and run.unscored == 1
     with pytest.raises(FailedPreconditionError, match="does not accept task type 'math'"):
-        score_file("custom", src, tmp_path / "x.jsonl", task_type="math", endpoint=address)
+        score_file(
+            ScoreJob("custom", src, tmp_path / "x.jsonl", task_type="math", endpoint=address)
+        )
 
 
 def test_oversized_item_is_sent_alone_then_refused_too_large(
@@ -226,7 +236,7 @@ def test_oversized_item_is_sent_alone_then_refused_too_large(
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
     run = score_file(
-        "custom", src, out, task_type="exact", endpoint=address, max_request_bytes=100_000
+        ScoreJob("custom", src, out, task_type="exact", endpoint=address, max_request_bytes=100_000)
     )
     got = {r["id"]: r for r in _rows(out)}
     assert got["huge"]["status"] == "too_large" and got["huge"]["reward"] is None
@@ -246,13 +256,15 @@ def test_tls_endpoint(
     src.write_text(json.dumps({"id": "a", "response": "Yes", "gold": "yes"}) + "\n")
     out = tmp_path / "out.jsonl"
     port = address.rsplit(":", 1)[1]
-    score_file("custom", src, out, task_type="exact", endpoint=f"localhost:{port}", tls_ca=cert)
+    score_file(
+        ScoreJob("custom", src, out, task_type="exact", endpoint=f"localhost:{port}", tls_ca=cert)
+    )
     assert _rows(out)[0]["reward"] == 1.0
     with pytest.raises(UnavailableError, match="failed 1 attempts"):
-        score_file(
+        score_file(ScoreJob(
             "custom", src, tmp_path / "plain.jsonl", task_type="exact",
             endpoint=f"localhost:{port}", max_attempts=1, deadline_s=3.0,
-        )  # fmt: skip
+        ))  # fmt: skip
 
 
 @pytest.mark.skipif(
@@ -269,7 +281,7 @@ def test_score_code_in_process(tmp_path: Path) -> None:
     ]  # fmt: skip
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
-    score_file("code", src, out, workers=1)
+    score_file(ScoreJob("code", src, out, workers=1))
     got = _rows(out)
     assert [(r["id"], r["reward"]) for r in got] == [
         ("ok", 1.0), ("bad", 0.0), ("notests", None), ("badpairs", None)
@@ -295,7 +307,7 @@ def test_score_code_output_comparison_from_the_input(tmp_path: Path) -> None:
     ]  # fmt: skip
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
-    score_file("code", src, out, workers=1)
+    score_file(ScoreJob("code", src, out, workers=1))
     got = {r["id"]: r for r in _rows(out)}
     assert {k: (r["status"], r["reward"]) for k, r in got.items()} == {
         "judges": ("ok", 1.0), "exact": ("ok", 0.0), "loose": ("ok", 1.0),
@@ -375,7 +387,7 @@ def test_grpo_verifier_environment_reaches_the_in_process_verifier(
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text(json.dumps({"id": "a", "response": "x" * 150 + r" \boxed{1}", "gold": "1"}))
     monkeypatch.setenv("GRPO_VERIFIER__MAX_RESPONSE_CHARS", "100")
-    score_file("math", src, out, workers=1)
+    score_file(ScoreJob("math", src, out, workers=1))
     (row,) = _rows(out)
     assert (row["status"], row["detail"]) == (
         "parse_error", "response has 160 characters, more than max_response_chars=100"
@@ -384,10 +396,10 @@ def test_grpo_verifier_environment_reaches_the_in_process_verifier(
     assert record["identity"]["verifier"]["config"]["max_response_chars"] == "100"
     monkeypatch.delenv("GRPO_VERIFIER__MAX_RESPONSE_CHARS")
     with pytest.raises(InvalidArgumentError, match=r"verifier\.config\.max_response_chars"):
-        score_file("math", src, out, workers=1, resume=True)
+        score_file(ScoreJob("math", src, out, workers=1, resume=True))
     monkeypatch.setenv("GRPO_VERIFIER__REL_TOL", "abc")
     with pytest.raises(UsageError, match=r"verifier\.rel_tol.*from environment GRPO_"):
-        score_file("math", src, tmp_path / "bad.jsonl", workers=1)
+        score_file(ScoreJob("math", src, tmp_path / "bad.jsonl", workers=1))
     assert not (tmp_path / "bad.jsonl").exists()
     assert not record_path(tmp_path / "bad.jsonl").exists()
     result = _invoke("-i", str(src), "-o", str(tmp_path / "bad.jsonl"))

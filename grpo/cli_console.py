@@ -1,4 +1,7 @@
-"""How ``grpo score`` and ``grpo eval`` run: long, resumable commands with one ending rule.
+"""The console of ``grpo score`` and ``grpo eval``: their signal handling, progress, exit codes
+and results tables, in one module.
+
+Both are long, resumable commands with one ending rule.
 
 Both write each finished result to disk as it arrives, so stopping them early loses nothing.
 :func:`resumable_run` is their common frame:
@@ -21,8 +24,9 @@ written, the message says so instead (there is nothing to resume).
 
 A finished run ends with :func:`exit_for_unscored`, the one exit-code rule of both commands:
 0 when every result row has a reward (``scoring.has_reward``), else :data:`EXIT_UNSCORED`,
-with the count printed. :func:`table_console` prints their tables uncut when the output is not
-a terminal.
+with the count printed. Their tables: :func:`score_table` (a ``ScoreRun``) and
+:func:`eval_table` (an ``EvalReport``); :func:`table_console` prints them uncut when the output
+is not a terminal.
 
 The codes do not overlap: 0 done, 2 usage, 3 done with rows without a reward, 101 could not
 finish, 130 interrupted (1 is left to an unexpected crash).
@@ -36,11 +40,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.table import Table
 
 from grpo.errors import ContractError, GrpoError, UnavailableError, UsageError
 
@@ -49,8 +54,10 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_UNSCORED",
     "EXIT_USAGE",
+    "eval_table",
     "exit_for_unscored",
     "resumable_run",
+    "score_table",
     "table_console",
 ]
 
@@ -175,3 +182,81 @@ def resumable_run(
         raise typer.Exit(EXIT_FAILED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def eval_table(title: str, report: Any) -> Table:
+    """A rich table of an ``EvalReport`` (``grpo eval``): one row overall, one per value of
+    each --by field; the caption says which samples (no verdict) the rates leave out, and
+    why the most common of them got none."""
+    from grpo.services.evaluation.scoring import is_verdict_status
+
+    ks = list(report.settings.ks)
+    table = Table(title=title)
+    m = report.overall
+    if m.missing_samples:
+        left_out = ", ".join(
+            f"{s} {c}" for s, c in sorted(m.statuses.items()) if not is_verdict_status(s)
+        )
+        why = "; ".join(f"{c} {s}: {reason}" for s, reason, c in report.missing_reasons)
+        table.caption = (
+            f"missing: {m.missing_samples} of {m.samples} samples have no verdict ({left_out}); "
+            "they are left out of pass@k, maj@k and the reward mean"
+            + (f"\nwhy: {why}" if why else "")
+        )
+    for name in ["slice", "problems", "samples", *[f"pass@{k}" for k in ks], f"maj@{max(ks)}",
+                 "reward mean", "missing", "statuses"]:  # fmt: skip
+        table.add_column(name, justify="left" if name in ("slice", "statuses") else "right")
+
+    def add(label: str, m: Any) -> None:
+        statuses = ", ".join(f"{s} {c}" for s, c in sorted(m.statuses.items()))
+        table.add_row(
+            label, str(m.problems), str(m.samples), *[_fmt(m.pass_at[k]) for k in ks],
+            _fmt(m.maj_at_k), _fmt(m.reward_mean), str(m.missing_samples), statuses,
+        )  # fmt: skip
+
+    add("all", report.overall)
+    for name, values in report.by_field.items():
+        for value, metrics in values.items():
+            add(f"{name}={value or '(none)'}", metrics)
+    return table
+
+
+def _status_names(verdicts: bool) -> str:
+    """The statuses that are (or are not) verdicts, by ``grpo.services.runtime.score_status``."""
+    from grpo.services.evaluation.scoring import status_name
+    from grpo.services.runtime.score_status import VERDICT_STATUSES
+    from grpo.v1 import common_pb2
+
+    values = [
+        v for v in common_pb2.ScoreStatus.values() if v != common_pb2.SCORE_STATUS_UNSPECIFIED
+    ]
+    return ", ".join(sorted(status_name(v) for v in values if (v in VERDICT_STATUSES) == verdicts))
+
+
+def score_table(title: str, run: Any) -> Table:
+    """A rich table of a ``ScoreRun`` (``grpo score``): rows, statuses, reward mean over
+    verdicts, latency, items/s."""
+    s = run.summary
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("rows in the output", str(s.rows))
+    table.add_row("  resumed (already there)", str(run.resumed))
+    table.add_row("  written now", str(run.scored_now))
+    table.add_row("    of which retried (had no verdict)", str(run.retried))
+    table.add_row("verdicts (reward counts)", str(s.verdicts))
+    table.add_row(f"missing ({_status_names(False)})", str(s.missing))
+    table.add_row("no score (invalid_input, too_large)", str(s.refused))
+    mean = "n/a" if s.reward_mean is None else f"{s.reward_mean:.4f}"
+    table.add_row(f"reward mean over verdicts ({_status_names(True)})", mean)
+    for status, count in sorted(s.statuses.items()):
+        table.add_row(f"status {status}", str(count))
+    table.add_row("latency p50 (ms)", f"{s.latency_p50_s * 1e3:.1f}")
+    table.add_row("latency p99 (ms)", f"{s.latency_p99_s * 1e3:.1f}")
+    rate = run.scored_now / run.wall_s if run.wall_s > 0 else 0.0
+    table.add_row("items/s (this run)", f"{rate:.1f}")
+    return table

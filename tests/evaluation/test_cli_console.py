@@ -12,7 +12,7 @@ import typer
 from helpers import wait_until
 from rich.console import Console
 
-from grpo.cli_resumable import (
+from grpo.cli_console import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_UNSCORED,
