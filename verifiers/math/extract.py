@@ -153,7 +153,7 @@ _DEBRIS = re.compile(
 _TURN_TOKEN = re.compile(
     r"<\|(?:im_end|im_start|eot_id|endoftext|end_of_text|end|eom_id|user|assistant|system"
     r"|start_header_id|end_of_turn|eos)\|>|</s>|<｜end▁of▁sentence｜>|<｜(?:User|Assistant)｜>"
-    r"|<start_of_turn>|<end_of_turn>|<eos>|\[INST\]"
+    r"|<start_of_turn>|<end_of_turn>|<eos>|\[INST\]|<end>"
 )
 _NEW_TURN = re.compile(
     r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?(?:[Uu]ser|USER|[Hh]uman|HUMAN|用户)"
@@ -165,7 +165,9 @@ _NEW_PROBLEM = re.compile(
     r"(?:[ \t]*\d+)?(?:\*\*)?[ \t]*[:.]"
 )
 _EXPLICIT = re.compile(
-    r"####[ \t]*[^\n]*\d|<\s*answer\s*>[^<]{0,200}?\d|answer\s*(?:is|:)[^\n]{0,80}?\d",
+    r"####[ \t]*[^\n]*\d|<\s*answer\s*>[^<]{0,200}?\d"
+    r"|(?:^|(?<=\n))[ \t]*answer[ \t]*>[^<]{0,200}?\d"
+    r"|answer\s*(?:is|:)[^\n]{0,80}?\d",
     re.IGNORECASE,
 )
 # a follow-up question the model invents after answering ("Can you explain how …?")
@@ -175,9 +177,13 @@ _FOLLOW_UP = re.compile(
 )
 # a restated system prompt (R1-Zero's): the model starts a conversation of its own
 _SYSTEM_PROMPT = re.compile(
-    r"A conversation between User and Assistant|The User asks a question,? and the Assistant",
+    r"A conversation between User and Assistant|The User asks a question,? and the Assistant"
+    r"|(?:reasoning process|answer) (?:is|are) enclosed within|<\s*think\s*>\s*(?:and|or)\s*"
+    r"<\s*answer\s*>",
     re.IGNORECASE,
 )
+_TOKEN = re.compile(r"\S+")
+_LATEX_BITS = re.compile(r"\$[^$]*\$|\\[A-Za-z]+|\\\(|\\\)")
 _THINK_END = re.compile(r"<\s*/\s*think\s*>")
 
 
@@ -205,12 +211,15 @@ def answer_region(response: str) -> tuple[str, int, int]:
             end = token.start()
             break
     markers = sorted(
-        m.start()
-        for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP)
-        for m in pattern.finditer(text, 0, end)
+        [
+            (m.start(), _answered)
+            for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP)
+            for m in pattern.finditer(text, 0, end)
+        ]
+        + [(at, _explicit) for at in _degenerate(text, 0, end)]
     )
-    for at in markers:
-        if at > 0 and _answered(text, 0, at):
+    for at, answered in markers:
+        if at > 0 and answered(text, 0, at):
             end = at  # a continuation after the answer: the answer is the one before it
             break
     start = 0
@@ -225,17 +234,36 @@ def answer_region(response: str) -> tuple[str, int, int]:
     return text, start, end
 
 
+def _degenerate(text: str, start: int, end: int) -> list[int]:
+    """Where the text degenerates into garbage (the first of three tokens that mix scripts
+    within twenty: ``P唑!``, ``Brea`ثم``, ``俦清洗([``), as a continuation marker; math
+    segments and LaTeX commands are not looked at, so ``所以$x=5$`` is one script."""
+    if text.isascii():
+        return []
+    mixed: list[int] = []
+    for k, m in enumerate(_TOKEN.finditer(text, start, end)):
+        token = _LATEX_BITS.sub("", m.group(0))
+        latin = any(c.isascii() and c.isalpha() for c in token)
+        other = any(c.isalpha() and ord(c) > 0x24F for c in token)
+        punct = any(c in "([{`<>|_" for c in token)
+        if other and (latin or punct):
+            mixed.append(k)
+            if len(mixed) >= 3 and mixed[-1] - mixed[-3] < 20:
+                break
+    else:
+        return []
+    first = mixed[-3]
+    return [m.start() for k, m in enumerate(_TOKEN.finditer(text, start, end)) if k == first]
+
+
 def _explicit(text: str, start: int, end: int) -> bool:
     """``text[start:end]`` gives an explicit answer with a value: a closed box, ``#### n``, an
     answer tag or phrase followed by a number."""
-    if _EXPLICIT.search(text, start, end) is not None:
-        return True
-    if _BOX.search(text, start, end) is None:
-        return False
     try:
-        return bool(_boxes(text, start, end))
+        boxes = _boxes(text, start, end) if _BOX.search(text, start, end) else []
     except UnclosedBoxError:
-        return False
+        return False  # cut off inside a box: the answer was never written out
+    return bool(boxes) or _EXPLICIT.search(text, start, end) is not None
 
 
 def _answered(text: str, start: int, end: int) -> bool:
@@ -371,8 +399,8 @@ def _boxed(text: str, start: int, end: int, want: _Want) -> Extraction | None:
 
 # ---- answer tags, #### ------------------------------------------------------------------
 
-_TAG_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
-_TAG_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
+_TAG_OPEN = re.compile(r"<\s*answer\s*>|(?:^|(?<=\n))[ \t]*answer[ \t]*>", re.IGNORECASE)
+_TAG_CLOSE = re.compile(r"<\s*/\s*answer(?![A-Za-z])(?:\s*>)?", re.IGNORECASE)
 # the prompt template's placeholder copied into the tag: "<answer> answer here </answer>"
 _PLACEHOLDER = re.compile(
     r"\W*(?:<\s*)?(?:insert\s+(?:the\s+|your\s+)?)?(?:final\s+|your\s+)?answer\s+(?:goes\s+)?"
@@ -396,7 +424,12 @@ def _answer_tag(text: str, start: int, end: int, want: _Want) -> Extraction | No
     if _PLACEHOLDER.match(text, lo, hi):
         raise _NoAnswerError("the answer tag holds the template's placeholder")
     for rule in ("boxed", "answer_is", "whole", "leading", "final_statement"):
-        found = _FINDERS[rule](text, lo, hi, want)
+        try:
+            found = _FINDERS[rule](text, lo, hi, want)
+        except UnclosedBoxError:
+            if close is not None:
+                raise
+            return None  # a tag and a box both cut off: the boxes before them may stand
         if found is not None:
             return Extraction(found.text, "answer_tag", found.start, found.parts, found.hedge)
     return None  # no value in the tag ("Skipped here", "_/_"): lenient goes on
@@ -556,6 +589,10 @@ _UNEVALUATED = re.compile(
 # list numbering: "1. First …" at a line start, "1) Total …" anywhere
 _ENUMERATOR = re.compile(
     r"(?:^|(?<=\n))[ \t]*\d{1,2}\.(?=[ \t]+[A-Z*])|(?:^|(?<=[\s>]))\d{1,2}\)(?=[ \t]+[A-Z*])"
+)
+_CONCLUSION = re.compile(
+    r"\s*(?:therefore|thus|hence|finally|in conclusion|consequently|the (?:final )?answer)\b",
+    re.IGNORECASE,
 )
 _JUNK_END = re.compile(r"(?:^|\s)(?:[_*>#`~|/\\-]{2,}|[>*#])$")
 _HYPHEN_WORD = re.compile(r"-[A-Za-z]{2,}")
@@ -1002,7 +1039,13 @@ def _statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
         return None
     segments = _segments(text, tail_lo, hi, code)
     if _unfinished(text, tail_lo, hi, segments):
-        return None
+        # cut off mid-sentence: only a conclusion just before the fragment still stands
+        # ("Therefore, q - p = 7.\nThe"); any other value there is an intermediate one
+        done = [(a, b) for a, b in _sentences(text, tail_lo, hi, segments)[:-1] if b < hi]
+        done = [(a, b) for a, b in done if text[a:b].strip()]
+        if not done or _CONCLUSION.match(text, done[-1][0], done[-1][1]) is None:
+            return None
+        hi = done[-1][1]
     inline = [(a, b) for a, b in code if a >= tail_lo]
     sentences = _sentences(text, tail_lo, hi, segments)
     last_sentence = True
@@ -1181,6 +1224,11 @@ def _context(text: str, item: _Item) -> str:
     """``modifier`` (after a preposition), ``copula`` (after "is", "=", "equals") or ``""``."""
     if _CHAIN.search(text, item.start, item.end) is not None:
         return "chain"  # "of 24 * (2/3) = 16": the chain states its own value
+    k = item.start
+    while k > 0 and text[k - 1] in " \t":
+        k -= 1
+    if k < item.start and k > 0 and text[k - 1].isdigit():
+        return "modifier"  # "5 8 point bucks": the second number names a kind
     lo = max(0, item.start - 60)
     before = text[lo : item.start].rstrip(" \t$(\\*")
     if before.endswith("="):
@@ -1228,7 +1276,7 @@ def _unit_free(text: str) -> str:
 _ANSWER_PHRASE = re.compile(
     r"(?:(?:final\s+|correct\s+)?answers?\s*(?:is|are|was|would\s+be|will\s+be|should\s+be)\b"
     r"|(?:final\s+)?answers?\s*(?:\*\*|__)?\s*:|final\s+answer\s*(?:\*\*|__)?[ \t]*(?=\n)"
-    r"|(?:^|(?<=\n))[ \t]*A[ \t]*:)\s*:?",
+    r"|(?:^|(?<=\n))[ \t]*A[ \t]*:|(?:^|(?<=\n))[ \t]*answer[ \t]+(?=\$))\s*:?",
     re.IGNORECASE,
 )
 _CLAUSE_END = re.compile(r"[.;!?](?=\s|$)|,(?=\s)|\n")
@@ -1236,10 +1284,13 @@ _SEGMENT_JOIN = re.compile(r"[ \t]*(?:,[ \t]*(?:(?:and|or)[ \t]+)?|(?:and|or)[ \
 _SEGMENT_END = re.compile(r"[ \t]*(?:[.!?;]|\*|$)")
 _MATH_OPEN = re.compile(r"\$\$|\$|\\\(|\\\[")
 _MATH_CLOSE = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
-# what may follow a leading value: the end, a clause end, a justification, a unit word
-_LEAD_FOLLOW = re.compile(
-    r"[$)\]\\]*[ \t]*(?:$|[.;,!]|(?:because|since|as|due|from|by|so|which)\b"
-    r"|[A-Za-z]+[ \t]*(?:$|[.;,!]|because|since|as\b))"
+# what shows that leading math is the subject of a statement, not its value: "$99^2$ is …",
+# "$S = N^2$ \nand …", "3 + 4 …"
+_LEAD_STOP = re.compile(
+    r"[$)\]\\]*[ \t]*(?:\n(?![ \t]*\n)|(?:is|are|was|were|equals?|becomes|gives|means|and|plus"
+    r"|minus|times)\b"
+    r"|[-+*/=<>^])",
+    re.IGNORECASE,
 )
 _LEAD_CHOICE = re.compile(r"\(?[A-E]\)(?=[\s.,;:*]|$)|\(?[A-E](?=[.:]?(?:[\s*]|$))")
 _LEAD_WORDS = re.compile(r"[A-Za-z][A-Za-z' -]*")
@@ -1275,6 +1326,7 @@ def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | Non
     if said is None:
         return None
     i = said.end()
+    text = text[:i] + _TAGS.sub(_blank, text[i:end]) + text[end:]  # </answer>, <think>
     while i < end and text[i] in " \t*_:#\n}`":  # markdown; the answer may be on the next line
         i += 1
     line_end = text.find("\n", i, end)
@@ -1356,7 +1408,7 @@ def _leading(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
     items = _items(text, i, stop, _segments(text, i, stop, []))
     if not items or items[0].start > i + 1:
         return None
-    if _LEAD_FOLLOW.match(text, items[0].end, hi) is None:
+    if _LEAD_STOP.match(text, items[0].end, hi) is not None:
         return None  # "$99^2$ is …": the subject of a statement, not its value
     a, b = _chain_value(text, items[0], want.equation)
     return Extraction.of([(a, text[a:b])], "leading") if b > a else None
