@@ -9,10 +9,12 @@ once with ``grpo.model.init_tiny_model`` and loaded the way the services load it
 - ``learner``: ``Trainer.step`` (``grpo.learner.loading.build_trainer``, dtype bfloat16) on
   P × G synthetic rollouts (random prompts and responses, rewards alternating so every row
   has an advantage and is trained); tokens/s, MFU, peak memory;
+- ``learner_mixed``: the same step in mixed precision (float32 master weights and AdamW
+  state, ``trainer.autocast: bfloat16``);
 - ``fsdp``: the same step with the model sharded by FSDP2 (``shard_model``: ``fully_shard``
   per decoder layer) in a one-rank NCCL world;
-- ``lora``: the same step with LoRA adapters (peft) on every attention and MLP projection,
-  only the adapters trained;
+- ``lora``: the same step with LoRA adapters (``build_trainer(lora=...)``, peft) on every
+  attention and MLP projection, only the adapters trained;
 - ``generation``: the transformers generation backend (``TransformersBackend``) sampling a
   batch of 64 rows (8 prompts × 8 rollouts) at temperature 1; generated tokens/s.
 
@@ -97,6 +99,7 @@ PEAK_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}
 """Dense bf16 datasheet peaks by device-name substring (SXM parts)."""
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+"""Every attention and MLP projection (``grpo.learner.config.LORA_TARGETS``)."""
 
 
 def train_flops(n_matmul: int, layers: int, d_attn: int, lengths: list[int]) -> float:
@@ -294,26 +297,30 @@ def case_fsdp(model_dir: Path, shapes: Shapes, device: torch.device) -> dict[str
             dist.destroy_process_group()
 
 
-def case_lora(model_dir: Path, shapes: Shapes, device: torch.device) -> dict[str, Any]:
-    """The learner step with peft LoRA adapters (r, alpha 2r) on every projection."""
-    from peft import LoraConfig, get_peft_model
+def case_learner_mixed(model_dir: Path, shapes: Shapes, device: torch.device) -> dict[str, Any]:
+    """Mixed precision: float32 master weights and AdamW state, bf16 autocast forwards."""
+    from grpo.learner.loading import build_trainer
 
-    from grpo.learner.loading import load_causal_lm
-    from grpo.learner.trainer import Trainer
-    from grpo.model import load_tokenizer
+    algo, config = _configs(shapes, device)
+    config = config.model_copy(update={"autocast": "bfloat16"})
+    _reset_memory(device)
+    trainer, tok = build_trainer(model_dir, algo, config, dtype="float32")
+    groups = synthetic_groups(shapes, int(tok.eos_token_id))
+    figures = _step_figures(trainer, groups, shapes, device, True)
+    return {"precision": trainer.precision, **figures}
+
+
+def case_lora(model_dir: Path, shapes: Shapes, device: torch.device) -> dict[str, Any]:
+    """The learner step with LoRA adapters (r, alpha 2r) on every projection, through
+    ``build_trainer(lora=...)`` (peft; only the adapters train)."""
+    from grpo.learner.config import LoraConfig
+    from grpo.learner.loading import build_trainer
 
     algo, config = _configs(shapes, device)
     _reset_memory(device)
-    tok = load_tokenizer(model_dir)
-    base = load_causal_lm(model_dir, "bfloat16")
-    lora = LoraConfig(
-        r=shapes.lora_r, lora_alpha=2 * shapes.lora_r, lora_dropout=0.0,
-        target_modules=LORA_TARGETS, task_type="CAUSAL_LM",
-    )  # fmt: skip
-    model = get_peft_model(base, lora)
-    trainer = Trainer(
-        model, algo, config, pad_token_id=int(tok.pad_token_id), eos_token_id=int(tok.eos_token_id)
-    )
+    lora = LoraConfig(r=shapes.lora_r, alpha=2 * shapes.lora_r, target_modules=LORA_TARGETS)
+    trainer, tok = build_trainer(model_dir, algo, config, dtype="bfloat16", lora=lora)
+    model = trainer.model
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     groups = synthetic_groups(shapes, int(tok.eos_token_id))
     figures = _step_figures(trainer, groups, shapes, device, False)
@@ -364,6 +371,7 @@ def case_generation(model_dir: Path, shapes: Shapes, device: torch.device) -> di
 
 CASES: dict[str, Callable[[Path, Shapes, torch.device], dict[str, Any]]] = {
     "learner": case_learner,
+    "learner_mixed": case_learner_mixed,
     "fsdp": case_fsdp,
     "lora": case_lora,
     "generation": case_generation,

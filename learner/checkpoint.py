@@ -3,15 +3,18 @@
 A checkpoint is a folder ``<root>/step-<8 digits>`` holding
 
 - ``model/``: a ``save_pretrained`` folder (``model.safetensors`` + ``config.json``), loadable by
-  generation and evaluation as is;
+  generation and evaluation as is; for a LoRA policy the adapters alone
+  (``adapter_model.safetensors`` + ``adapter_config.json``: the base stays the run's
+  ``model_path``; the merged weights are the published ``weights/v<N>`` folders);
 - ``optimizer.pt``: optimizer and LR-scheduler state dicts (``torch.save``); a sharded (FSDP)
   model's optimizer state is keyed by parameter name (``"by_name": True``), a plain one's by
   parameter index (``Optimizer.state_dict``); either loads into a model with or without FSDP;
 - ``rng.pt``: Python, torch CPU and CUDA RNG states;
 - ``critic/`` (``estimator: gae`` only): ``model.safetensors`` (the value model's state dict)
   and ``optimizer.pt`` (its optimizer and LR-scheduler state dicts);
-- ``meta.json``: step, policy version, the consumed group ids in training order, the resolved
-  config (with ``LearnerAlgoConfig.resolved_definition()``'s pinned definitions) and the code and
+- ``meta.json``: step, policy version, the consumed group ids in training order, the
+  precision (parameter/optimizer dtype, autocast, LoRA), the resolved config (with
+  ``LearnerAlgoConfig.resolved_definition()``'s pinned definitions) and the code and
   dependency versions.
 
 Atomicity: everything is written into ``<root>/.tmp-step-...`` and fsynced, then the folder is
@@ -52,6 +55,7 @@ from grpo.learner.distributed import (
     load_full_model_state,
     load_full_optimizer_state,
 )
+from grpo.learner.lora import ADAPTER_FILE, is_lora, load_adapters
 
 __all__ = ["CheckpointState", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
@@ -69,6 +73,8 @@ class CheckpointState:
         consumed_group_ids: ids of every group trained on, in training order.
         resolved_config: the run's resolved configuration (JSON-serialisable).
         extra: free-form JSON-serialisable counters (e.g. cumulative generated tokens).
+        precision: the numerics the state was trained in (``Trainer.precision``: parameter
+            and optimizer-state dtype, autocast, LoRA); {} when not recorded.
     """
 
     step: int
@@ -76,6 +82,7 @@ class CheckpointState:
     consumed_group_ids: list[str] = field(default_factory=list)
     resolved_config: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    precision: dict[str, str] = field(default_factory=dict)
 
 
 def _versions() -> dict[str, str]:
@@ -205,6 +212,7 @@ def save_checkpoint(
         "consumed_group_ids": list(state.consumed_group_ids),
         "resolved_config": state.resolved_config,
         "extra": state.extra,
+        "precision": state.precision,
         "versions": _versions(),
         "saved_unix_s": time.time(),
     }
@@ -282,7 +290,17 @@ def load_checkpoint(
     device = next(model.parameters()).device
     opt = torch.load(path / "optimizer.pt", map_location=device, weights_only=False)
     by_name = bool(opt.get("by_name"))  # written from a sharded model
-    if is_sharded(model):  # a collective: every rank loads the full tensors, keeps its shard
+    adapters = (path / "model" / ADAPTER_FILE).is_file()
+    if adapters or is_lora(model):
+        if not adapters:
+            raise FailedPreconditionError(
+                f"{path} holds a full model but this learner trains LoRA adapters: resume "
+                "without model.lora, or start the LoRA run from a fresh run_dir"
+            )
+        load_adapters(model, path / "model", device)
+        if optimizer is not None:
+            optimizer.load_state_dict(opt["optimizer"])
+    elif is_sharded(model):  # a collective: every rank loads the full tensors, keeps its shard
         load_full_model_state(model, load_file(str(path / "model" / "model.safetensors")))
         if optimizer is not None:
             state = opt["optimizer"]
@@ -321,4 +339,5 @@ def load_checkpoint(
         consumed_group_ids=list(meta["consumed_group_ids"]),
         resolved_config=dict(meta["resolved_config"]),
         extra=dict(meta.get("extra", {})),
+        precision=dict(meta.get("precision", {})),
     )

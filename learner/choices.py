@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "AutocastName",
     "CriticEstimatorName",
     "EstimatorName",
     "GroupEstimatorName",
@@ -61,6 +62,9 @@ ProcessGroups = Literal["all", "mixed"]
 """Groups that get process credit: all, or only those with an outcome contrast."""
 ScheduleName = Literal["constant", "linear", "cosine"]
 """LR after warmup (``grpo.learner.schedule.lr_multiplier``)."""
+AutocastName = Literal["off", "bfloat16"]
+"""Mixed precision of the trainer's forwards (``grpo.learner.trainer``): none, or bf16
+autocast over parameters kept in their own dtype (float32 master weights)."""
 SftScheduleName = Literal["cosine", "constant"]
 """LR after the SFT warm start's warmup (``grpo.learner.sft.run_sft``): cosine to 10% or
 constant."""

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.choices import (
+    AutocastName,
     EstimatorName,
     KlEstimatorName,
     LossTypeName,
@@ -28,7 +29,7 @@ from grpo.learner.choices import (
     ZeroVarianceRule,
 )
 
-__all__ = ["PRESETS", "LearnerAlgoConfig", "TrainerConfig"]
+__all__ = ["LORA_TARGETS", "PRESETS", "LearnerAlgoConfig", "LoraConfig", "TrainerConfig"]
 
 _ADVANTAGE_FORMULAS = {
     "grpo": "A_i = (R_i - mean_g(R)) / std_g(R)",
@@ -416,6 +417,12 @@ class TrainerConfig(BaseModel):
         description="estimator gae: peak AdamW learning rate of the critic (same schedule as "
         "the policy); null = lr.",
     )
+    autocast: AutocastName = Field(
+        default="off",
+        description="Mixed precision: 'bfloat16' runs every model forward (and so its backward) "
+        "under torch.autocast in bf16 while parameters, gradients and AdamW state stay in the "
+        "parameter dtype (float32 master weights); 'off' computes in the parameter dtype.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
@@ -427,3 +434,34 @@ class TrainerConfig(BaseModel):
                 "the decay starts after warmup"
             )
         return self
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""Every attention and MLP projection of a Qwen2/Llama-style decoder layer."""
+
+
+class LoraConfig(BaseModel):
+    """LoRA adapters on the policy (``grpo.learner.lora``, with peft): W x + (alpha / r) B A x.
+
+    Only A and B are trained and checkpointed; generation gets the merged weights W + (alpha /
+    r) B A; the reference policy is the base model with the adapters disabled.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    r: int = Field(default=16, ge=1, description="Rank of each adapter (rows of A).")
+    alpha: float = Field(
+        default=32.0, gt=0, description="Scale numerator: the update is (alpha / r) B A."
+    )
+    dropout: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="Dropout on each adapter's input in gradient passes only; π_old and π_ref "
+        "are computed without it (in a pass of their own when > 0).",
+    )
+    target_modules: list[str] = Field(
+        default_factory=lambda: list(LORA_TARGETS),
+        min_length=1,
+        description="Names (last component) of the linear layers that get adapters.",
+    )

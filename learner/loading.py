@@ -12,7 +12,7 @@ from typing import Any, Literal
 import torch
 
 from grpo.devices import DTYPES, resolve_device
-from grpo.learner.config import LearnerAlgoConfig
+from grpo.learner.config import LearnerAlgoConfig, LoraConfig
 from grpo.learner.trainer import Trainer, TrainerConfig
 
 __all__ = ["build_trainer", "load_causal_lm"]
@@ -38,6 +38,7 @@ def build_trainer(
     dtype: Literal["float32", "bfloat16", "float64"] = "float32",
     torch_threads: int = 1,
     parallel: Any | None = None,
+    lora: LoraConfig | None = None,
 ) -> tuple[Trainer, Any]:
     """Load π_θ (and π_ref when ``algo.kl_coef`` β > 0) and the tokenizer into a ``Trainer``.
 
@@ -49,6 +50,8 @@ def build_trainer(
         parallel: ``grpo.learner.distributed.DataParallel`` of this rank, or None; with NCCL
             the model goes to this rank's CUDA device, with ``parallel.fsdp`` it is sharded
             (``grpo.learner.distributed.shard_model``).
+        lora: LoRA adapters on π_θ (``grpo.learner.lora.apply_lora``): only they train, and
+            π_ref (β > 0) is the same model with its adapters disabled (none loaded).
 
     Returns:
         ``(trainer, tokenizer)``.
@@ -56,13 +59,22 @@ def build_trainer(
     Raises:
         NotFoundError: a model folder without ``tokenizer.json``.
         OSError: the model cannot be read.
+        InvalidArgumentError: ``lora`` with FSDP (adapters are not sharded), or a target
+            module the model lacks.
     """
+    from grpo.errors import InvalidArgumentError
     from grpo.model import load_tokenizer
 
     torch.set_num_threads(torch_threads)
     tokenizer = load_tokenizer(model_path)
     model = load_causal_lm(model_path, dtype)
-    ref = load_causal_lm(model_path, dtype) if algo.kl_coef > 0 else None
+    ref = load_causal_lm(model_path, dtype) if algo.kl_coef > 0 and lora is None else None
+    if lora is not None:
+        if parallel is not None and parallel.fsdp:
+            raise InvalidArgumentError("model.lora with fsdp is not supported: use world_size 1")
+        from grpo.learner.lora import apply_lora
+
+        model = apply_lora(model, lora)
     device = config.device
     if parallel is not None and parallel.backend == "nccl":
         device = f"cuda:{torch.cuda.current_device()}"

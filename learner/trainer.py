@@ -74,6 +74,7 @@ from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
 from grpo.learner.critic import CriticTargets, build_critic
 from grpo.learner.distributed import fsdp_matched_passes
 from grpo.learner.logprobs import entropy_from_logits
+from grpo.learner.lora import adapters_disabled, dropout_in_gradient_passes, is_lora, lora_dropout
 from grpo.learner.losses import LossDenominators, loss_denominators
 from grpo.learner.schedule import lr_multiplier
 
@@ -233,7 +234,9 @@ class Trainer:
             KL estimator and weight β, process normalization, TIS cap, GAE settings).
         config: optimizer/batching/device settings.
         pad_token_id, eos_token_id: the tokenizer's ids (see ``pad_batch``).
-        ref_model: π_ref, required when β > 0 (frozen, eval mode, no gradient).
+        ref_model: π_ref, required when β > 0 (frozen, eval mode, no gradient); for a LoRA
+            policy (``grpo.learner.lora``) leave it None: π_ref is the same model with its
+            adapters disabled (no second copy).
         parallel: data-parallel context; None for a single process.
         value_model: the critic's ``ValueModel`` for ``estimator: gae``; default a copy of the
             policy's backbone with a zero-initialised value head.
@@ -268,11 +271,23 @@ class Trainer:
         # Dropout off: π_θ (with grad) and π_old (no grad) must be the same function.
         self.model.eval()
         self.beta = float(algo.kl_coef)
-        if self.beta > 0 and ref_model is None:
+        self.lora = is_lora(self.model)
+        if self.lora and ref_model is not None:
+            raise InvalidArgumentError(
+                "a LoRA policy's reference is its base with the adapters disabled: pass no "
+                "ref_model"
+            )
+        if self.beta > 0 and ref_model is None and not self.lora:
             raise InvalidArgumentError("kl_coef > 0 needs a reference model (ref_model=...)")
-        self.ref_model = ref_model.to(self.device).eval() if ref_model is not None else None
-        if self.ref_model is not None:
+        self.ref_model: torch.nn.Module | None = None
+        if self.beta > 0 and self.lora:
+            self.ref_model = adapters_disabled(self.model)  # shares (and never freezes) θ
+        elif ref_model is not None:
+            self.ref_model = ref_model.to(self.device).eval()
             self.ref_model.requires_grad_(False)
+        # LoRA dropout (gradient passes only) makes π_θ's pass differ from π_old's: π_old
+        # then always comes from a no-grad pass of its own.
+        self._stochastic = lora_dropout(self.model) > 0
         params = [p for p in self.model.parameters() if p.requires_grad]
         # The fused kernel is the same AdamW update in one pass over all parameters: 1.6
         # against 5.4 ms per optimizer step on the main job's CPU model (one thread). Sharded
@@ -316,6 +331,24 @@ class Trainer:
             trained.append((self.critic.model, self.critic.optimizer, self.critic.scheduler))
         return trained
 
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast around a forward when ``autocast: bfloat16`` (parameters, gradients
+        and AdamW state keep their dtype: float32 master weights), else nothing."""
+        if self.config.autocast == "off":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+    @property
+    def precision(self) -> dict[str, str]:
+        """What a checkpoint records of the numerics: the parameters' dtype (the optimizer
+        state's too), the forwards' autocast and whether π_θ is a LoRA adapter."""
+        dtype = next(self.model.parameters()).dtype
+        return {
+            "params": str(dtype).removeprefix("torch."),
+            "autocast": self.config.autocast,
+            "lora": "on" if self.lora else "off",
+        }
+
     # ------------------------------------------------------------------ the step
     def step(self, groups: Sequence[GroupRows]) -> dict[str, float]:
         """Train on one batch of closed groups; returns the step's metrics.
@@ -351,7 +384,8 @@ class Trainer:
         tally = _Tally.start(plan)
         for epoch in range(self.config.ppo_epochs):
             for index, minibatch in enumerate(plan.minibatches):
-                first_pass = epoch == 0 and index == 0  # no optimizer step yet: π_θ = π_old
+                # no optimizer step yet: π_θ = π_old (unless LoRA dropout makes them differ)
+                first_pass = epoch == 0 and index == 0 and not self._stochastic
                 old = None if first_pass else plan.old_logprobs
                 # Global denominators of this optimizer step: all micro-batches and ranks.
                 denom = loss_denominators(plan.mask[minibatch], distributed=self._distributed)
@@ -399,14 +433,15 @@ class Trainer:
         live = self._rows_with_signal(adv, mask)  # (N,) rows whose passes can move π_θ
         # π_old of the first minibatch's rows comes from its epoch-0 gradient pass; the no-grad
         # forward covers the rest. One pass in all: no π_old tensor.
+        separate = minibatches if self._stochastic else minibatches[1:]
         old = (
             None
-            if cfg.ppo_epochs == 1 and cfg.minibatches == 1
+            if cfg.ppo_epochs == 1 and cfg.minibatches == 1 and not self._stochastic
             else self._logprobs_no_grad(
                 self.model,
                 batch,
                 truncate=True,
-                rows=torch.cat([m[live[m]] for m in minibatches[1:]] or [rows_all[:0]]),
+                rows=torch.cat([m[live[m]] for m in separate] or [rows_all[:0]]),
             )
         )
         ref = (
@@ -517,13 +552,14 @@ class Trainer:
         from grpo.learner.logprobs import token_logprobs
 
         cols, t_mb = batch.columns(rows)
-        out = model(
-            input_ids=batch.input_ids[rows, cols],
-            attention_mask=batch.attention_mask[rows, cols],
-            position_ids=batch.position_ids[rows, cols],
-            use_cache=False,
-            logits_to_keep=t_mb + 1,
-        )
+        with self._autocast():
+            out = model(
+                input_ids=batch.input_ids[rows, cols],
+                attention_mask=batch.attention_mask[rows, cols],
+                position_ids=batch.position_ids[rows, cols],
+                use_cache=False,
+                logits_to_keep=t_mb + 1,
+            )
         logits = out.logits[:, :-1]  # (n, T_mb, V): position P_mb-1+t predicts token t
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
@@ -586,7 +622,8 @@ class Trainer:
         """
         from grpo.learner.losses import policy_loss
 
-        fwd = self._forward_logprobs(self.model, plan.batch, rows)
+        with dropout_in_gradient_passes(self.model):
+            fwd = self._forward_logprobs(self.model, plan.batch, rows)
         t_mb = fwd.t_mb
         old_mb = fwd.logprobs.detach() if old is None else old[rows, :t_mb]
         mask = plan.mask[rows, :t_mb]

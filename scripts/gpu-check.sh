@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check of issue 31 (bench/gpu_check.py): a 0.5B Qwen2-shape model with random bf16
-# weights; learner step tokens/s, MFU and peak memory, the step under FSDP2 on one GPU, a LoRA
-# step, transformers generation tokens/s at batch 64. At most 5 minutes (killed past it).
+# weights; learner step tokens/s, MFU and peak memory (bf16 weights, and mixed precision), the
+# step under FSDP2 on one GPU, a LoRA step, transformers generation tokens/s at batch 64. At
+# most 5 minutes (killed past it).
 #
-#   scripts/gpu-check.sh [--dry-run] [--out DIR] [--cases learner,fsdp,lora,generation]
+#   scripts/gpu-check.sh [--dry-run] [--out DIR] [--cases learner,learner_mixed,fsdp,lora,generation]
 #       Run it. --dry-run: tiny shapes on the CPU (what the tests run). Writes DIR/gpu-check.json
 #       (default ./gpu-check-out) and prints a table last. Exit 1 when a case failed.
 #   scripts/gpu-check.sh --fetch-wheels

@@ -69,6 +69,7 @@ from grpo.learner.checkpoint import (
 )
 from grpo.learner.diagnostics import undecided_diagnostics
 from grpo.learner.distributed import FullModelView, RankCommand, gather_full_state
+from grpo.learner.lora import is_lora, merged_view
 from grpo.learner.tracking import open_tracker
 from grpo.learner.trainer import Trainer
 from grpo.services.learner.batch import check_group, group_rows, outcome_reward
@@ -512,6 +513,8 @@ class LearnerLoop:
 
     def _publish(self, version: int) -> None:
         model: Any = self.trainer.model
+        if is_lora(model):  # generation gets the merged weights, a plain model folder
+            model = merged_view(model)
         if self.parallel is not None and self.parallel.fsdp:  # every rank joins the gather
             self._command(RankCommand("gather_weights"))
             model = FullModelView(model, gather_full_state(model).model)
@@ -546,6 +549,7 @@ class LearnerLoop:
             policy_version=self.policy_version,
             consumed_group_ids=list(self.consumed),
             resolved_config=resolved_config(self.settings),
+            precision=t.precision,
             extra={
                 "trained_tokens": self.trained_tokens,
                 "run_start_unix_s": self.run_start_unix_s,

@@ -83,6 +83,7 @@ def build_trainer(settings: LearnerServiceSettings, parallel: Any | None = None)
         dtype=settings.dtype,
         torch_threads=settings.torch_threads,
         parallel=parallel,
+        lora=settings.lora,
     )
 
 

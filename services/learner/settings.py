@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
+from grpo.learner.config import LearnerAlgoConfig, LoraConfig, TrainerConfig
 from grpo.learner.tracking import TrackingConfig
 from grpo.services.runtime.server import ServerSettings
 
@@ -71,7 +71,16 @@ class LearnerServiceSettings(BaseModel):
     )
     torch_threads: int = Field(default=1, ge=1, description="torch intra-op threads per process.")
     dtype: Literal["float32", "bfloat16", "float64"] = Field(
-        default="float32", description="Parameter dtype of π_θ (and π_ref)."
+        default="float32",
+        description="Parameter dtype of π_θ (and π_ref), and of its gradients and AdamW state. "
+        "bfloat16 trains bf16 weights; for mixed precision keep float32 master weights and set "
+        "trainer.autocast: bfloat16.",
+    )
+    lora: LoraConfig | None = Field(
+        default=None,
+        description="LoRA adapters on π_θ (peft): only they train and are checkpointed; "
+        "published weights are merged; π_ref is the base with adapters disabled. null = "
+        "full fine-tuning.",
     )
     world_size: int = Field(
         default=1, ge=1, description="Data-parallel processes (rank 0 = this process; gloo on CPU)."
@@ -120,6 +129,18 @@ class LearnerServiceSettings(BaseModel):
     def _check(self) -> LearnerServiceSettings:
         if self.fsdp and self.world_size < 2:
             raise ValueError("fsdp: true needs world_size >= 2")
+        if self.lora is not None and self.fsdp:
+            raise ValueError("lora with fsdp is not supported (adapters are not sharded)")
+        if self.lora is not None and self.algo.estimator == "gae":
+            raise ValueError(
+                "lora with estimator gae is not supported (the critic copies the full policy)"
+            )
+        if self.trainer.autocast != "off" and self.dtype != "float32":
+            raise ValueError(
+                f"trainer.autocast: {self.trainer.autocast} keeps float32 master weights: set "
+                f"dtype: float32 (got {self.dtype}), or autocast: off to train {self.dtype} "
+                "weights"
+            )
         if self.world_size > 1 and self.dist_heartbeat_s >= self.dist_timeout_s:
             raise ValueError(
                 f"dist_heartbeat_s ({self.dist_heartbeat_s}) must be below dist_timeout_s "

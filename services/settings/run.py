@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.choices import SftScheduleName
-from grpo.learner.config import LearnerAlgoConfig, TrainerConfig
+from grpo.learner.config import LearnerAlgoConfig, LoraConfig, TrainerConfig
 from grpo.learner.tracking import TrackingConfig
 from grpo.services.runtime.config import load_settings
 from grpo.services.settings.assembler import AssemblerConfig
@@ -277,6 +277,11 @@ class ModelConfig(BaseModel):
     )
     sft: SftConfig = Field(
         default_factory=lambda: SftConfig(enabled=False), description="SFT warm start."
+    )
+    lora: LoraConfig | None = Field(
+        default=None,
+        description="GRPO trains LoRA adapters {r, alpha, dropout, target_modules} on the "
+        "(SFT) policy instead of every weight; null = full fine-tuning.",
     )
 
 

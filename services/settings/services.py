@@ -120,6 +120,7 @@ def learner_settings(
         "trainer": learn.trainer.model_dump(mode="json"),
         "algo": learn.algo.model_dump(mode="json"),
         "logging": config.logging.model_dump(mode="json"),  # run_name '' = the run dir's
+        "lora": config.model.lora.model_dump(mode="json") if config.model.lora else None,
     }
     return deep_merge(base, learn.extra)
 

@@ -25,15 +25,20 @@ def test_dry_run_runs_every_case_through_the_script(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((tmp_path / "gpu-check.json").read_text())
     cases = result["cases"]
-    assert list(cases) == ["learner", "fsdp", "lora", "generation"]
+    assert list(cases) == ["learner", "learner_mixed", "fsdp", "lora", "generation"]
     assert not [name for name, r in cases.items() if "error" in r]
     rows = DRY.prompts * DRY.group
-    for name in ("learner", "fsdp", "lora"):
+    for name in ("learner", "learner_mixed", "fsdp", "lora"):
         r = cases[name]
         assert r["rows"] == rows and r["loss_finite"] and r["trained_rows_skipped"] == 0
         assert r["tokens_per_s"] > 0 and r["step_s_range"][0] <= r["step_s"]
         assert rows * DRY.prompt_len < r["tokens_per_step"] <= rows * (DRY.prompt_len + 16)
     assert cases["fsdp"]["sharded"] is True
+    assert cases["learner_mixed"]["precision"] == {
+        "params": "float32",
+        "autocast": "bfloat16",
+        "lora": "off",
+    }
     assert cases["learner"]["achieved_tflops"] > 0 and cases["learner"]["mfu"] is None  # CPU
     # LoRA trains r·(in + out) per adapted projection and layer, nothing else.
     h, kv = DRY.hidden, DRY.kv_heads * DRY.hidden // DRY.heads
@@ -46,7 +51,7 @@ def test_dry_run_runs_every_case_through_the_script(tmp_path: Path) -> None:
     gen = cases["generation"]
     assert gen["batch_rows"] == DRY.gen_prompts * DRY.gen_group
     assert 0 < gen["generated_tokens"] <= gen["batch_rows"] * DRY.gen_new_tokens
-    assert proc.stdout.splitlines()[-5].startswith("| learner |")  # the table comes last
+    assert proc.stdout.splitlines()[-8].startswith("| case |")  # the table comes last
 
 
 def test_train_flops_counts_matmuls_and_causal_attention() -> None:

@@ -1,5 +1,8 @@
 """One real ``grpo run`` (configs/e2e-tiny.yaml, the CLI as a user starts it) feeding every
-tracking sink, read back with each backend's reader, and ``grpo report`` on its metrics.
+tracking sink, read back with each backend's reader, and ``grpo report`` on its metrics. The
+run trains LoRA adapters with a KL term (β 0.01, the reference = the base with adapters
+off); a run without LoRA writes TensorBoard in ``test_resume.py``, the sinks' other checks are
+in ``tests/learner/test_tracking.py``.
 
 The run is shared by the module's tests (a few learner steps, ~20 s on 2 cores):
 
@@ -9,8 +12,8 @@ The run is shared by the module's tests (a few learner steps, ~20 s on 2 cores):
 - MLflow (local file store): the run FINISHED, a metric's history per step, settings as
   params;
 - ``grpo report``: every PNG written, and every line of every panel drawn from the real
-  ``metrics.jsonl``, except those the config says cannot be written (KL to the reference
-  with β = 0).
+  ``metrics.jsonl``;
+- LoRA: checkpoints hold the adapters alone, published weights are plain merged models.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         sys.executable, "-m", "grpo", "run", str(REPO / "configs" / "e2e-tiny.yaml"),
         "--run-dir", str(out), "--set", "model.sft.steps=5", "--set", "budget.steps=3",
         "--set", f"logging.report_to={SINKS}", "--set", "logging.project=e2e",
+        "--set", "model.lora={r: 4, alpha: 8}", "--set", "learner.algo.kl_coef=0.01",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -114,11 +118,10 @@ def test_report_draws_every_line_from_the_real_metrics(run_dir: Path) -> None:
     reward = series["reward_accuracy.png"]
     assert reward["reward"] == {"mean reward, sampled at temperature 1 (trained groups)": 3}
     assert reward["held-out accuracy"]["greedy"] >= 2  # before and after GRPO
-    not_written = {"KL to reference"}  # e2e-tiny trains with kl_coef 0: no reference model
     for figure in FIGURES:
         for panel in figure.panels:
             drawn = series[figure.file][panel.title]
-            expected = {line.label for line in panel.lines} - not_written
+            expected = {line.label for line in panel.lines}
             assert expected <= set(drawn), (figure.file, panel.title, expected - set(drawn))
             assert drawn, (figure.file, panel.title)  # a prefix panel draws its slices
             assert all(n == 3 or panel.prefix for n in drawn.values()), drawn
@@ -128,3 +131,20 @@ def test_the_run_leaves_no_tracking_process(run_dir: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["leftover_processes"] == []  # W&B's service ended with the learner
     assert summary["final_policy_step"] == 3
+
+
+def test_lora_checkpoints_adapters_and_publishes_merged_weights(run_dir: Path) -> None:
+    from safetensors import safe_open
+
+    (ckpt,) = sorted((run_dir / "checkpoints").glob("step-*"))[-1:]
+    files = {p.name for p in (ckpt / "model").iterdir()}
+    assert "adapter_model.safetensors" in files and "model.safetensors" not in files
+    meta = json.loads((ckpt / "meta.json").read_text())
+    assert meta["precision"] == {"params": "float32", "autocast": "off", "lora": "on"}
+    last = max((run_dir / "weights").glob("v*"), key=lambda p: int(p.name[1:]))
+    with safe_open(str(last / "model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+    assert keys and not any("lora" in k or "base_layer" in k for k in keys)
+    rows = _metrics(run_dir)
+    assert rows[0]["kl/ref_mean"] == 0.0  # B = 0 at the start: π_θ is the base
+    assert all(r["kl/ref_mean"] >= 0.0 for r in rows)  # k3 (its growth: test_lora.py)
