@@ -46,6 +46,7 @@ LAYER_OF: list[tuple[str, str]] = [
     ("grpo.local", "local"),
     ("grpo.experiments", "experiments"),
     ("grpo.report", "cli"),
+    ("grpo.api", "cli"),
     ("grpo.cli", "cli"),
     ("grpo.__main__", "cli"),
 ]

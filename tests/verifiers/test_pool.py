@@ -156,3 +156,17 @@ def test_call_many_items_past_the_deadline_time_out() -> None:
         assert isinstance(outcomes[2].error, CheckTimeoutError)
         assert "before the call started" in str(outcomes[2].error)
         assert pool.replaced == 1  # only the item cut at the deadline cost a worker
+
+
+def test_a_function_of_the_main_script_is_refused_with_the_reason(pool: WorkerPool) -> None:
+    """Workers never import the main module (so a script needs no __main__ guard): a
+    function defined there could not be found in a worker, and is refused up front."""
+    from grpo.errors import InvalidArgumentError
+
+    def in_script() -> int:
+        return 1
+
+    in_script.__module__ = "__main__"
+    with pytest.raises(InvalidArgumentError, match="defined in the main script"):
+        pool.call(in_script)
+    assert pool.call(funcs.add, 1, 2) == 3

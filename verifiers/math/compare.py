@@ -50,9 +50,11 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import get_args
 
 from grpo.verifiers.math.answer import (
     Answer,
+    AnswerSyntaxError,
     BaseNumber,
     Difference,
     Equation,
@@ -67,6 +69,7 @@ from grpo.verifiers.math.answer import (
     Time,
     Tuple,
     Union,
+    read_answer,
 )
 from grpo.verifiers.math.arith import (
     ArithSyntaxError,
@@ -93,12 +96,20 @@ class UndecidedError(RuntimeError):
     """Both values are well-formed, but the verifier could not compare them."""
 
 
-def answers_equal(gold: Answer, answer: Answer, rel_tol: float | None = None) -> bool:
+def answers_equal(
+    gold: Answer | str | int | Fraction,
+    answer: Answer | str | int | Fraction,
+    rel_tol: float | None = None,
+) -> bool:
     """Decide whether ``answer`` is equivalent to ``gold`` (rules in the module docstring).
 
     Args:
-        gold: the gold answer's model.
-        answer: the response's answer model.
+        gold: the gold answer: its model (``read_answer``), or its text (``"3/4"``,
+            ``"\\frac{3}{4}"``, ``"x = 2"``), normalized and read here
+            (``normalize_answer``, then ``read_answer``); an ``int`` or a ``Fraction`` is
+            read as its text.
+        answer: the response's final answer, in the same forms (the answer itself, not a
+            whole response: ``extract_answer`` finds it in one).
         rel_tol: None for the MATH convention on approximations (a written decimal never
             equals a value no finite decimal is, unless the gold is that decimal); a float
             for the opt-in tolerance rule (``_Comparer._values_equal``).
@@ -107,10 +118,37 @@ def answers_equal(gold: Answer, answer: Answer, rel_tol: float | None = None) ->
         True when equivalent.
 
     Raises:
-        AnswerParseError: a leaf of either side cannot be parsed (``side`` names it).
+        TypeError: a side is none of these (a float, whose decimal text is ambiguous, a list,
+            None...); the message names the side and its type.
+        AnswerParseError: a side's text is empty or cannot be read, or a leaf cannot be
+            parsed (``side`` names it).
         UndecidedError: the two values could not be compared.
     """
-    return _Comparer(rel_tol).equal(gold, answer)
+    return _Comparer(rel_tol).equal(_model_of("gold", gold), _model_of("answer", answer))
+
+
+_NODES = get_args(Answer)
+
+
+def _model_of(side: str, value: object) -> Answer:
+    """The answer model of ``value`` (a model, text, an ``int`` or a ``Fraction``).
+
+    Raises:
+        TypeError: another type. AnswerParseError: text that cannot be read.
+    """
+    if isinstance(value, _NODES):
+        return value  # type: ignore[return-value]
+    if isinstance(value, bool) or not isinstance(value, str | int | Fraction):
+        raise TypeError(
+            f"answers_equal: {side} must be answer text (str), an int, a Fraction or an answer "
+            f"model (read_answer), got {type(value).__name__} {value!r:.60}"
+        )
+    from grpo.verifiers.math.normalize import normalize_answer
+
+    try:
+        return read_answer(normalize_answer(str(value)))
+    except AnswerSyntaxError as exc:
+        raise AnswerParseError(side, f"{exc} (text {str(value)!r:.60})") from None
 
 
 class _Comparer:

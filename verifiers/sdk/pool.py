@@ -11,9 +11,14 @@ Workers are started with the ``forkserver`` method: the fork server is a fresh s
 interpreter that imports the ``preload`` modules once (sympy takes ~1.2 s) and forks each
 worker from that clean state. Create the pool before the gRPC server starts; replacing a
 killed worker later is still safe because the fork happens in the fork server, not in the
-threaded server process. As with any ``multiprocessing`` start method other than fork, a
-script that creates a pool needs the ``if __name__ == "__main__":`` guard (workers import
-the main module).
+threaded server process.
+
+A script needs no ``if __name__ == "__main__":`` guard: a worker never imports the main module
+(multiprocessing's spawn and forkserver children normally run the script again, which
+without the guard starts a pool inside every worker). The preparation data sent to a process
+named :data:`WORKER_NAME` leaves the main module out (:func:`_keep_main_out_of_workers`), so
+the functions a pool runs must live in an importable module; one defined in ``__main__`` is
+refused with a message saying so.
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from multiprocessing import spawn
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo.errors import DeadlineExceededError, InternalError, UnavailableError
+from grpo.errors import DeadlineExceededError, InternalError, InvalidArgumentError, UnavailableError
 
 __all__ = [
     "CallOutcome",
@@ -65,6 +71,38 @@ def request_deadline(deadline: float | None) -> Iterator[None]:
 
 
 _READY_TIMEOUT_S = 120.0  # a worker must have imported its preload modules by then
+
+WORKER_NAME = "grpo-pool-worker"
+"""The ``multiprocessing`` name of every pool worker: its preparation data has no main module."""
+
+_MAIN_KEYS = ("init_main_from_path", "init_main_from_name")
+
+
+def _keep_main_out_of_workers() -> None:
+    """Make ``multiprocessing.spawn.get_preparation_data`` leave the main module out for pool
+    workers (processes named :data:`WORKER_NAME`); every other process is prepared as before.
+
+    Both non-fork start methods (``popen_spawn_posix`` and ``popen_forkserver``) build a
+    child's preparation data with this one function, by the process's name, and the child
+    imports the main module only when the data names it (``spawn.prepare``). Installed once,
+    at import; idempotent.
+    """
+    original = spawn.get_preparation_data
+    if getattr(original, "grpo_pool_filter", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if name == WORKER_NAME:
+            for key in _MAIN_KEYS:
+                data.pop(key, None)
+        return data
+
+    get_preparation_data.grpo_pool_filter = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data
+
+
+_keep_main_out_of_workers()
 
 
 class PoolSettings(BaseModel):
@@ -169,7 +207,10 @@ class _Worker:
     def __init__(self, ctx: Any, memory_bytes: int, preload: Sequence[str]) -> None:
         self.conn, child = multiprocessing.Pipe(duplex=True)
         self.process = ctx.Process(
-            target=_worker_main, args=(child, memory_bytes, tuple(preload)), daemon=True
+            target=_worker_main,
+            args=(child, memory_bytes, tuple(preload)),
+            daemon=True,
+            name=WORKER_NAME,
         )
         self.process.start()
         child.close()
@@ -182,6 +223,12 @@ class _Worker:
         except (EOFError, OSError):
             pass
         self.kill()
+        code = self.process.exitcode
+        if code is not None:
+            raise InternalError(
+                f"worker process exited with code {code} before it was ready (a preload "
+                "module failed to import?)"
+            )
         raise InternalError(f"worker process did not start within {timeout_s:.0f} s")
 
     def kill(self) -> None:
@@ -281,6 +328,7 @@ class WorkerPool:
             WorkerCrashError: the worker died during the call (it was replaced).
             RemoteCheckError: ``fn`` raised another exception.
             UnavailableError: the pool is closed.
+            InvalidArgumentError: ``fn`` is defined in ``__main__``.
         """
         (outcome,) = self.call_many(fn, [args], timeout_s=timeout_s, deadline=deadline)
         if outcome.error is not None:
@@ -318,9 +366,16 @@ class WorkerPool:
 
         Raises:
             UnavailableError: the pool is closed.
+            InvalidArgumentError: ``fn`` is defined in ``__main__`` (workers never import the
+                main module: define it in an importable module).
         """
         if self._closed:
             raise UnavailableError("worker pool is closed")
+        if getattr(fn, "__module__", None) == "__main__":
+            raise InvalidArgumentError(
+                f"{getattr(fn, '__qualname__', fn)!r} is defined in the main script; pool "
+                "workers never import the main module: define it in an importable module"
+            )
         limit = self.settings.timeout_s if timeout_s is None else timeout_s
         if deadline is None:
             deadline = _REQUEST_DEADLINE.get()
