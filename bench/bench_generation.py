@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 
 from grpo.model import init_tiny_model
+from grpo.services.driver.summary import RunSummary
 from grpo.services.generation import transformers_backend
 from grpo.services.generation.backend import BackendConfig, SamplingConfig
 from grpo.services.generation.transformers_backend import TransformersBackend
@@ -315,9 +316,10 @@ def _main_job(policy: Path, per_call: int, tmp: Path, tree: Path | None = None) 
             env = {**os.environ, "PYTHONPATH": str(tree)}
             args = [sys.executable, "-c", _TREE_RUN, str(config_path), json.dumps(overrides)]
             subprocess.run([*args, str(run_dir)], env=env, cwd=tree, check=True)
-            summary = json.loads((run_dir / "summary.json").read_text())
+            summary = RunSummary.read(run_dir / "summary.json")
     services = cpu.per_service()
-    wall = float(summary["grpo_wall_clock_s"])
+    wall = summary.grpo_wall_clock_s
+    generated = float(summary.accounting.generated_tokens)
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     # After its first step (whose wait includes the run's start and the SFT evaluation): the
     # share of the learner's wall time spent waiting for groups, and spent in Trainer.step.
@@ -325,28 +327,28 @@ def _main_job(policy: Path, per_call: int, tmp: Path, tree: Path | None = None) 
     span = later[-1]["wall_clock_s"] - metrics[0]["wall_clock_s"] if later else float("nan")
     worker_cpu = sum(v for k, v in services.items() if k.startswith("rollout-worker"))
     first = cpu.at_first_step or {}
-    steps_after = max(int(summary["steps"]) - int(metrics[0]["step"]), 1)
+    steps_after = max(summary.steps - int(metrics[0]["step"]), 1)
     return {
         # CPU s of the learner process per step after step 1 (start-up and model load excluded;
         # sampled every 0.25 s, so up to one sample late), and of all services together.
         "learner_cpu_s_per_step": (services.get("learner", 0.0) - first.get("learner", 0.0))
         / steps_after,
         "all_cpu_s_per_step": (sum(services.values()) - sum(first.values())) / steps_after,
-        "tokens_per_s": float(summary["generated_tokens"]) / wall,
+        "tokens_per_s": generated / wall,
         # Steady state: tokens generated between the learner's first and last step over the
         # wall time between them (start-up, model loads and the first wait left out).
         "steady_tokens_per_s": (later[-1]["generated_tokens"] - metrics[0]["generated_tokens"])
         / span
         if later
         else float("nan"),
-        "steps_per_s": float(summary["steps"]) / wall,
+        "steps_per_s": summary.steps / wall,
         "learner_idle": sum(m["time/wait_groups_s"] for m in later) / span,
         "learner_busy": sum(m["time/step_s"] for m in later) / span,
         "learner_step_s": statistics.median(m["time/step_s"] for m in metrics),
-        "generated_tokens_per_step": float(summary["generated_tokens"]) / float(summary["steps"]),
+        "generated_tokens_per_step": generated / summary.steps,
         "load_1min": os.getloadavg()[0],  # the machine's load at the run's end (all users)
-        "worker_tokens_per_cpu_s": float(summary["generated_tokens"]) / max(worker_cpu, 1e-9),
-        "rollouts": float(summary["rollouts"]),
+        "worker_tokens_per_cpu_s": generated / max(worker_cpu, 1e-9),
+        "rollouts": float(summary.accounting.rollouts.scored),
         "wall_s": wall,
         **{f"cpu_s/{k}": round(v, 1) for k, v in sorted(services.items())},
     }

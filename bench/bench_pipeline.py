@@ -93,8 +93,8 @@ def _overhead_per_rollout_s(n_groups: int = 60, group_size: int = 8) -> float:
 
 
 def _pipeline_run(steps: int = 8) -> dict[str, float]:
-    from grpo.local.cluster import namespace_for
     from grpo.local.run import run_local
+    from grpo.local.rundir import IDENTITY_FILE, RunIdentity
     from grpo.services.runtime.redis_server import EmbeddedRedis, connect
     from grpo.services.runtime.streams import StreamNames
     from grpo.services.settings.run import load_run_config
@@ -117,7 +117,7 @@ def _pipeline_run(steps: int = 8) -> dict[str, float]:
         run_dir = (Path(tmp) / "run").resolve()
         summary = run_local(cfg, run_dir, steps=steps, log_fn=lambda _m: None)
         client = connect(server.url)
-        names = StreamNames(namespace_for(cfg, run_dir))
+        names = StreamNames(RunIdentity.read(run_dir / IDENTITY_FILE).namespace)
         raw = client.xrange(names.rollouts)
         rollouts = [common_pb2.Rollout.FromString(f[b"pb"]) for _i, f in raw]
         groups = [common_pb2.Group.FromString(f[b"pb"]) for _i, f in client.xrange(names.groups)]
@@ -128,7 +128,7 @@ def _pipeline_run(steps: int = 8) -> dict[str, float]:
     gen_per_rollout = [r.timings.generation_s / max(1, r.group_size) for r in rollouts]
     # Rollouts/s over the GRPO phase: first to last rollout written (start-up excluded).
     created = sorted(r.timings.produced_unix_s for r in rollouts if r.timings.produced_unix_s > 0)
-    wall = (created[-1] - created[0]) if len(created) > 1 else float(summary["wall_clock_s"])
+    wall = (created[-1] - created[0]) if len(created) > 1 else summary.wall_clock_s
     idle = [m["learner/idle_frac"] for m in metrics if m.get("learner/idle_frac") is not None]
     group_wall = [max(1e-9, g.closed_unix_s - g.opened_unix_s) for g in groups]
     return {

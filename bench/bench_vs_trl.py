@@ -260,24 +260,23 @@ def _ours(
             }
         )
     curve.sort(key=lambda p: (p["tokens"], p["cpu_s"]))
-    summary = json.loads((run_dir / "summary.json").read_text())
+    from grpo.services.driver.summary import RunSummary
+
+    summary = RunSummary.read(run_dir / "summary.json")
     metrics = [row for _, _, row in sampler.lines["metrics"]]
-    opened = summary["groups_accepted"] + summary["groups_rejected_all_correct"]
-    opened += summary["groups_rejected_all_wrong"]
+    groups = summary.accounting.groups
+    opened = groups.accepted + groups.rejected_by_reason.get("all_correct", 0)
+    opened += groups.rejected_by_reason.get("all_wrong", 0)
     return {
         "curve": curve,
-        "tokens": int(summary["generated_tokens"]),
-        "steps": int(summary["steps"]),
+        "tokens": summary.accounting.generated_tokens,
+        "steps": summary.steps,
         "cpu_s_exact": round(exact, 1),
         "cpu_s_sampled": round(sampler.samples[-1][1], 1),
         "eval_cpu_s": round(eval_cpu_before(math.inf), 1),
         "wall_s": round(time.monotonic() - started, 1),
         "load": sampler.load(),
-        "zero_variance_share": round(
-            summary.get("groups_zero_variance", opened - summary["groups_accepted"])
-            / max(opened, 1),
-            3,
-        ),
+        "zero_variance_share": round(groups.zero_variance / max(opened, 1), 3),
         "staleness_mean": round(
             statistics.fmean(m.get("policy/staleness_mean", 0.0) for m in metrics), 2
         ),

@@ -78,6 +78,7 @@ def run(
     from grpo.local.policy import builds_model
     from grpo.local.processes import become_subreaper
     from grpo.local.run import default_run_dir, run_local
+    from grpo.local.rundir import RunRefusedError
     from grpo.services.driver.driver import Progress
     from grpo.services.settings.run import load_run_config
 
@@ -90,16 +91,15 @@ def run(
         which = "not both" if config is not None else "neither was given"
         console.print(f"[red]error:[/red] give a CONFIG file or --resume RUN_DIR ({which})")
         raise typer.Exit(code=2)
+    # The folder of a resume is claimed before anything in it is read (one in use is named).
+    lock = _claim(resume.resolve(), console, resume=True) if resume is not None else None
     try:
         cfg = load_run_config(resume / "config.yaml" if resume else config, values)  # type: ignore[operator,arg-type]
     except GrpoError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
     out = (resume or run_dir or default_run_dir(cfg)).resolve()
-    problem = _run_dir_problem(out, resume=resume is not None)
-    if problem:
-        console.print(f"[red]error:[/red] {problem}")
-        raise typer.Exit(code=2)
+    lock = lock or _claim(out, console, resume=False)
     if resume is None and builds_model(cfg):
         _quiet_transformers()  # else nothing here loads a model: transformers stays unimported
     become_subreaper()
@@ -155,7 +155,12 @@ def run(
             on_progress=lambda p: live.update(table(p)),
             log_fn=console.log,
             resume=resume is not None,
+            lock=lock,
         )
+    except RunRefusedError as exc:
+        live.stop()
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
     except GrpoError as exc:
         live.stop()
         console.print(f"[red]run failed:[/red] {exc}")
@@ -169,21 +174,55 @@ def run(
         raise typer.Exit(code=130) from None
     finally:
         live.stop()
+    _report(console, summary, out)
+    if summary.stop_reason == "interrupted":
+        raise typer.Exit(code=130)
+
+
+def _claim(out: Path, console: Any, *, resume: bool) -> Any:
+    """The run dir's lock (``RunDirLock``), taken before anything is read or written there
+    (the folder is created for a new run); exit 2 with one line when the path is no folder,
+    another process holds it (naming its pid), or a new run would reuse a folder that holds
+    a run (``_run_dir_problem``)."""
+    from grpo.local.rundir import RunDirLock, RunRefusedError
+
+    problem = _run_dir_problem(out, resume=resume, held=False)
+    lock = None
+    if not problem:
+        try:
+            lock = RunDirLock.acquire(out)
+        except RunRefusedError as exc:
+            problem = str(exc)
+    problem = problem or _run_dir_problem(out, resume=resume, held=True)
+    if problem:
+        if lock is not None:
+            lock.release()
+        console.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(code=2)
+    return lock
+
+
+def _report(console: Any, summary: Any, out: Path) -> None:
+    """The closing lines of ``grpo run``: accuracies, steps, tokens, time, stop reason; the
+    accounting (``_accounting_lines``); a learner that went on during the final evaluation;
+    the plots; leftover processes."""
+    from grpo.errors import GrpoError
+
     console.print()
     console.print(
-        f"SFT accuracy {summary['sft_accuracy']:.3f} -> final {summary['final_accuracy']:.3f} "
-        f"({summary['accuracy_gain_points']:+.1f} points) after {summary['steps']} steps, "
-        f"{summary['generated_tokens']} generated tokens, {summary['wall_clock_s']:.0f} s "
-        f"(stop: {summary['stop_reason']}); summary in {out / 'summary.json'}"
+        f"SFT accuracy {summary.sft_accuracy:.3f} -> final {summary.final_accuracy:.3f} "
+        f"({summary.accuracy_gain_points:+.1f} points) after {summary.steps} steps, "
+        f"{summary.accounting.generated_tokens} generated tokens, {summary.wall_clock_s:.0f} s "
+        f"(stop: {summary.stop_reason}); summary in {out / 'summary.json'}"
     )
     for line in _accounting_lines(summary):
         console.print(line)
-    went_on = summary.get("last_published_step", 0) - summary.get("final_policy_step", 0)
+    went_on = (summary.last_published_step or 0) - summary.final_policy_step
     if went_on > 0:
         console.print(
-            f"the learner did not pause and went on to step {summary['last_published_step']} "
-            f"(policy v{summary['last_published_policy_version']}) during the final "
-            f"evaluation, which scored policy v{summary.get('final_policy_version')}; "
+            f"the learner did not pause and went on to step {summary.last_published_step} "
+            f"(policy v{summary.last_published_policy_version}) during the final "
+            f"evaluation, which scored policy v{summary.final_policy_version}; "
             "checkpoints hold the later steps (the driver's log says why)"
         )
     try:
@@ -193,49 +232,48 @@ def run(
         console.print("plots: " + ", ".join(str(p) for p in plots))
     except (GrpoError, ImportError) as exc:
         console.print(f"[yellow]no plots: {exc}[/yellow]")
-    if summary["leftover_processes"]:
-        console.print(f"[red]killed leftover processes {summary['leftover_processes']}[/red]")
-    if summary["stop_reason"] == "interrupted":
-        raise typer.Exit(code=130)
+    if summary.leftover_processes:
+        console.print(f"[red]killed leftover processes {list(summary.leftover_processes)}[/red]")
 
 
-def _accounting_lines(summary: dict[str, Any]) -> list[str]:
-    """The console's accounting after a run, from its summary.json: groups opened = accepted
-    + rejected (by reason) + pending with the identity gap, timed out, closed short and the
-    rewards missing (of which undecided); the zero-variance groups and their tokens beside
-    the tokens never trained on; then, when there were any, restarts and the
-    outage seconds per dependency per service (non-zero ones)."""
-    lines = []
-    groups = summary.get("accounting", {}).get("groups")
-    if groups:
-        reasons = ", ".join(
-            f"{n} {reason.replace('_', ' ')}"
-            for reason, n in groups.get("rejected_by_reason", {}).items()
-        )
-        lines.append(
-            f"groups opened {groups['opened']} = accepted {groups['accepted']} + rejected "
-            f"{groups['rejected']} ({reasons}) + pending {groups['pending']} (gap "
-            f"{groups['identity_gap']}); timed out {groups['timed_out']}, closed short "
-            f"{groups['closed_short']}; rewards missing {summary.get('rewards_missing', 0)} "
-            f"(undecided {summary.get('rewards_undecided', 0)})"
-        )
-    if "groups_zero_variance" in summary:
-        lines.append(
-            f"zero-variance groups (all correct or all wrong, kept or not) "
-            f"{summary['groups_zero_variance']}: {summary['zero_variance_tokens']} of "
-            f"{summary['generated_tokens']} generated tokens; never trained on: "
-            f"{summary['generated_tokens'] - summary['kept_tokens']}"
-        )
+def _accounting_lines(summary: Any) -> list[str]:
+    """The console's accounting after a run, from its ``RunSummary``: groups opened =
+    accepted + rejected (by reason) + pending with the identity gap, timed out, closed short
+    and the rewards missing (of which undecided, and per reason); the zero-variance groups and
+    their tokens beside the tokens never trained on; then, when there were any, restarts,
+    stalls and the outage seconds per dependency per service (non-zero ones)."""
+    acc = summary.accounting
+    groups, rewards = acc.groups, acc.rewards
+    reasons = ", ".join(
+        f"{n} {reason.replace('_', ' ')}" for reason, n in groups.rejected_by_reason.items()
+    )
+    why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in rewards.missing_by_reason.items())
+    lines = [
+        f"groups opened {groups.opened} = accepted {groups.accepted} + rejected "
+        f"{groups.rejected} ({reasons}) + pending {groups.pending} (gap "
+        f"{groups.identity_gap}); timed out {groups.timed_out}, closed short "
+        f"{groups.closed_short}; rewards missing {rewards.missing} "
+        f"(undecided {rewards.undecided}" + (f"; {why})" if why else ")"),
+        f"zero-variance groups (all correct or all wrong, kept or not) {groups.zero_variance}: "
+        f"{acc.zero_variance_tokens} of {acc.generated_tokens} generated tokens; never "
+        f"trained on: {acc.generated_tokens - acc.kept_tokens}",
+    ]
+    seconds = summary.outages.seconds if summary.outages is not None else {}
     outages = {
-        f"{dep} {service}": seconds
-        for dep, by_service in (summary.get("outage_s") or {}).items()
-        if isinstance(by_service, dict)
-        for service, seconds in by_service.items()
-        if seconds
+        f"{dep} {service}": s for dep, by in seconds.items() for service, s in by.items() if s
     }
-    if summary.get("restarts") or outages:
+    if summary.restarts or outages:
         shown = ", ".join(f"{k} {v:.1f}" for k, v in outages.items()) or "none"
-        lines.append(f"restarts {summary.get('restarts') or {}}; outage seconds: {shown}")
+        lines.append(f"restarts {dict(summary.restarts)}; outage seconds: {shown}")
+    for stall in summary.stalls:
+        done = "restarted" if stall.restarted else "still without progress at the end"
+        lines.append(f"stalled: {stall.service} ({stall.seconds:.0f} s without progress; {done})")
+    if summary.failure is not None:
+        lines.append(
+            f"failed: {summary.failure.service or 'the run'}"
+            + (f" ({summary.failure.cause})" if summary.failure.cause else "")
+            + (f": {summary.failure.last_error}" if summary.failure.last_error else "")
+        )
     return lines
 
 
@@ -255,15 +293,20 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _run_dir_problem(out: Path, *, resume: bool) -> str | None:
-    """Why ``out`` cannot be the run folder, or None: a path that is not a folder, or (a new
-    run) a folder that already holds a run (its ``config.yaml``), whose Redis state and
-    checkpoints the new run would silently pick up."""
-    for parent in (out, *out.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                return f"run dir {out}: {parent} is not a folder"
-            break
+def _run_dir_problem(out: Path, *, resume: bool, held: bool) -> str | None:
+    """Why ``out`` cannot be the run folder, or None. Before its lock is taken (``held``
+    False): a path that is not a folder, or a ``--resume`` of a folder that does not exist.
+    Once it is held: (a new run) a folder that already holds a run (its ``config.yaml``),
+    whose Redis state and checkpoints the new run would silently pick up."""
+    if not held:
+        for parent in (out, *out.parents):
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"run dir {out}: {parent} is not a folder"
+                break
+        if resume and not out.is_dir():
+            return f"cannot resume {out}: no such folder"
+        return None
     if not resume and (out / "config.yaml").is_file():
         return (
             f"run dir {out} already holds a run: continue it with `grpo run --resume {out}`, "

@@ -22,6 +22,13 @@ renamed to its final name (``os.rename`` is atomic on one filesystem) and the ro
 A folder named ``step-*`` is therefore always complete; a crash leaves at most a ``.tmp-*``
 folder, which the next save removes. Only the last ``keep_last`` checkpoints are kept.
 
+Integrity: ``DIGESTS.json`` (``grpo.integrity``) records the size and SHA-256 of every file,
+written before the rename. ``intact_checkpoint`` walks the checkpoints from the newest and
+returns the newest whose files still match (a truncated file, bytes altered at rest); each
+damaged one is moved aside to ``damaged-step-<8 digits>-<unix s>`` with a ``DAMAGED.txt``
+saying why, so it is never loaded, never overwritten by the step that reaches its number
+again, and kept for inspection. A checkpoint written before digests existed is trusted.
+
 A sharded (FSDP2) model is saved from the full state dicts gathered on rank 0 beforehand
 (``grpo.learner.distributed.gather_full_state``, a collective; pass them as ``full_state``) and
 restored by every rank at once (``load_checkpoint`` reads the full tensors on each rank and
@@ -48,6 +55,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_model
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from grpo.integrity import DamagedError, NoDigestsError, check_digests, write_digests
 from grpo.learner.distributed import (
     FullModelView,
     FullState,
@@ -57,10 +65,20 @@ from grpo.learner.distributed import (
 )
 from grpo.learner.lora import ADAPTER_FILE, is_lora, load_adapters
 
-__all__ = ["CheckpointState", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "DAMAGED_PREFIX",
+    "CheckpointState",
+    "intact_checkpoint",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "quarantine",
+    "save_checkpoint",
+]
 
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-"
+DAMAGED_PREFIX = "damaged-"
+"""Prefix of a checkpoint folder moved aside as damaged (``quarantine``)."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +235,7 @@ def save_checkpoint(
         "saved_unix_s": time.time(),
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    write_digests(tmp)  # last: it covers every file above
     _fsync_tree(tmp)
     os.rename(tmp, final)
     _fsync_dir(root)
@@ -226,12 +245,43 @@ def save_checkpoint(
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
-    """The newest complete checkpoint folder under ``root``, or None when there is none."""
+    """The newest complete checkpoint folder under ``root``, or None when there is none
+    (not checked against its digests: ``intact_checkpoint`` is)."""
     root = Path(root)
     if not root.is_dir():
         return None
     done = sorted(p for p in root.glob(f"{_PREFIX}*") if (p / "meta.json").is_file())
     return done[-1] if done else None
+
+
+def quarantine(path: Path, reason: str) -> Path:
+    """Move a damaged checkpoint aside (``damaged-<name>-<unix s>``, with ``DAMAGED.txt``
+    holding ``reason``) so it is never loaded nor overwritten; returns its new path."""
+    dest = path.with_name(f"{DAMAGED_PREFIX}{path.name}-{int(time.time())}")
+    os.rename(path, dest)
+    (dest / "DAMAGED.txt").write_text(reason + "\n")
+    return dest
+
+
+def intact_checkpoint(root: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest checkpoint under ``root`` whose files match their recorded digests.
+
+    Every newer one that does not is moved aside (``quarantine``).
+
+    Returns:
+        ``(checkpoint or None, [(moved-aside path, why), ...])``, newest damaged first.
+    """
+    skipped: list[tuple[Path, str]] = []
+    while (path := latest_checkpoint(root)) is not None:
+        try:
+            check_digests(path)
+        except NoDigestsError:
+            return path, skipped  # written before digests existed: trusted as before
+        except DamagedError as exc:
+            skipped.append((quarantine(path, str(exc)), str(exc)))
+            continue
+        return path, skipped
+    return None, skipped
 
 
 def _state_by_name(

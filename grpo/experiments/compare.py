@@ -58,6 +58,7 @@ import yaml
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.learner import metric_names as mn
 from grpo.learner.choices import CriticEstimatorName, GroupEstimatorName
+from grpo.services.driver.summary import RunSummary
 from grpo.services.settings.run import RunConfig
 
 __all__ = [
@@ -329,7 +330,7 @@ def measure_run(
     path = run_dir / "summary.json"
     if not path.is_file():
         raise FailedPreconditionError(f"run {run_dir} wrote no summary.json")
-    summary = json.loads(path.read_text())
+    summary = RunSummary.read(path)
     metrics = [r for r in _read_jsonl(run_dir / "metrics.jsonl") if isinstance(r.get("step"), int)]
     order = {"sft": 0, "final": 2}
     evals = sorted(
@@ -344,30 +345,30 @@ def measure_run(
         }
         for e in evals
     ]
-    steps = int(summary["steps"])
-    generated = int(summary["generated_tokens"])
+    steps = summary.steps
+    acc = summary.accounting
+    generated = acc.generated_tokens
+    rejected = acc.groups.rejected_by_reason
     return ArmResult(
         estimator=estimator,
         seed=seed,
         run_dir=str(run_dir),
-        stop_reason=str(summary["stop_reason"]),
+        stop_reason=summary.stop_reason,
         steps=steps,
         generated_tokens=generated,
-        kept_tokens=int(summary["kept_tokens"]),
+        kept_tokens=acc.kept_tokens,
         groups={
-            k: int(summary[f"groups_{k}"])
-            for k in (
-                "accepted",
-                "rejected_all_correct",
-                "rejected_all_wrong",
-                "rejected_too_few_valid",
-            )
+            "accepted": acc.groups.accepted,
+            **{
+                f"rejected_{k}": int(rejected.get(k, 0))
+                for k in ("all_correct", "all_wrong", "too_few_valid")
+            },
         },
-        start_accuracy=float(summary["sft_accuracy"]),
-        final_accuracy=float(summary["final_accuracy"]),
+        start_accuracy=summary.sft_accuracy,
+        final_accuracy=summary.final_accuracy,
         curve=curve,
-        train_s=float(summary["grpo_wall_clock_s"]),
-        run_s=float(summary["wall_clock_s"]),
+        train_s=summary.grpo_wall_clock_s,
+        run_s=summary.wall_clock_s,
         cpu_s=round(cpu_s, 1),
         step_tokens=step_tokens(config, generated, steps),
         means={k: _mean(metrics, name) for k, name in _MEANS.items()},
@@ -499,7 +500,7 @@ def run_comparison(
             cpu0 = _cpu_seconds()
             summary = run_local(cfg, run_dir, log_fn=_prefixed(say, f"  {est}: "))
             cpu_s = _cpu_seconds() - cpu0
-            if summary["stop_reason"] == "interrupted":
+            if summary.stop_reason == "interrupted":
                 interrupted = True
                 break
             result = measure_run(cfg, run_dir, estimator=est, seed=seed, cpu_s=cpu_s)

@@ -5,27 +5,41 @@ else ``$REDIS_URL``, else an embedded server), writes each service's settings in
 ``<run_dir>/services/`` (validated against the service's own model first), launches the
 verifiers, the assembler, the learner and the rollout worker(s) as ``grpo serve`` processes on
 loopback ports through ``ProcessSupervisor`` and waits until each answers health checks.
-``check()`` is the one place a dead service is handled: the supervisor restarts it (same
-config, same port, with backoff; ``RunConfig.supervision``) and gives up past the policy; an
-embedded Redis that died is restarted on its port from its append-only file
-(``<run_dir>/redis``, fsync every second). ``outages()`` sums each service's outage seconds
-per dependency from its log. ``stop()`` drains the services in dependency order,
-stops Redis last, and reports any process left behind.
+``check()`` is the one place a dead or stalled service is handled: the supervisor restarts it
+(same config, same port, with backoff; ``RunConfig.supervision``), kills and restarts one that
+made no progress for ``supervision.stall_s`` (``grpo.local.liveness``), and gives up past the
+policy; an embedded Redis that died, or stopped answering for ``stall_s``, is restarted on its
+port from its append-only file (``<run_dir>/redis``, fsync every second). Redis out of memory
+(its ``maxmemory`` reached under ``noeviction``: writes refused, every service waits and
+retries) is named on the console once per episode and kept in ``warnings``. A Redis whose
+``maxmemory-policy`` would evict keys is refused at start (``RunRefusedError``).
+``outages()`` sums each service's outage seconds per dependency from its log. ``stop()``
+drains the services in dependency order, stops Redis last, and reports any process left
+behind.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from grpo.errors import FailedPreconditionError
 from grpo.local.outages import service_outages
 from grpo.local.processes import ProcessSupervisor
+from grpo.local.rundir import RunRefusedError, legacy_namespace
 from grpo.services.driver.status_client import StatusClient
-from grpo.services.runtime.redis_server import EmbeddedRedis, connect, resolve_redis_url
+from grpo.services.runtime.redis_server import (
+    EmbeddedRedis,
+    EvictingRedisError,
+    connect,
+    resolve_redis_url,
+)
 from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.services.settings.run import RunConfig
 from grpo.services.settings.services import (
@@ -38,7 +52,7 @@ from grpo.services.settings.services import (
 )
 from grpo.v1 import assembler_pb2, learner_pb2
 
-__all__ = ["LocalCluster", "namespace_for"]
+__all__ = ["LocalCluster", "RedisWatch", "namespace_for"]
 
 log = logging.getLogger(__name__)
 
@@ -54,25 +68,100 @@ have none."""
 
 
 def namespace_for(config: RunConfig, run_dir: Path) -> str:
-    """``config.namespace``, or ``run-<run dir name>`` with non-alphanumerics as ``-``."""
-    return config.namespace or "run-" + "".join(c if c.isalnum() else "-" for c in run_dir.name)
+    """``config.namespace``, or ``run-<run dir name>`` (``rundir.legacy_namespace``): the
+    namespace of a cluster not given one (``grpo run`` gives the run id's,
+    ``grpo.local.rundir.RunIdentity``)."""
+    return config.namespace or legacy_namespace(run_dir)
+
+
+WATCH_EVERY_S = 2.0
+"""Seconds between two looks at Redis by ``RedisWatch`` (liveness and memory)."""
+
+
+class RedisWatch:
+    """Liveness and memory of the run's Redis, looked at every ``WATCH_EVERY_S`` from the
+    supervising loop: ``silent_s`` (seconds since it last answered; a server that is loading
+    its append-only file answers) and, from ``INFO errorstats``, writes refused for lack of
+    memory (``errorstat_OOM``), which ``check`` turns into one named warning per episode."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+        """Args: url: the server; clock: monotonic seconds."""
+        self._probe = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=2.0)
+        self._clock = clock
+        self._next = 0.0
+        self.last_ok = clock()
+        self.oom_refused = 0
+        self._oom_seen = 0
+
+    def look(self) -> int:
+        """Look when due; returns the writes newly refused for memory since the last look
+        (0 when none or not due)."""
+        now = self._clock()
+        if now < self._next:
+            return 0
+        self._next = now + WATCH_EVERY_S
+        try:
+            stats = self._probe.info("errorstats")
+        except redis.exceptions.BusyLoadingError:
+            self.last_ok = now
+            return 0
+        except redis.RedisError:
+            return 0
+        self.last_ok = now
+        count = int((stats.get("errorstat_OOM") or {}).get("count", 0))
+        fresh = max(0, count - self._oom_seen) if self._oom_seen or count else 0
+        self._oom_seen = count
+        self.oom_refused += fresh
+        return fresh
+
+    def memory(self) -> str:
+        """``used MB of maxmemory MB`` (or "" when unreadable)."""
+        try:
+            info = self._probe.info("memory")
+        except redis.RedisError:
+            return ""
+        used, cap = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+        return f"{used / 2**20:.1f} MB used of maxmemory {cap / 2**20:.1f} MB"
+
+    def silent_s(self) -> float:
+        """Seconds since Redis last answered."""
+        return self._clock() - self.last_ok
+
+    def reset(self) -> None:
+        """A restarted server: its silence counts from now."""
+        self.last_ok = self._clock()
+
+    def close(self) -> None:
+        """Close the probe's connection."""
+        self._probe.close()
 
 
 class LocalCluster:
     """Redis plus every service of a run as a local process (see the module docstring)."""
 
     def __init__(
-        self, config: RunConfig, run_dir: Path, *, log_fn: Callable[[str], None] | None = None
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        *,
+        namespace: str | None = None,
+        log_fn: Callable[[str], None] | None = None,
     ) -> None:
         """Args: config: the run; run_dir: the run folder (``services/``, ``logs/`` go there);
-        log_fn: receives human-readable milestones."""
+        namespace: the run's Redis namespace (None: ``namespace_for``); log_fn: receives
+        human-readable milestones."""
         self.config = config
         self.run_dir = run_dir.resolve()
-        self.namespace = namespace_for(config, self.run_dir)
+        self.namespace = namespace or namespace_for(config, self.run_dir)
         self.names = StreamNames(self.namespace)
         self.supervisor = ProcessSupervisor(
             self.run_dir / "logs", preload=config.supervision.preload
         )
+        self.supervisor.startup_timeout_s = config.budget.startup_timeout_s
+        self.warnings: list[str] = []
+        """Named conditions the figures do not show (Redis out of memory, stalls)."""
+        self._redis_watch: RedisWatch | None = None
+        self._oom_since: float | None = None
         self._log = log_fn or log.info
         self._redis_server: EmbeddedRedis | None = None
         self.redis_url = ""
@@ -91,6 +180,7 @@ class LocalCluster:
 
         Raises:
             UnavailableError: the named server does not answer.
+            RunRefusedError: its ``maxmemory-policy`` would evict keys (``require_noeviction``).
         """
         url = resolve_redis_url(self.config.redis_url)
         if not url:
@@ -100,8 +190,12 @@ class LocalCluster:
             url = self._redis_server.url
             self._log(f"embedded Redis at {url}")
         self.redis_url = url
-        self.client = connect(url)
+        try:
+            self.client = connect(url)
+        except EvictingRedisError as exc:
+            raise RunRefusedError(str(exc)) from exc
         self.streams = Streams(self.client)
+        self._redis_watch = RedisWatch(url)
         return url
 
     # ---------------------------------------------------------------- services
@@ -230,12 +324,55 @@ class LocalCluster:
                 message lists every death and quotes the last one's log tail).
             UnavailableError: the embedded Redis could not be restarted.
         """
-        server = self._redis_server
+        self._check_redis()
+        self.supervisor.supervise(self.config.supervision, say=self._log)
+
+    def _check_redis(self) -> None:
+        """Restart a dead (or, past ``supervision.stall_s``, silent) embedded Redis from its
+        append-only file; name Redis out of memory once per episode.
+
+        Raises:
+            UnavailableError: the embedded Redis could not be restarted.
+        """
+        server, watch, stall_s = (
+            self._redis_server,
+            self._redis_watch,
+            self.config.supervision.stall_s,
+        )
+        refused = watch.look() if watch is not None else 0
+        if server is not None and watch is not None and server.alive() and stall_s:
+            silent = watch.silent_s()
+            if silent >= stall_s:
+                self._log(f"embedded Redis stalled ({silent:.0f} s without an answer, "
+                          f"supervision.stall_s {stall_s:g}); killing it to restart")  # fmt: skip
+                self.supervisor.stalls.append(("redis", round(silent, 1)))
+                server.kill()
         if server is not None and not server.alive():
             self._log("embedded Redis died; restarting it from its append-only file")
             server.restart()
             self.restarts["redis"] = self.restarts.get("redis", 0) + 1
-        self.supervisor.supervise(self.config.supervision, say=self._log)
+            if watch is not None:
+                watch.reset()
+        self._name_oom(refused)
+
+    def _name_oom(self, refused: int) -> None:
+        """One console warning per out-of-memory episode (writes refused since the last look;
+        an episode ends after a minute without refusals)."""
+        now = time.monotonic()
+        if not refused:
+            if self._oom_since is not None and now - self._oom_since > 60:
+                self._oom_since = None
+            return
+        if self._oom_since is None:
+            memory = self._redis_watch.memory() if self._redis_watch is not None else ""
+            line = (
+                f"Redis is out of memory ({memory}; maxmemory-policy noeviction): it refuses "
+                "writes, and every service waits and retries them (backpressure) until memory "
+                "is freed or maxmemory raised (CONFIG SET maxmemory)"
+            )
+            self._log(f"warning: {line}")
+            self.warnings.append(line)
+        self._oom_since = now
 
     def outages(self, end: float) -> dict[str, dict[str, float]]:
         """Outage seconds per dependency per service (summary.json's ``outage_s``), summed
@@ -303,6 +440,9 @@ class LocalCluster:
         """
         self.stop_services()
         self._status.close()
+        if self._redis_watch is not None:
+            self._redis_watch.close()
+            self._redis_watch = None
         if self.client is not None:
             self.client.close()
             self.client = None

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +40,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from grpo.errors import DeadlineExceededError, FailedPreconditionError, InternalError
+from grpo.local.liveness import HealthWatch
 from grpo.local.preload import ForkedProcess, Preloader, available
 from grpo.services.runtime.config import child_environment
 from grpo.services.runtime.ports import free_port
@@ -51,6 +54,8 @@ __all__ = [
     "ServiceProcess",
     "become_subreaper",
     "group_members",
+    "last_error",
+    "named_cause",
     "orphans",
 ]
 
@@ -61,7 +66,18 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 class ServiceFailedError(FailedPreconditionError):
-    """A service died more often than the restart policy allows."""
+    """A service failed for good: it died more often than the restart policy allows, twice
+    in a row with the same error (deterministic), or exited while starting.
+
+    Attributes:
+        service: the service's name.
+        death: its last death (None when it failed while starting).
+    """
+
+    def __init__(self, message: str, *, service: str, death: Death | None = None) -> None:
+        super().__init__(message)
+        self.service = service
+        self.death = death
 
 
 @dataclass(frozen=True)
@@ -72,21 +88,86 @@ class Death:
         name: the service's process name.
         at: ``time.monotonic()`` when it was seen dead.
         code: exit code (negative: killed by that signal).
-        reason: human-readable cause ("killed by SIGKILL", "exit 1: <last log line>").
+        reason: human-readable cause ("killed by SIGKILL", "exit 1: <last error>",
+            "stalled: ...").
+        last_error: the last error line of its log (``last_error``), "" when none.
+        cause: a named cause found in its log (``named_cause``), None when none.
     """
 
     name: str
     at: float
     code: int | None
     reason: str
+    last_error: str = ""
+    cause: str | None = None
+
+
+# (pattern, name): causes a summary names instead of quoting a traceback.
+_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"No space left on device|\[Errno 28\]|ENOSPC"), "disk full (ENOSPC)"),
+    (re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT"), "disk quota exceeded (EDQUOT)"),
+    (re.compile(r"OOM command not allowed|command not allowed when used memory > 'maxmemory'"),
+     "Redis out of memory (maxmemory reached)"),
+    (re.compile(r"Cannot allocate memory|\[Errno 12\]|MemoryError|CUDA out of memory"),
+     "out of memory"),
+)  # fmt: skip
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt))(: .*)?$")
+
+
+def named_cause(text: str) -> str | None:
+    """The cause a log excerpt names, if it is one ``_CAUSES`` knows (a full disk, Redis out
+    of memory, ...): the last one mentioned; None when none is."""
+    found: tuple[int, str] | None = None
+    for pattern, name in _CAUSES:
+        for match in pattern.finditer(text):
+            if found is None or match.start() > found[0]:
+                found = (match.start(), name)
+    return found[1] if found else None
+
+
+def _error_of_json(line: str) -> str:
+    """The error of one JSON log line at ERROR or CRITICAL level: the last line of its
+    traceback (the exception) when it has one, else its message; "" for other lines."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return ""
+    if not isinstance(row, dict) or row.get("level") not in ("ERROR", "CRITICAL"):
+        return ""
+    exc = str(row.get("exc") or "").strip().splitlines()
+    return exc[-1].strip() if exc else str(row.get("msg", ""))
+
+
+def last_error(tail: str) -> str:
+    """The last error a service's log shows: its last ``error: ...`` line (``grpo serve``'s
+    exit), exception line (``OSError: [Errno 28] ...``) or ERROR-level JSON record
+    (its exception, else its message), whichever comes last; else its last line; "" for an
+    empty log."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("{"):
+            error = _error_of_json(line)
+            if error:
+                return error[:500]
+        elif line.startswith("error:") or _EXCEPTION_LINE.match(line):
+            return line[:500]
+    return lines[-1][:500] if lines else ""
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def _same(a: str, b: str) -> bool:
+    """Two error lines are the same error (object addresses aside)."""
+    return _ADDRESS.sub("0x", a) == _ADDRESS.sub("0x", b)
 
 
 def _why(code: int | None, tail: str) -> str:
-    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
     if code is not None and code < 0:
         with contextlib.suppress(ValueError):
             return f"killed by {signal.Signals(-code).name}"
         return f"killed by signal {-code}"
+    last = last_error(tail)
     return f"exit {code}: {last[:300]}" if last else f"exit {code}"
 
 
@@ -225,6 +306,13 @@ class ProcessSupervisor:
         self._groups: set[int] = set()
         self.deaths: list[Death] = []
         self.restarts: dict[str, int] = {}
+        self.stalls: list[tuple[str, float]] = []
+        """(service, silent seconds) of every service killed for a stall."""
+        self.health = HealthWatch()
+        self.startup_timeout_s = 120.0
+        """How long a restarted service may take to answer its first health check."""
+        self._stall_reason: dict[str, str] = {}
+        self._warned: set[str] = set()
         self._restart_at: dict[str, float] = {}
         self._expected: set[str] = set()
         self._preloader: Preloader | None = None
@@ -279,13 +367,16 @@ class ProcessSupervisor:
         )
         self.services[name] = proc
         self._expected.discard(name)
+        self._warned.discard(name)
+        self.health.watch(name, proc.address)
         return proc
 
     def wait_healthy(self, names: list[str], timeout_s: float) -> None:
         """Block until each named service answers grpc.health.v1 Check with SERVING.
 
         Raises:
-            FailedPreconditionError: a service exited while starting (its log tail is quoted).
+            ServiceFailedError: a service exited while starting (its last error and log tail
+                are quoted; ``service`` names it).
             DeadlineExceededError: not all SERVING within ``timeout_s`` seconds.
         """
         deadline = time.monotonic() + timeout_s
@@ -295,9 +386,11 @@ class ProcessSupervisor:
                 stub = health_pb2_grpc.HealthStub(channel)
                 while True:
                     if not proc.alive():
-                        raise FailedPreconditionError(
+                        raise ServiceFailedError(
                             f"service {name} exited with code {proc.popen.returncode} while "
-                            f"starting; log {proc.log}:\n{proc.log_tail()}"
+                            f"starting ({last_error(proc.log_tail())}); log {proc.log}:\n"
+                            f"{proc.log_tail()}",
+                            service=name,
                         )
                     try:
                         reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
@@ -326,46 +419,37 @@ class ProcessSupervisor:
     def supervise(
         self, policy: RestartPolicy, *, say: Callable[[str], None] | None = None
     ) -> list[str]:
-        """Handle dead services: log why, restart after the backoff, give up past the policy.
+        """Handle dead and stalled services: log why, restart after the backoff, give up past
+        the policy.
 
-        Call it regularly (the run's loop does, about twice a second). A restart reuses the
+        Call it regularly (the run's loop does, about twice a second). A service silent on
+        its health check for ``policy.stall_s`` (``stalled``) is killed (its process group,
+        SIGKILL) and then handled as a death whose reason says so. A restart reuses the
         service's config and port; it does not wait for health (the next calls do).
 
         Args:
-            policy: restart limits and backoff.
-            say: receives one human-readable line per death and restart (default: the log).
+            policy: restart limits, backoff and the stall time.
+            say: receives one human-readable line per death, stall and restart (default:
+                the log).
 
         Returns:
             Names of the services restarted by this call.
 
         Raises:
             ServiceFailedError: a service died more than ``policy.max_restarts`` times within
-                ``policy.window_s`` (the message lists every death of the run).
+                ``policy.window_s``, or twice in a row with the same error exit (a
+                deterministic failure: restarting again cannot help); the message lists
+                every death of the run.
         """
         tell = say or log.warning
+        self.stalled(policy, tell)
         now = time.monotonic()
         restarted: list[str] = []
         for name, proc in list(self.services.items()):
             if proc.alive() or name in self._expected:
                 continue
             if name not in self._restart_at:
-                code = proc.popen.returncode
-                death = Death(name, now, code, _why(code, proc.log_tail(2000)))
-                self.deaths.append(death)
-                recent = [
-                    d for d in self.deaths if d.name == name and now - d.at <= policy.window_s
-                ]
-                if len(recent) > policy.max_restarts:
-                    raise ServiceFailedError(
-                        f"service {name} died {len(recent)} times within {policy.window_s:.0f} s "
-                        f"(max_restarts {policy.max_restarts}); giving up. Deaths: "
-                        + "; ".join(f"{d.name}: {d.reason}" for d in self.deaths)
-                        + f"\n--- {name} log ({proc.log}):\n{proc.log_tail(1500)}"
-                    )
-                pause = min(policy.backoff_max_s,
-                            policy.backoff_initial_s * 2 ** (len(recent) - 1))  # fmt: skip
-                self._restart_at[name] = now + pause
-                tell(f"service {name} died ({death.reason}); restart in {pause:.1f} s")
+                self._restart_at[name] = now + self._record_death(name, proc, policy, tell, now)
             if now >= self._restart_at[name]:
                 del self._restart_at[name]
                 self.start(name, proc.config, service=proc.service)
@@ -374,6 +458,102 @@ class ProcessSupervisor:
                 tell(f"service {name} restarted on port {proc.port} "
                      f"(restart {self.restarts[name]})")  # fmt: skip
         return restarted
+
+    def _record_death(
+        self,
+        name: str,
+        proc: ServiceProcess,
+        policy: RestartPolicy,
+        tell: Callable[[str], None],
+        now: float,
+    ) -> float:
+        """Record the death of ``name`` and return the pause before its restart.
+
+        Raises:
+            ServiceFailedError: past the policy, or a deterministic failure (``supervise``).
+        """
+        self.health.forget(name)
+        code = proc.popen.returncode
+        tail = proc.log_tail(2000)
+        error = last_error(tail) if code is None or code >= 0 else ""
+        reason = self._stall_reason.pop(name, None) or _why(code, tail)
+        death = Death(name, now, code, reason, error, named_cause(error))
+        previous = [d for d in self.deaths if d.name == name]
+        self.deaths.append(death)
+        recent = [d for d in self.deaths if d.name == name and now - d.at <= policy.window_s]
+        deterministic = bool(error) and bool(previous) and _same(previous[-1].last_error, error)
+        if len(recent) > policy.max_restarts or deterministic:
+            why = (
+                "died twice in a row with the same error (a deterministic failure: "
+                "not restarted again)"
+                if deterministic and len(recent) <= policy.max_restarts
+                else f"died {len(recent)} times within {policy.window_s:.0f} s "
+                f"(max_restarts {policy.max_restarts})"
+            )
+            cause = f" [{death.cause}]" if death.cause else ""
+            raise ServiceFailedError(
+                f"service {name} {why}; giving up{cause}. Deaths: "
+                + "; ".join(f"{d.name}: {d.reason}" for d in self.deaths)
+                + f"\n--- {name} log ({proc.log}):\n{proc.log_tail(1500)}",
+                service=name,
+                death=death,
+            )
+        pause = min(policy.backoff_max_s, policy.backoff_initial_s * 2 ** (len(recent) - 1))
+        cause = f" [{death.cause}]" if death.cause else ""
+        tell(f"service {name} died ({death.reason}){cause}; restart in {pause:.1f} s")
+        return float(pause)
+
+    def stalled(self, policy: RestartPolicy, tell: Callable[[str], None]) -> list[str]:
+        """Check every live service's silence (``HealthWatch``): name one silent for half of
+        ``policy.stall_s`` (at most 30 s) once, and kill one silent for ``stall_s`` (its
+        process group, SIGKILL; ``supervise`` then restarts it, the death's reason saying it
+        stalled). A process that never answered gets ``startup_timeout_s`` instead (it may
+        be loading a model). ``stall_s`` 0 turns the kill off (the warning stays).
+
+        Returns:
+            The services killed by this call.
+        """
+        self.health.poll()
+        killed = []
+        for name, proc in self.services.items():
+            if name in self._expected or name in self._stall_reason or not proc.alive():
+                continue
+            silent = self.health.silent_s(name)
+            answered = self.health.answered(name)
+            limit = policy.stall_s if answered else max(policy.stall_s, self.startup_timeout_s)
+            warn_at = min(limit / 2, 30.0) if policy.stall_s else 30.0
+            if answered and silent >= warn_at and name not in self._warned:
+                self._warned.add(name)
+                tell(
+                    f"service {name} has made no progress for {silent:.0f} s (health check: "
+                    f"{self.health.last_answer(name)}); "
+                    + (f"restart at {limit:.0f} s" if policy.stall_s else "stall_s is off")
+                )
+            if policy.stall_s and silent >= limit:
+                self._stall_reason[name] = (
+                    f"stalled: no progress for {silent:.1f} s (health check: "
+                    f"{self.health.last_answer(name)}); killed by the supervisor"
+                )
+                self.stalls.append((name, round(silent, 1)))
+                tell(
+                    f"service {name} stalled ({silent:.0f} s without progress, "
+                    f"supervision.stall_s {policy.stall_s:g}); killing it to restart"
+                )
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.popen.pid, signal.SIGKILL)
+                killed.append(name)
+        return killed
+
+    def silent(self, min_s: float) -> dict[str, float]:
+        """Live services silent on their health check for at least ``min_s`` seconds now
+        (name -> seconds): those still stalled when a run ends."""
+        out = {}
+        for name, proc in self.services.items():
+            if proc.alive() and name not in self._expected:
+                seconds = self.health.silent_s(name)
+                if seconds >= min_s and self.health.answered(name):
+                    out[name] = round(seconds, 1)
+        return out
 
     def dead(self) -> list[str]:
         """Names of services that exited."""
@@ -389,6 +569,7 @@ class ProcessSupervisor:
         procs = list(reversed(self.services.values()))
         self._expected.update(p.name for p in procs)
         self._restart_at.clear()
+        self.health.close()
         for proc in procs:
             if proc.alive():
                 with contextlib.suppress(ProcessLookupError):

@@ -22,7 +22,21 @@ deaths, outages). Ctrl-C/SIGTERM: the driver is stopped first (it still evaluate
 policy and writes the summary, ``stop_reason: interrupted``), then every service. SFT stays a
 separate step for a cluster (``grpo model sft``); here it runs before the services start.
 
-Run directory: ``config.yaml`` (resolved RunConfig), ``services/*.yaml``, ``logs/*.log``,
+One run per run dir, for its whole life: ``run_local`` holds the folder's lock
+(``grpo.local.rundir.RunDirLock``, released by the kernel on death) and keeps the run's
+identity in ``run.json`` (its id, which names the Redis namespace, and the digest of its data
+and held-out ids, checked by ``--resume``).
+
+A summary for every ending: however the run ends (the driver done, Ctrl-C, a service that
+failed for good, Redis that cannot come back, a failed start), ``summary.json`` is written
+(``grpo.services.driver.summary.RunSummary``), and everything it reads from Redis is read
+before Redis stops: the accounting (after the services stopped, so it is exact), the
+evaluations the driver recorded, the last published policy. A failed run's summary has
+``stop_reason: error``, the failing service, its last error and a named cause when one is
+recognised (a full disk, Redis out of memory), with every restart, death and stall.
+
+Run directory: ``config.yaml`` (resolved RunConfig), ``run.json``, ``run.lock``,
+``services/*.yaml``, ``logs/*.log``,
 ``model/`` (initial and SFT weights), ``redis/`` (the embedded Redis's append-only file), the
 learner's ``metrics.jsonl``, ``groups.jsonl``, ``checkpoints/`` and ``weights/``, the
 assembler's ``assembler_groups.jsonl``, ``eval.jsonl`` and ``summary.json``. The summary is
@@ -39,28 +53,33 @@ over what was pending. ``resume_policy`` refuses clearly when the run cannot be 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import grpc
 import yaml
 
-from grpo.errors import FailedPreconditionError, InternalError
+from grpo.errors import UnavailableError
 from grpo.local.cluster import LocalCluster
 from grpo.local.policy import prepare_policy
+from grpo.local.processes import ServiceFailedError, last_error, named_cause
+from grpo.local.rundir import RunDirLock, RunIdentity, RunRefusedError
 from grpo.services.driver.driver import POLL_S, DriverRecord, Progress, RunDriver
-from grpo.services.runtime.accounting import read_accounting, run_accounting
+from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
+from grpo.services.runtime.accounting import RunAccounting, read_run_accounting
 from grpo.services.settings.run import RunConfig
-from grpo.services.tasks.run_tasks import load_run_tasks
+from grpo.services.tasks.run_tasks import RunTasks, load_run_tasks
 from grpo.v1 import common_pb2
 
 __all__ = ["default_run_dir", "resume_policy", "run_local", "write_run_config"]
 
 log = logging.getLogger(__name__)
+
+STILL_STALLED_S = 10.0
+"""A service silent on its health check this long when the run ends is listed in the
+summary's ``stalls`` (not restarted)."""
 
 
 def default_run_dir(config: RunConfig, root: Path = Path("runs")) -> Path:
@@ -80,16 +99,16 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str:
     """The policy folder a resumed run starts its services from, after checking the run dir.
 
     Raises:
-        FailedPreconditionError: no ``config.yaml``, no state to resume (neither an embedded
-            Redis append-only file nor a learner checkpoint), or the policy folder is gone;
-            the message says which.
+        RunRefusedError: no ``config.yaml``, no state to resume (neither an embedded Redis
+            append-only file nor a learner checkpoint), or the policy folder is gone; the
+            message says which.
     """
     if not (run_dir / "config.yaml").is_file():
-        raise FailedPreconditionError(f"cannot resume {run_dir}: it has no config.yaml")
+        raise RunRefusedError(f"cannot resume {run_dir}: it has no config.yaml")
     has_redis = (run_dir / "redis" / "appendonlydir").is_dir() or bool(config.redis_url)
     has_ckpt = any((run_dir / "checkpoints").glob("step-*"))
     if not has_redis and not has_ckpt:
-        raise FailedPreconditionError(
+        raise RunRefusedError(
             f"cannot resume {run_dir}: no Redis state (redis/appendonlydir) and no learner "
             "checkpoint; start a new run instead"
         )
@@ -98,7 +117,7 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str:
         return path.resolve() if path.exists() else config.model.path
     folder = run_dir / "model" / ("sft" if config.model.sft.enabled else "init")
     if not (folder / "config.json").is_file():
-        raise FailedPreconditionError(
+        raise RunRefusedError(
             f"cannot resume {run_dir}: the policy folder {folder} is missing (the run stopped "
             "before its model was prepared); start a new run instead"
         )
@@ -113,17 +132,22 @@ def run_local(
     on_progress: Callable[[Progress], None] | None = None,
     log_fn: Callable[[str], None] | None = None,
     resume: bool = False,
-) -> dict[str, Any]:
+    lock: RunDirLock | None = None,
+) -> RunSummary:
     """The whole job (see the module docstring); returns the summary written to disk.
 
     Args:
         config: the run; run_dir: output folder (created); steps: learner steps (default
         ``budget.steps``); on_progress: called each poll; log_fn: human-readable milestones;
-        resume: continue the run in ``run_dir`` (``resume_policy``) instead of starting one.
+        resume: continue the run in ``run_dir`` (``resume_policy``) instead of starting one;
+        lock: the run dir's lock when the caller took it already (else taken here).
 
     Raises:
-        GrpoError: a bad config, a run that cannot be resumed, a service that failed to start
-            or died more often than ``supervision`` allows (summary.json is written first).
+        RunRefusedError: the run must not start (the folder is in use by another process,
+            cannot be resumed, its data changed, or its Redis evicts keys); nothing was
+            started or written then.
+        GrpoError: a service that failed to start or died for good, Redis that could not
+            come back (summary.json is written first, with the failure).
         KeyboardInterrupt: Ctrl-C/SIGTERM before GRPO started (SFT, service start); after
             that an interrupt stops the driver, which evaluates the final policy and writes
             the summary with ``stop_reason: interrupted``.
@@ -131,105 +155,228 @@ def run_local(
     say = log_fn or log.info
     started = time.time()
     run_dir = run_dir.resolve()
-    tasks = load_run_tasks(config)
-    if resume:
-        model = resume_policy(config, run_dir)
-        say(f"resuming {run_dir} from {model}")
-    else:
-        write_run_config(config, run_dir)
-        model = prepare_policy(config, run_dir, tasks, say)
-    (run_dir / "summary.json").unlink(missing_ok=True)  # the driver writes the new one
-    cluster = LocalCluster(config, run_dir, log_fn=say)
-    monitor: RunDriver | None = None
-    driving = interrupted = False
-    failure: BaseException | None = None
-    extra: dict[str, Any] = {}
-    last_policy: common_pb2.PolicyWeights | None = None
-    sft_record: dict[str, Any] | None = None
-    shown: set[str] = set()
+    held = lock if lock is not None else RunDirLock.acquire(run_dir)
     try:
-        cluster.start_redis()
-        assert cluster.streams is not None
-        # Reads what the driver process records and the services report (it feeds nothing).
-        monitor = RunDriver(
-            config,
-            tasks,
-            streams=cluster.streams,
-            names=cluster.names,
-            endpoints=cluster,
-            out_dir=run_dir,
-            on_progress=on_progress,
-            log_fn=say,
-            record=DriverRecord(cluster.client, cluster.names),
-        )
-        cluster.start(model, tasks.task_type)
-        cluster.start_driver(model, steps)
-        driving = True
-        while not cluster.driver_finished():
-            cluster.check()
-            _show(monitor, shown, say)
-            time.sleep(POLL_S)
-    except KeyboardInterrupt:
-        if not driving:
-            cluster.stop()
-            raise
-        interrupted = True
-        say("interrupted: the driver evaluates the last policy, then services stop")
-    except Exception as exc:  # the summary is written, then the error re-raised
-        if monitor is None:
-            cluster.stop()
-            raise
-        failure = exc
-        say(f"run failed: {exc}")
+        tasks = load_run_tasks(config)
+        if resume:
+            model = resume_policy(config, run_dir)
+            identity = RunIdentity.resume(config, run_dir, tasks)
+            say(f"resuming {run_dir} (run {identity.run_id}) from {model}")
+        else:
+            write_run_config(config, run_dir)
+            identity = RunIdentity.create(config, run_dir, tasks)
+            model = prepare_policy(config, run_dir, tasks, say)
+        (run_dir / "summary.json").unlink(missing_ok=True)  # the driver writes the new one
+        run = _LocalRun(config, run_dir, identity, tasks, say, started=started, resume=resume)
+        return run.run(model, steps, on_progress)
     finally:
+        if lock is None:
+            held.release()
+
+
+class _LocalRun:
+    """One ``run_local`` after its preparation: the cluster, the wait, the summary."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        identity: RunIdentity,
+        tasks: RunTasks,
+        say: Callable[[str], None],
+        *,
+        started: float,
+        resume: bool,
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.identity = identity
+        self.tasks = tasks
+        self.say = say
+        self.started = started
+        self.resume = resume
+        self.cluster = LocalCluster(config, run_dir, namespace=identity.namespace, log_fn=say)
+        self.monitor: RunDriver | None = None
+
+    def run(
+        self, model: Path | str, steps: int | None, on_progress: Callable[[Progress], None] | None
+    ) -> RunSummary:
+        """Start Redis, the services and the driver, supervise until the driver is done,
+        then stop everything and write the summary (module docstring).
+
+        Raises:
+            RunRefusedError: Redis would evict keys (nothing started besides Redis).
+            GrpoError: the run failed (after the summary is written).
+        """
+        cluster = self.cluster
+        driving = interrupted = False
+        failure: BaseException | None = None
+        shown: set[str] = set()
+        try:
+            cluster.start_redis()
+            assert cluster.streams is not None
+            # Reads what the driver process records and the services report (it feeds nothing).
+            self.monitor = RunDriver(
+                self.config, self.tasks, streams=cluster.streams, names=cluster.names,
+                endpoints=cluster, out_dir=self.run_dir, on_progress=on_progress,
+                log_fn=self.say, record=DriverRecord(cluster.client, cluster.names),
+            )  # fmt: skip
+            cluster.start(model, self.tasks.task_type)
+            cluster.start_driver(model, steps)
+            driving = True
+            while not cluster.driver_finished():
+                cluster.check()
+                _show(self.monitor, shown, self.say)
+                time.sleep(POLL_S)
+        except RunRefusedError:
+            cluster.stop()
+            raise
+        except KeyboardInterrupt:
+            if not driving:
+                cluster.stop()
+                raise
+            interrupted = True
+            self.say("interrupted: the driver evaluates the last policy, then services stop")
+        except Exception as exc:  # the summary is written, then the error re-raised
+            failure = exc
+            self.say(f"run failed: {exc}")
         if interrupted:
-            code = cluster.stop_driver()
-            if code:  # the final evaluation or the summary failed: the run did not complete
-                failure = InternalError(
-                    f"the run driver failed while stopping (exit code {code}); see "
-                    f"{run_dir / 'logs' / 'driver.log'}"
-                )
-                say(f"run failed: {failure}")
+            failure = self._stop_driver()
+        summary = self._finish(failure, interrupted, shown)
+        if failure is not None:
+            raise failure
+        return summary
+
+    def _stop_driver(self) -> BaseException | None:
+        """Ctrl-C: the driver evaluates the last policy and writes the summary; its failure
+        (non-zero exit) is the run's."""
+        code = self.cluster.stop_driver()
+        if not code:
+            return None
+        failure = ServiceFailedError(
+            f"the run driver failed while stopping (exit code {code}); see "
+            f"{self.run_dir / 'logs' / 'driver.log'}",
+            service="driver",
+        )
+        self.say(f"run failed: {failure}")
+        return failure
+
+    def _finish(
+        self, failure: BaseException | None, interrupted: bool, shown: set[str]
+    ) -> RunSummary:
+        """Stop the services, read what the summary needs while Redis still runs, stop
+        Redis, write and return the summary."""
+        cluster, monitor = self.cluster, self.monitor
+        still = cluster.supervisor.silent(STILL_STALLED_S)
         if monitor is not None:
-            _show(monitor, shown, say)
+            with contextlib.suppress(Exception):
+                _show(monitor, shown, self.say)
         # The services stop first, so the accounting reads a pipeline at rest (nothing
-        # produced, recorded or acknowledged meanwhile); Redis stops after the reads.
+        # produced, recorded or acknowledged meanwhile); Redis stops after every read.
         cluster.stop_services()
+        summary = self._summary(failure, interrupted, still)
+        left = cluster.stop()
+        summary = summary.replace(
+            leftover_processes=tuple(left), wall_clock_s=round(time.time() - self.started, 1)
+        )
+        summary.write(self.run_dir / "summary.json")
+        for line in summary.warnings:
+            self.say(f"warning: {line}")
+        return summary
+
+    def _summary(
+        self, failure: BaseException | None, interrupted: bool, still: dict[str, float]
+    ) -> RunSummary:
+        """The summary, from the driver's file (a run it completed) or the record in Redis
+        (any other ending), with what only ``grpo run`` knows; read before Redis stops."""
+        cluster, monitor = self.cluster, self.monitor
+        path = self.run_dir / "summary.json"
+        last_policy = None
         if monitor is not None:
-            extra = _accounting(cluster, monitor)
-            with contextlib.suppress(Exception):  # for a summary the driver did not write
+            with contextlib.suppress(Exception):
                 last_policy = monitor.published_policy()
-                if monitor.record is not None:
-                    sft_record = monitor.record.evaluation("sft")
-    left = cluster.stop()
-    assert monitor is not None
-    path = run_dir / "summary.json"
-    if failure is None and path.is_file():
-        summary = json.loads(path.read_text())
-    else:  # the driver wrote none (a failure, or it was killed): what the record holds
-        sft = sft_record
-        summary = monitor.summary(
-            stop_reason="interrupted" if failure is None else "error",
+        if failure is None and path.is_file():
+            base = RunSummary.read(path)
+        else:  # the driver wrote none (a failure, or it was killed): what the record holds
+            base = self._from_record(failure, interrupted, last_policy)
+        stalls = [Stall(n, s, True) for n, s in cluster.supervisor.stalls]
+        stalls += [Stall(n, s, False) for n, s in still.items()]
+        return base.replace(
+            accounting=self._accounting(base.accounting),
+            outages=Outages(cluster.outages(end=time.time()), "service logs"),
+            restarts=dict(cluster.restarts),
+            deaths=tuple(Death(d.name, d.reason) for d in cluster.supervisor.deaths),
+            stalls=tuple(stalls),
+            failure=_failure(failure, cluster) if failure is not None else None,
+            run_id=self.identity.run_id,
+            resumed=self.resume,
+            last_published_policy_version=(
+                int(last_policy.policy_version) if last_policy is not None else None
+            ),
+            last_published_step=int(last_policy.step) if last_policy is not None else None,
+            warnings=tuple(cluster.warnings),
+        )
+
+    def _from_record(
+        self,
+        failure: BaseException | None,
+        interrupted: bool,
+        last_policy: common_pb2.PolicyWeights | None,
+    ) -> RunSummary:
+        """A summary for a run the driver did not complete, from what its record holds."""
+        monitor = self.monitor
+        stop_reason = "interrupted" if failure is None else "error"
+        if monitor is None:  # failed before the driver's view existed
+            return RunSummary(
+                config=self.config.name, stop_reason=stop_reason, sft_accuracy=float("nan"),
+                final_accuracy=float("nan"), steps=0, final_policy_version=0,
+                final_policy_step=0, accounting=RunAccounting.from_stats(Progress().stats),
+                grpo_wall_clock_s=0.0, wall_clock_s=0.0,
+            )  # fmt: skip
+        sft = None
+        with contextlib.suppress(Exception):
+            sft = monitor.record.evaluation("sft") if monitor.record is not None else None
+        return monitor.summary(
+            stop_reason=stop_reason,
             sft_accuracy=float(sft["accuracy"]) if sft else float("nan"),
             final_accuracy=float("nan"),
             final_step=monitor.progress.step,
             policy=last_policy,
-            started=started,
-            leftover_processes=left,
+            started=self.started,
+            write=False,
         )
-        if failure is not None:
-            extra["failure"] = str(failure)[:4000]
-    summary.update(extra)
-    if last_policy is not None:  # the learner may have gone on during a final evaluation
-        summary["last_published_policy_version"] = int(last_policy.policy_version)
-        summary["last_published_step"] = int(last_policy.step)
-    summary["leftover_processes"] = left
-    summary["wall_clock_s"] = round(time.time() - started, 1)
-    summary["resumed"] = resume
-    path.write_text(json.dumps(summary, indent=2) + "\n")
-    if failure is not None:
-        raise failure
-    return summary
+
+    def _accounting(self, fallback: RunAccounting) -> RunAccounting:
+        """The accounting read from Redis now (services stopped: exact); ``fallback`` (the
+        counters of the last poll, produced/queued unknown) when Redis does not answer."""
+        cluster = self.cluster
+        try:
+            return read_run_accounting(
+                cluster.client,
+                cluster.namespace,
+                cluster.names.rollouts,
+                self.config.assembler.consumer_group,
+            )
+        except Exception as exc:  # the summary is still written
+            log.warning("accounting for the summary: Redis did not answer (%s)", exc)
+            stats = self.monitor.progress.stats if self.monitor is not None else None
+            return RunAccounting.from_stats(stats) if stats is not None else fallback
+
+
+def _failure(exc: BaseException, cluster: LocalCluster) -> Failure:
+    """What the summary says about a failure: its text, the failing service, that
+    service's last error and the named cause (``named_cause``), when they are known."""
+    service = getattr(exc, "service", None)
+    death = getattr(exc, "death", None)
+    if isinstance(exc, UnavailableError) and service is None and "Redis" in str(exc):
+        service = "redis"
+    error = death.last_error if death is not None and death.last_error else None
+    if error is None and service is not None and service in cluster.supervisor.services:
+        error = last_error(cluster.supervisor.services[service].log_tail(3000)) or None
+    if error is None and isinstance(exc, ServiceFailedError):
+        error = death.reason if death is not None else None
+    cause = named_cause(error or "") or named_cause(str(exc).split("\n", 1)[0])
+    return Failure(str(exc)[:4000], service, cause, error)
 
 
 _WARNED = "<no-signal warning>"
@@ -255,33 +402,3 @@ def _show(monitor: RunDriver, shown: set[str], say: Callable[[str], None]) -> No
         progress = monitor.poll()
         if _WARNED not in shown and monitor.warn_if_no_signal(progress.stats):
             shown.add(_WARNED)
-
-
-def _accounting(cluster: LocalCluster, driver: RunDriver) -> dict[str, Any]:
-    """Accounting, restarts and outages for the summary, read after the services stopped and
-    before Redis does: the assembler's counters, rollouts produced and queued straight from
-    Redis (``read_accounting``, ``run_accounting``; when Redis does not answer, the counters
-    of the last poll and None for produced, queued and unaccounted), restarts and deaths per
-    service, and ``outage_s`` = seconds per dependency per service from the services' logs
-    (``LocalCluster.outages``: every process of a service, restarts included)."""
-    stats = driver.progress.stats
-    produced = queued = None
-    try:
-        stats, produced, queued = read_accounting(
-            cluster.client,
-            cluster.namespace,
-            cluster.names.rollouts,
-            cluster.config.assembler.consumer_group,
-        )
-    except Exception as exc:  # the summary is still written
-        log.warning("accounting for the summary: Redis did not answer (%s)", exc)
-    return {
-        "groups_opened": stats.groups_opened,
-        "groups_pending": stats.groups_pending,
-        "groups_closed_short": stats.groups_closed_short,
-        "accounting": run_accounting(stats, produced, queued),
-        "restarts": dict(cluster.restarts),
-        "deaths": [{"service": d.name, "reason": d.reason} for d in cluster.supervisor.deaths],
-        "outage_s": cluster.outages(end=time.time()),
-        "outage_source": "service logs",
-    }

@@ -37,10 +37,13 @@ from typing import Any, Protocol
 
 import grpc
 
+from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.learner.metric_names import GROUPS_REWARD_MEAN, LEARNER_REDIS_OUTAGE_S
 from grpo.services.driver.curriculum import PassRateCurriculum
 from grpo.services.driver.feeder import PromptFeeder
 from grpo.services.driver.heldout import heldout_accuracy
+from grpo.services.driver.summary import Outages, RunSummary
+from grpo.services.runtime.accounting import RunAccounting
 from grpo.services.runtime.policy import read_policy, snapshot_policy
 from grpo.services.runtime.streams import REDIS_ERRORS, Outage, StreamNames, Streams
 from grpo.services.settings.run import RunConfig
@@ -51,6 +54,7 @@ __all__ = [
     "LEARNER_GROUP",
     "NO_SIGNAL_GROUPS",
     "PAUSE_TIMEOUT_S",
+    "UNRESPONSIVE_PAUSE_S",
     "WORKER_GROUP",
     "DriverRecord",
     "Endpoints",
@@ -114,6 +118,8 @@ class DriverRecord:
 
 PAUSE_TIMEOUT_S = 120.0
 """How long the driver waits for the learner to pause (its step in progress) or resume."""
+UNRESPONSIVE_PAUSE_S = 10.0
+"""How long it waits instead when the learner did not answer the last status polls."""
 
 
 class Endpoints(Protocol):
@@ -163,6 +169,26 @@ class Progress:
     stats: assembler_pb2.AssemblerStats = field(default_factory=assembler_pb2.AssemblerStats)
     elapsed_s: float = 0.0
     last_metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _newest_intact_below(folder: Path) -> Path | None:
+    """The newest published version folder (``v<N>`` beside ``folder``) older than it whose
+    files match their digests (or that has none), or None."""
+    here = int(folder.name[1:])
+    older = sorted(
+        (p for p in folder.parent.glob("v*") if p.name[1:].isdigit() and int(p.name[1:]) < here),
+        key=lambda p: int(p.name[1:]),
+        reverse=True,
+    )
+    for candidate in older:
+        try:
+            check_digests(candidate)
+        except NoDigestsError:
+            return candidate
+        except DamagedError:
+            continue
+        return candidate
+    return None
 
 
 def _first_metric(metrics: dict[str, float], *names: str) -> float:
@@ -261,6 +287,7 @@ class RunDriver:
         self._elapsed_before = record.elapsed_s() if record is not None else 0.0
         self.stop_requested = threading.Event()
         self.redis_outage = Outage(REDIS_OUTAGE_S, backoff_max_s=1.0, what="redis (run driver)")
+        self._unanswered_since = 0.0  # monotonic s of the first failed poll in a row (0: none)
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
@@ -329,8 +356,12 @@ class RunDriver:
         the newest published one (recorded as the evaluated folder). Other folders (the
         initial policy, a pulled copy) are loaded in place.
 
+        A damaged version (its files differ from the digests recorded at publication) is
+        replaced by the newest intact version below it (one warning line).
+
         Raises:
             NotFoundError: every attempt found its version pruned or incomplete.
+            DamagedError: the version is damaged and no older intact one is left.
         """
         from grpo.errors import NotFoundError
 
@@ -339,6 +370,14 @@ class RunDriver:
         for attempt in range(1, attempts + 1):
             try:
                 return model, snapshot_policy(model, dest)
+            except DamagedError as exc:
+                intact = _newest_intact_below(model)
+                if intact is None:
+                    raise
+                log.error("%s; evaluating the newest intact version %s instead", exc, intact)
+                self._log(f"warning: {model.name} is damaged; evaluating {intact.name} instead")
+                model = intact
+                continue
             except NotFoundError:
                 newest = self.published_policy()
                 if attempt == attempts or newest is None or Path(newest.path) == model:
@@ -478,8 +517,12 @@ class RunDriver:
         idle_since = time.monotonic()
         warned_no_signal = False
         while True:
+            # The wall clock first: whatever the polls return (a hung learner answers none,
+            # Redis may be out), it ends the run on time.
             if self.stop_requested.is_set():
                 return "interrupted"
+            if time.monotonic() > deadline:
+                return "wall_clock"
             self.endpoints.check()
             feed.check()
             if self.redis_outage.in_outage:  # the feeder rides it out; so does the loop
@@ -488,16 +531,17 @@ class RunDriver:
             try:
                 progress = self.poll()
             except grpc.RpcError as exc:
-                log.warning("status poll failed: %s", exc)
-                time.sleep(POLL_S)
+                self._unanswered_since = self._unanswered_since or time.monotonic()
+                silent = time.monotonic() - self._unanswered_since
+                log.warning("status poll failed (no answer for %.0f s): %s", silent, exc)
+                self.stop_requested.wait(POLL_S)
                 continue
+            self._unanswered_since = 0.0
             if progress.step >= target:
                 return "steps"
             token_budget = cfg.budget.generated_tokens
             if token_budget and progress.stats.generated_tokens >= token_budget:
                 return "generated_tokens"
-            if time.monotonic() > deadline:
-                return "wall_clock"
             if feeder.exhausted and progress.stats.groups_pending == 0:
                 if time.monotonic() - idle_since > 60:
                     return "exhausted"
@@ -579,7 +623,7 @@ class RunDriver:
         steps: int | None = None,
         *,
         started: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunSummary:
         """Evaluate the initial policy ("sft"), train until a budget or ``stop_requested``,
         pause the learner (SetPaused: it takes no step after the one in progress), wait for
         that step's weights, evaluate them ("final") and write ``summary.json``.
@@ -627,11 +671,7 @@ class RunDriver:
             final_step=final_step,
             policy=policy,
             started=started,
-            leftover_processes=[],
-            extra={
-                "outage_s": self.reported_outages(),
-                "outage_source": "GetStatus/GetStats (per process)",
-            },
+            outages=Outages(self.reported_outages(), "GetStatus/GetStats (per process)"),
         )
 
     def _pause_learner(self, paused: bool) -> int | None:
@@ -640,8 +680,11 @@ class RunDriver:
         it did not answer within ``PAUSE_TIMEOUT_S`` (logged: a pause that failed leaves the
         learner training during the final evaluation, which ``summary.json``'s
         ``last_published_step`` shows)."""
+        # A learner that has not answered the last polls is hung or gone: a pause it cannot
+        # serve must not hold the final evaluation for PAUSE_TIMEOUT_S.
+        timeout = UNRESPONSIVE_PAUSE_S if self._unanswered_since else PAUSE_TIMEOUT_S
         try:
-            reply = self.endpoints.set_learner_paused(paused, PAUSE_TIMEOUT_S)
+            reply = self.endpoints.set_learner_paused(paused, timeout)
         except grpc.RpcError as exc:
             log.warning("the learner did not %s: %s", "pause" if paused else "resume", exc)
             return None
@@ -667,22 +710,26 @@ class RunDriver:
 
     # ---------------------------------------------------------------- summary
     def recorded_evals(self) -> list[dict[str, Any]]:
-        """Every evaluation of the run so far, earlier drivers' included, in step order."""
-        rows = self.record.evaluations() if self.record is not None else list(self.evals)
+        """Every evaluation of the run so far, earlier drivers' included, in step order
+        (this driver's own when Redis does not answer)."""
+        rows = list(self.evals)
+        if self.record is not None:
+            try:
+                rows = self.record.evaluations()
+            except REDIS_ERRORS as exc:
+                log.warning("recorded evaluations unreadable (%s); this driver's only", exc)
         order = {"sft": 0, "final": 2}
         return sorted(rows, key=lambda r: (order.get(r["label"], 1), r.get("step", 0)))
 
-    def _curriculum_summary(self) -> dict[str, Any]:
-        """``curriculum``: this driver's prompt decisions per bucket (empty when it is off)."""
+    def _curriculum_summary(self) -> dict[str, Any] | None:
+        """``curriculum``: this driver's prompt decisions per bucket (None when it is off)."""
         feeder = self._feeder
         if feeder is None or feeder.curriculum is None:
-            return {}
+            return None
         return {
-            "curriculum": {
-                "fed": feeder.fed,
-                "skipped": feeder.skipped,
-                "buckets": feeder.curriculum.stats(),
-            }
+            "fed": feeder.fed,
+            "skipped": feeder.skipped,
+            "buckets": feeder.curriculum.stats(),
         }
 
     def summary(
@@ -694,10 +741,12 @@ class RunDriver:
         final_step: int,
         policy: common_pb2.PolicyWeights | None,
         started: float,
-        leftover_processes: list[int],
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Write and return ``summary.json`` (accuracies, steps, the assembler's counters).
+        leftover_processes: tuple[int, ...] = (),
+        accounting: RunAccounting | None = None,
+        outages: Outages | None = None,
+        write: bool = True,
+    ) -> RunSummary:
+        """The run's ``RunSummary`` (written to ``summary.json`` unless ``write`` is False).
 
         Args:
             stop_reason: why training stopped (``train``'s answer, "interrupted" or "error").
@@ -706,37 +755,27 @@ class RunDriver:
             policy: the final published policy (None when none was published).
             started: ``time.time()`` when the run began (SFT included).
             leftover_processes: pids killed after the services stopped (should be empty).
-            extra: more entries (the run's accounting, restarts, outages, a failure).
+            accounting: the run's accounting; None = the assembler's counters of the last
+                poll (produced and queued unknown).
+            outages: seconds per dependency per service; None = not gathered.
+            write: write ``out_dir/summary.json``.
         """
-        stats = self.progress.stats
-        summary = {
-            "config": self.config.name,
-            "stop_reason": stop_reason,
-            "sft_accuracy": sft_accuracy,
-            "final_accuracy": final_accuracy,
-            "accuracy_gain_points": round(100 * (final_accuracy - sft_accuracy), 2),
-            "steps": max(final_step, self.progress.step),
-            "final_policy_version": policy.policy_version if policy is not None else 0,
-            "final_policy_step": policy.step if policy is not None else 0,
-            "generated_tokens": stats.generated_tokens,
-            "kept_tokens": stats.kept_tokens,
-            "rollouts": stats.rollouts_received,
-            "groups_accepted": stats.groups_accepted,
-            "groups_rejected_all_correct": stats.groups_rejected_all_correct,
-            "groups_rejected_all_wrong": stats.groups_rejected_all_wrong,
-            "groups_rejected_too_few_valid": stats.groups_rejected_too_few_valid,
-            "groups_rejected_too_many_undecided": stats.groups_rejected_too_many_undecided,
-            "groups_timed_out": stats.groups_timed_out,
-            "groups_zero_variance": stats.groups_zero_variance,
-            "zero_variance_tokens": stats.zero_variance_tokens,
-            "rewards_missing": stats.rewards_missing,
-            "rewards_undecided": stats.rewards_undecided,
-            "grpo_wall_clock_s": round(self.progress.elapsed_s, 1),
-            "wall_clock_s": round(time.time() - started, 1),
-            "leftover_processes": leftover_processes,
-            "evals": self.recorded_evals(),
-            **self._curriculum_summary(),
-            **(extra or {}),
-        }
-        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        summary = RunSummary(
+            config=self.config.name,
+            stop_reason=stop_reason,
+            sft_accuracy=sft_accuracy,
+            final_accuracy=final_accuracy,
+            steps=max(final_step, self.progress.step),
+            final_policy_version=policy.policy_version if policy is not None else 0,
+            final_policy_step=policy.step if policy is not None else 0,
+            accounting=accounting or RunAccounting.from_stats(self.progress.stats),
+            grpo_wall_clock_s=round(self.progress.elapsed_s, 1),
+            wall_clock_s=round(time.time() - started, 1),
+            evals=tuple(self.recorded_evals()),
+            leftover_processes=tuple(leftover_processes),
+            outages=outages,
+            curriculum=self._curriculum_summary(),
+        )
+        if write:
+            summary.write(self.out_dir / "summary.json")
         return summary

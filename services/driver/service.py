@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from grpo.errors import FailedPreconditionError, GrpoError, InternalError
 from grpo.services.driver.driver import DriverRecord, RunDriver
 from grpo.services.driver.status_client import StatusClient
+from grpo.services.driver.summary import RunSummary
 from grpo.services.runtime.registry import ServiceParts, ServiceSpec
 from grpo.services.runtime.server import ServerSettings
 from grpo.services.runtime.weights.puller import WeightPuller, WeightTransferConfig
@@ -190,7 +191,7 @@ class PullingRunDriver(RunDriver):
         steps: int | None = None,
         *,
         started: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunSummary:
         """``RunDriver.drive``, first waiting up to ``initial_wait_s`` for version 0 when no
         initial policy is given (then ``RunDriver.drive`` raises FailedPreconditionError).
 
@@ -231,28 +232,24 @@ class PullingRunDriver(RunDriver):
             local = self.puller.pull(version).path
         return super().evaluate(local, label, due=due)
 
-    def summary(self, **kwargs: Any) -> dict[str, Any]:
-        """``RunDriver.summary`` plus ``accounting`` (``read_accounting`` now, from Redis,
-        while the services still run: ``unaccounted`` can be off by the assembler's batch in
-        flight; ``grpo run`` reads it again once the services stopped)."""
-        from grpo.services.runtime.accounting import read_accounting, run_accounting
+    def summary(self, **kwargs: Any) -> RunSummary:
+        """``RunDriver.summary`` with the run's accounting read from Redis now
+        (``read_run_accounting``, while the services still run: ``unaccounted`` can be off by
+        the assembler's batch in flight; ``grpo run`` reads it again once the services
+        stopped). When Redis does not answer, the counters of the last poll."""
+        from grpo.services.runtime.accounting import read_run_accounting
 
-        extra = dict(kwargs.pop("extra", None) or {})
-        try:
-            stats, produced, queued = read_accounting(
-                self.streams.client,
-                self.names.namespace,
-                self.names.rollouts,
-                self.config.assembler.consumer_group,
-            )
-        except Exception as exc:  # the summary is still written
-            log.warning("accounting for the summary failed: %s", exc)
-        else:
-            self.progress.stats = stats
-            extra["groups_opened"] = stats.groups_opened
-            extra["groups_pending"] = stats.groups_pending
-            extra["accounting"] = run_accounting(stats, produced, queued)
-        return super().summary(extra=extra, **kwargs)
+        if kwargs.get("accounting") is None:
+            try:
+                kwargs["accounting"] = read_run_accounting(
+                    self.streams.client,
+                    self.names.namespace,
+                    self.names.rollouts,
+                    self.config.assembler.consumer_group,
+                )
+            except Exception as exc:  # the summary is still written
+                log.warning("accounting for the summary failed: %s", exc)
+        return super().summary(**kwargs)
 
 
 class DriverWorker:
@@ -272,7 +269,7 @@ class DriverWorker:
         self._settings = settings
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.summary: dict[str, object] | None = None
+        self.summary: RunSummary | None = None
         self.failure: Exception | None = None
         """What ``drive`` raised (None while it runs or after it succeeded)."""
 
@@ -296,10 +293,16 @@ class DriverWorker:
                 log.exception("run driver failed; exiting to be restarted")
             raise
         done = self.summary
-        keys = ("stop_reason", "steps", "sft_accuracy", "final_accuracy", "generated_tokens")
         log.info(  # the line `kubectl logs job/<release>-driver` ends with
             "run driver done",
-            extra={**{k: done.get(k) for k in keys}, "summary": str(s.out_dir / "summary.json")},
+            extra={
+                "stop_reason": done.stop_reason,
+                "steps": done.steps,
+                "sft_accuracy": done.sft_accuracy,
+                "final_accuracy": done.final_accuracy,
+                "generated_tokens": done.accounting.generated_tokens,
+                "summary": str(s.out_dir / "summary.json"),
+            },
         )
         if s.exit_when_done and not self._stop.is_set():
             os.kill(os.getpid(), signal.SIGTERM)  # serve drains and returns: exit code 0

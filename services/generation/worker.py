@@ -48,6 +48,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis
@@ -55,6 +56,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo.errors import InvalidArgumentError
+from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.services.generation.backend import (
     GenerationBackend,
     SampleRequest,
@@ -226,6 +228,7 @@ class RolloutWorker(ConsumerLoop):
         self.groups_done = 0
         self.rollouts_written = 0
         self.calls = 0
+        self._damaged: set[int] = set()  # published versions that failed their digests
 
     # ---- one iteration ------------------------------------------------------------------
 
@@ -289,12 +292,31 @@ class RolloutWorker(ConsumerLoop):
     def _weights_to_load(self, weights: common_pb2.PolicyWeights) -> tuple[int, str] | None:
         """(version, local folder) to load for an announced newer ``weights``, or None yet.
 
-        Shared volume: the announced path itself. gRPC: a finished, verified pull newer than
+        Shared volume: the announced path itself once its files match their digests
+        (``grpo.integrity``; a damaged version is never loaded). gRPC: a finished, verified
+        pull newer than
         the loaded version; otherwise a background pull of the announced version is started
         (if none is in flight) and None is returned without waiting.
         """
         if self._puller is None:
-            return int(weights.policy_version), weights.path
+            version = int(weights.policy_version)
+            if version in self._damaged:
+                return None
+            try:
+                check_digests(Path(weights.path))
+            except NoDigestsError:
+                pass  # published before digests existed: trusted as before
+            except DamagedError as exc:
+                # One clear line per damaged version; generation goes on with the loaded
+                # weights until the learner publishes a newer version.
+                self._damaged.add(version)
+                log.error(
+                    "published weights v%d are damaged (%s); not loaded, generating with v%d",
+                    version, exc, self._backend.policy_version,
+                    extra={"weights_damaged": version},
+                )  # fmt: skip
+                return None
+            return version, weights.path
         pulled = self._puller.poll(int(weights.policy_version))
         if pulled is None or pulled.policy_version <= self._backend.policy_version:
             return None

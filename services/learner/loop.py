@@ -60,11 +60,13 @@ from grpo.errors import (
     InvalidArgumentError,
     UnavailableError,
 )
+from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.learner import metric_names as mn
 from grpo.learner.checkpoint import (
     CheckpointState,
-    latest_checkpoint,
+    intact_checkpoint,
     load_checkpoint,
+    quarantine,
     save_checkpoint,
 )
 from grpo.learner.diagnostics import undecided_diagnostics
@@ -80,7 +82,7 @@ from grpo.services.learner.publish import (
 )
 from grpo.services.learner.runlog import RunLog
 from grpo.services.learner.settings import LearnerServiceSettings
-from grpo.services.runtime.policy import published_version
+from grpo.services.runtime.policy import read_policy
 from grpo.services.runtime.score_status import is_undecided
 from grpo.services.runtime.streams import Outage, StreamConsumer, StreamEntry, StreamNames, Streams
 from grpo.v1 import common_pb2
@@ -217,22 +219,16 @@ class LearnerLoop:
         self.last_checkpoint = ""
         self._ckpt_step = 0
         self._commanded_at = time.monotonic()  # last command sent to the other ranks
+        self._beat = time.monotonic()  # the loop's last turn (progress_age_s)
         self._resume()
 
     # ------------------------------------------------------------------ lifecycle
     def _resume(self) -> None:
         """Restore the newest checkpoint (if any) and align the policy version with Redis; a
         fresh run publishes the initial policy as version 0."""
-        path = latest_checkpoint(self.ckpt_root)
-        if path is not None:
+        path, state = self._restore()
+        if path is not None and state is not None:
             t = self.trainer
-            state = load_checkpoint(
-                path,
-                model=t.model,
-                optimizer=t.optimizer,
-                scheduler=t.scheduler,
-                critic=t.critic,
-            )
             t.step_count = state.step
             self.consumed = list(state.consumed_group_ids)
             self._consumed_set = set(self.consumed)
@@ -253,11 +249,18 @@ class LearnerLoop:
             resume_step=self.trainer.step_count,
         )
         key = self.names.policy_key
-        in_redis = self.outage.call(lambda: published_version(self.client, key))
+        announced = self.outage.call(lambda: read_policy(self.client, key))
+        in_redis = -1 if announced is None else int(announced.policy_version)
         newest = max(in_redis, highest_folder_version(self.run_dir))
-        if newest > self.policy_version or (path is not None and in_redis != self.policy_version):
+        unusable = announced is not None and _unusable(Path(announced.path))
+        if (
+            newest > self.policy_version
+            or (path is not None and in_redis != self.policy_version)
+            or unusable
+        ):
             # Weights of steps lost with the previous process exist (generation may hold
-            # them): publish the restored model under a number never used before.
+            # them), or the announced folder is gone (a moved run dir) or damaged: publish the
+            # restored model under a number never used before.
             self._publish(self.outage.call(lambda: next_version(self.client, key, self.run_dir)))
         elif newest < 0:
             # A fresh run: the initial policy (model_path) is published as version 0, the
@@ -266,6 +269,31 @@ class LearnerLoop:
         else:
             self.policy_version = max(self.policy_version, in_redis, 0)
             self._published_step = self.trainer.step_count  # that version holds these weights
+
+    def _restore(self) -> tuple[Path | None, CheckpointState | None]:
+        """Load the newest intact checkpoint into the trainer (``intact_checkpoint``); one
+        that fails its digests, or to load, is moved aside with one clear log line naming why
+        and the checkpoint used instead (the groups of its steps were acknowledged and are
+        not trained again: the run goes on from the older step)."""
+        t = self.trainer
+        while True:
+            path, skipped = intact_checkpoint(self.ckpt_root)
+            state = None
+            if path is not None:
+                try:
+                    state = load_checkpoint(path, model=t.model, optimizer=t.optimizer,
+                                            scheduler=t.scheduler, critic=t.critic)  # fmt: skip
+                except Exception as exc:  # unreadable although its digests (if any) match
+                    skipped.append((quarantine(path, f"failed to load: {exc!r}"), repr(exc)))
+            using = path.name if state is not None and path is not None else "none (a fresh start)"
+            for moved, why in skipped:
+                log.error(
+                    "checkpoint %s is damaged and skipped (%s); kept as %s; resuming from %s",
+                    moved.name.split("-", 1)[1].rsplit("-", 1)[0], why, moved.name, using,
+                    extra={"checkpoint_damaged": moved.name, "resumed_from": using},
+                )  # fmt: skip
+            if state is not None or path is None:
+                return path, state
 
     def start(self) -> None:
         """Start the loop thread (returns at once)."""
@@ -288,6 +316,14 @@ class LearnerLoop:
         """True while the loop thread runs; False once it failed (``serve`` then exits
         non-zero so the supervisor restarts the learner from its checkpoint)."""
         return self._thread is not None and self._thread.is_alive()
+
+    def progress_age_s(self) -> float:
+        """Seconds since the loop last turned (a step, a wait for groups or a pause each end
+        a turn); 0.0 while it rides out a Redis outage (waiting by policy is progress) or once
+        stopped. ``serve`` reports NOT_SERVING past ``server.stall_s``."""
+        if self._stop.is_set() or self.outage.in_outage:
+            return 0.0
+        return time.monotonic() - self._beat
 
     def _redis(self, fn: Any) -> Any:
         """Run a Redis step, riding out an outage (``Outage.call``; stops with the loop)."""
@@ -364,6 +400,7 @@ class LearnerLoop:
             self._admit(self._redis(lambda: self.groups.reclaim(count)))
             waited_from = time.perf_counter()
             while not self._stop.is_set():
+                self._beat = time.monotonic()
                 self._heartbeat()
                 self._serve_requests()
                 if self._paused or (s.max_steps and self.trainer.step_count >= s.max_steps):
@@ -596,6 +633,22 @@ class LearnerLoop:
             except BaseException as exc:
                 holder.append(exc)
             done.set()
+
+
+def _unusable(folder: Path) -> bool:
+    """True when an announced policy folder cannot be loaded: gone (the run dir moved) or
+    its files differ from their digests (logged once, naming why)."""
+    if not folder.is_dir():
+        log.warning("the announced policy folder %s is gone; republishing", folder)
+        return True
+    try:
+        check_digests(folder)
+    except NoDigestsError:
+        return False
+    except DamagedError as exc:
+        log.error("the announced policy is damaged (%s); republishing the restored model", exc)
+        return True
+    return False
 
 
 def _assembler_stats_rpc(address: str) -> Any:

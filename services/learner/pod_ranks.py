@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
-from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
+from grpo.learner.checkpoint import intact_checkpoint, load_checkpoint
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.runtime.registry import ServiceParts
 
@@ -109,7 +109,9 @@ def share_checkpoint(parallel: Any, settings: LearnerServiceSettings) -> Path | 
     """Rank 0's newest checkpoint folder on every rank (None when there is none)."""
     from grpo.learner.distributed import broadcast_folder
 
-    source = latest_checkpoint(Path(settings.run_dir) / "checkpoints") if parallel.is_main else None
+    source = (
+        intact_checkpoint(Path(settings.run_dir) / "checkpoints")[0] if parallel.is_main else None
+    )
     return broadcast_folder(parallel, source, _rank_dir(settings, parallel.rank) / "checkpoint")
 
 

@@ -1,14 +1,16 @@
 """Weights publishing: a ``save_pretrained`` folder per policy version plus the Redis key.
 
 ``publish_weights`` writes ``<run_dir>/weights/v<version>`` (``model.safetensors``,
-``config.json`` and the tokenizer files, loadable by every generation backend) into a temporary
-folder, renames it into place (atomic), and only then SETs the serialized ``PolicyWeights`` at
-``StreamNames.policy_key``; a reader that sees a version therefore always finds its folder
-complete. Versions are never reused: ``next_version`` is one above the highest version in
-Redis *and* on disk, so a learner resumed from a checkpoint older than the newest published
-weights (the steps after it were lost) publishes a fresh number rather than one generation has
-already loaded. Old folders beyond ``keep`` are removed (generation loads a folder within
-seconds of its publication), but never the version just written nor the one announced in Redis.
+``config.json`` and the tokenizer files, loadable by every generation backend, and
+``DIGESTS.json``: ``grpo.integrity``, checked before a version is loaded or served) into a
+temporary folder, renames it into place (atomic), and only then SETs the serialized
+``PolicyWeights`` at ``StreamNames.policy_key``; a reader that sees a version therefore always
+finds its folder complete. Versions are never reused: ``next_version`` is one above the highest
+version in Redis *and* on disk, so a learner resumed from a checkpoint older than the newest
+published weights (the steps after it were lost) publishes a fresh number rather than one
+generation has already loaded. Old folders beyond ``keep`` are removed (generation loads a
+folder within seconds of its publication), but never the version just written nor the one
+announced in Redis.
 
 The policy key is read with ``grpo.services.runtime.policy.read_policy`` (rollout workers, the
 learner, the run driver).
@@ -24,6 +26,7 @@ from typing import Any
 
 import redis
 
+from grpo.integrity import write_digests
 from grpo.services.runtime.policy import published_version
 from grpo.v1 import common_pb2
 
@@ -95,6 +98,7 @@ def publish_weights(
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    write_digests(tmp)  # checked by every reader before it loads the version
     if final.exists():  # a crashed earlier attempt at this version
         shutil.rmtree(final)
     os.rename(tmp, final)

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import torch
 
-from grpo.learner.checkpoint import latest_checkpoint, load_checkpoint
+from grpo.learner.checkpoint import intact_checkpoint, load_checkpoint
 from grpo.services.learner.loop import LearnerLoop
 from grpo.services.learner.settings import LearnerServiceSettings
 from grpo.services.runtime.registry import ServiceParts, ServiceSpec
@@ -164,7 +164,7 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
     if parallel is not None and rank is not None:
         pod_ranks.share_checkpoint(parallel, settings)
     elif parallel is not None:
-        ckpt = latest_checkpoint(Path(settings.run_dir) / "checkpoints")
+        ckpt, _ = intact_checkpoint(Path(settings.run_dir) / "checkpoints")  # damaged: aside
         torch.distributed.broadcast_object_list([str(ckpt) if ckpt else None], src=0)
     loop = LearnerLoop(
         settings,

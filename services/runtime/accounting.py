@@ -20,6 +20,7 @@ not a separate term.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -30,10 +31,16 @@ from grpo.v1 import assembler_pb2, common_pb2
 
 __all__ = [
     "COUNTERS",
+    "MISSING_PREFIX",
     "REJECTIONS",
+    "GroupAccounting",
+    "RewardAccounting",
+    "RolloutAccounting",
+    "RunAccounting",
     "members_key",
     "open_key",
     "read_accounting",
+    "read_run_accounting",
     "run_accounting",
     "stats_from_counters",
     "stats_identity_gap",
@@ -65,6 +72,11 @@ COUNTERS: tuple[str, ...] = (
     "groups_zero_variance",
     "zero_variance_tokens",
 )
+
+
+MISSING_PREFIX = "rewards_missing:"
+"""Counter-hash fields ``rewards_missing:<reason>`` count missing rewards per reason
+(``grpo.services.runtime.score_status.missing_reason``); their sum is ``rewards_missing``."""
 
 
 def stats_from_counters(
@@ -115,65 +127,203 @@ def stats_identity_gap(stats: assembler_pb2.AssemblerStats) -> int:
     return stats.groups_opened - (stats.groups_accepted + rejected + stats.groups_pending)
 
 
+@dataclass(frozen=True)
+class GroupAccounting:
+    """Groups of a run: ``opened = accepted + rejected + pending`` (``identity_gap`` = 0 when
+    the counters add up); ``timed_out`` and ``closed_short`` are reported beside it (each
+    timed-out group is already accepted or rejected, so it is no term)."""
+
+    opened: int
+    accepted: int
+    rejected_by_reason: Mapping[str, int]
+    pending: int
+    timed_out: int
+    closed_short: int
+    zero_variance: int = 0
+
+    @property
+    def rejected(self) -> int:
+        """Every rejection reason summed (``REJECTIONS``)."""
+        return sum(self.rejected_by_reason.values())
+
+    @property
+    def identity_gap(self) -> int:
+        """``opened - (accepted + rejected + pending)``; 0 when nothing is off."""
+        return self.opened - (self.accepted + self.rejected + self.pending)
+
+
+@dataclass(frozen=True)
+class RewardAccounting:
+    """Members whose reward is missing (masked, never 0), ``undecided`` of them; and per
+    reason (``score_status.missing_reason``: undecided, gold_unparsable, verifier_error,
+    no_verdict, unspecified), the reasons summing to ``missing`` for runs that counted them."""
+
+    missing: int
+    undecided: int
+    missing_by_reason: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutAccounting:
+    """Rollouts: ``produced = scored + late + queued + unaccounted`` (0 when none was lost;
+    None when produced or queued could not be read)."""
+
+    produced: int | None
+    scored: int
+    in_closed_groups: int
+    late: int
+    queued: int | None
+    held: int
+
+    @property
+    def unaccounted(self) -> int | None:
+        """``produced - scored - late - queued``, None when either end is unknown."""
+        if self.produced is None or self.queued is None:
+            return None
+        return self.produced - self.scored - self.late - self.queued
+
+
+@dataclass(frozen=True)
+class RunAccounting:
+    """The accounting of a run (summary.json's ``accounting`` block, plus the token counts
+    it reports flat): one value per figure, from one read of the assembler's counters.
+
+    Attributes:
+        groups, rewards, rollouts: see their classes.
+        generated_tokens: every sampled token the assembler received (rejected groups
+            included); kept_tokens: tokens of groups kept for training;
+            zero_variance_tokens: tokens of groups whose rewards all agree.
+    """
+
+    groups: GroupAccounting
+    rewards: RewardAccounting
+    rollouts: RolloutAccounting
+    generated_tokens: int = 0
+    kept_tokens: int = 0
+    zero_variance_tokens: int = 0
+
+    @classmethod
+    def from_stats(
+        cls,
+        stats: assembler_pb2.AssemblerStats,
+        rollouts_produced: int | None = None,
+        rollouts_queued: int | None = None,
+        missing_by_reason: Mapping[str, int] | None = None,
+    ) -> RunAccounting:
+        """The accounting of the assembler's counters ``stats``.
+
+        Args:
+            stats: the counters at the end of the run (GetStats or ``read_accounting``).
+            rollouts_produced: entries on the rollouts stream (one per (group id, index));
+                None when not read.
+            rollouts_queued: entries the assembler has not acknowledged (never delivered +
+                pending, the held ones included): durable, scored by a resumed run; None when
+                not read.
+            missing_by_reason: missing rewards per reason (``MISSING_PREFIX`` counters).
+        """
+        by_reason = {n.removeprefix("groups_rejected_"): int(getattr(stats, n)) for n in REJECTIONS}
+        return cls(
+            groups=GroupAccounting(
+                opened=stats.groups_opened,
+                accepted=stats.groups_accepted,
+                rejected_by_reason=by_reason,
+                pending=stats.groups_pending,
+                timed_out=stats.groups_timed_out,
+                closed_short=stats.groups_closed_short,
+                zero_variance=stats.groups_zero_variance,
+            ),
+            rewards=RewardAccounting(
+                missing=stats.rewards_missing,
+                undecided=stats.rewards_undecided,
+                missing_by_reason=dict(sorted((missing_by_reason or {}).items())),
+            ),
+            rollouts=RolloutAccounting(
+                produced=rollouts_produced,
+                scored=stats.rollouts_received,
+                in_closed_groups=stats.rollouts_in_closed_groups,
+                late=stats.rollouts_late,
+                queued=rollouts_queued,
+                held=stats.rollouts_held,
+            ),
+            generated_tokens=stats.generated_tokens,
+            kept_tokens=stats.kept_tokens,
+            zero_variance_tokens=stats.zero_variance_tokens,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """summary.json's ``accounting`` block (``groups``, ``rewards``, ``rollouts``)."""
+        g, r, o = self.groups, self.rewards, self.rollouts
+        return {
+            "groups": {
+                "opened": g.opened,
+                "accepted": g.accepted,
+                "rejected": g.rejected,
+                "rejected_by_reason": dict(g.rejected_by_reason),
+                "pending": g.pending,
+                "identity": "opened = accepted + rejected + pending",
+                "identity_gap": g.identity_gap,
+                "timed_out": g.timed_out,
+                "closed_short": g.closed_short,
+            },
+            "rewards": {
+                "missing": r.missing,
+                "undecided": r.undecided,
+                "missing_by_reason": dict(r.missing_by_reason),
+            },
+            "rollouts": {
+                "produced": o.produced,
+                "scored": o.scored,
+                "in_closed_groups": o.in_closed_groups,
+                "late": o.late,
+                "queued": o.queued,
+                "held": o.held,
+                "identity": "produced = scored + late + queued + unaccounted",
+                "unaccounted": o.unaccounted,
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, block: Mapping[str, Any], flat: Mapping[str, Any]) -> RunAccounting:
+        """Read back ``as_dict``'s block; ``flat`` (the rest of summary.json) gives the token
+        counts and the zero-variance groups."""
+        g, r, o = block["groups"], block["rewards"], block["rollouts"]
+        return cls(
+            groups=GroupAccounting(
+                opened=int(g["opened"]),
+                accepted=int(g["accepted"]),
+                rejected_by_reason={k: int(v) for k, v in g["rejected_by_reason"].items()},
+                pending=int(g["pending"]),
+                timed_out=int(g["timed_out"]),
+                closed_short=int(g["closed_short"]),
+                zero_variance=int(flat.get("groups_zero_variance", 0)),
+            ),
+            rewards=RewardAccounting(
+                missing=int(r["missing"]),
+                undecided=int(r["undecided"]),
+                missing_by_reason={k: int(v) for k, v in r.get("missing_by_reason", {}).items()},
+            ),
+            rollouts=RolloutAccounting(
+                produced=o["produced"],
+                scored=int(o["scored"]),
+                in_closed_groups=int(o["in_closed_groups"]),
+                late=int(o["late"]),
+                queued=o["queued"],
+                held=int(o["held"]),
+            ),
+            generated_tokens=int(flat.get("generated_tokens", 0)),
+            kept_tokens=int(flat.get("kept_tokens", 0)),
+            zero_variance_tokens=int(flat.get("zero_variance_tokens", 0)),
+        )
+
+
 def run_accounting(
     stats: assembler_pb2.AssemblerStats,
     rollouts_produced: int | None,
     rollouts_queued: int | None,
 ) -> dict[str, object]:
-    """The accounting block of ``summary.json``: groups and rollouts, each checkable.
-
-    Args:
-        stats: the assembler's counters at the end of the run.
-        rollouts_produced: entries on the rollouts stream (one per (group id, index): the
-            workers write with a dedup key); None when it could not be read.
-        rollouts_queued: entries of the rollouts stream the assembler has not acknowledged
-            (never delivered + delivered and pending, which includes the held ones): durable
-            in the stream, scored by the next assembler that reads it (a resumed run); None
-            when it could not be read.
-
-    Returns:
-        ``groups`` (opened, accepted, rejected = the sum of ``rejected_by_reason``: all
-        correct, all wrong, too few valid, too many undecided; pending, the identity gap
-        ``opened - (accepted + rejected + pending)``, and reported beside it timed out (each
-        timed-out group is already counted as accepted or rejected, so it is no term) and
-        closed short); ``rewards`` (missing members, of which undecided) and ``rollouts``
-        (produced, scored = recorded in a group, in closed groups, late = arrived after
-        their group closed, queued = not yet acknowledged by the assembler, of which held =
-        waiting for a verifier, and ``unaccounted`` = produced - scored - late - queued: 0
-        when nothing was lost, exact once the assembler has stopped; read while it runs it
-        can be off by the batch it has recorded but not yet acknowledged; None when produced
-        or queued is None).
-    """
-    by_reason = {name.removeprefix("groups_rejected_"): getattr(stats, name) for name in REJECTIONS}
-    unaccounted = None
-    if rollouts_produced is not None and rollouts_queued is not None:
-        unaccounted = (
-            rollouts_produced - stats.rollouts_received - stats.rollouts_late - rollouts_queued
-        )
-    return {
-        "groups": {
-            "opened": stats.groups_opened,
-            "accepted": stats.groups_accepted,
-            "rejected": sum(by_reason.values()),
-            "rejected_by_reason": by_reason,
-            "pending": stats.groups_pending,
-            "identity": "opened = accepted + rejected + pending",
-            "identity_gap": stats_identity_gap(stats),
-            "timed_out": stats.groups_timed_out,
-            "closed_short": stats.groups_closed_short,
-        },
-        "rewards": {"missing": stats.rewards_missing, "undecided": stats.rewards_undecided},
-        "rollouts": {
-            "produced": rollouts_produced,
-            "scored": stats.rollouts_received,
-            "in_closed_groups": stats.rollouts_in_closed_groups,
-            "late": stats.rollouts_late,
-            "queued": rollouts_queued,
-            "held": stats.rollouts_held,
-            "identity": "produced = scored + late + queued + unaccounted",
-            "unaccounted": unaccounted,
-        },
-    }
+    """summary.json's ``accounting`` block of ``stats`` (``RunAccounting.from_stats(...)
+    .as_dict()``; see ``RunAccounting`` for each figure)."""
+    return RunAccounting.from_stats(stats, rollouts_produced, rollouts_queued).as_dict()
 
 
 # -- The accounting keys (the assembler's ``GroupStore`` writes them; ``read_accounting`` reads
@@ -203,7 +353,7 @@ def text(value: Any) -> str:
 def read_accounting(
     client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
 ) -> tuple[assembler_pb2.AssemblerStats, int, int]:
-    """The inputs of ``stats.run_accounting``, read from Redis in one MULTI/EXEC (no assembler
+    """The inputs of ``run_accounting``, read from Redis in one MULTI/EXEC (no assembler
     needed): the counters with ``groups_pending`` (live values such as ``rollouts_held`` are
     0), the rollouts produced (``XLEN`` of ``rollouts_stream``) and the rollouts queued
     (entries ``consumer_group`` has not acknowledged: never delivered + pending).
@@ -219,6 +369,30 @@ def read_accounting(
         UnavailableError: Redis unreachable.
         redis.ResponseError: any other Redis error.
     """
+    _, stats, produced, queued = _read(client, namespace, rollouts_stream, consumer_group)
+    return stats, produced, queued
+
+
+def read_run_accounting(
+    client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
+) -> RunAccounting:
+    """``RunAccounting`` of the run, read from Redis as ``read_accounting`` does (one
+    MULTI/EXEC), with the missing rewards per reason (``MISSING_PREFIX`` counters).
+
+    Raises:
+        UnavailableError: Redis unreachable.
+        redis.ResponseError: any other Redis error.
+    """
+    values, stats, produced, queued = _read(client, namespace, rollouts_stream, consumer_group)
+    reasons = {k.removeprefix(MISSING_PREFIX): v for k, v in values.items()
+               if k.startswith(MISSING_PREFIX)}  # fmt: skip
+    return RunAccounting.from_stats(stats, produced, queued, reasons)
+
+
+def _read(
+    client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
+) -> tuple[dict[str, int], assembler_pb2.AssemblerStats, int, int]:
+    """(raw counters, stats, produced, queued): ``read_accounting``'s one read."""
     pipe = client.pipeline(transaction=True)
     pipe.hgetall(stats_key(namespace))
     pipe.zcard(open_key(namespace))
@@ -238,7 +412,7 @@ def read_accounting(
         named = ({text(k): v for k, v in g.items()} for g in groups)
         info = next((g for g in named if text(g["name"]) == consumer_group), None)
     if info is None:
-        return stats, int(produced), int(produced)
+        return values, stats, int(produced), int(produced)
     undelivered = info.get("lag")
     if undelivered is None:  # lag unknown to this server (e.g. after XDEL): count it
         queued = Streams(client).lag(rollouts_stream, consumer_group)
@@ -246,7 +420,7 @@ def read_accounting(
         queued = int(undelivered) + int(info["pending"])
     if int(info["pending"]):
         queued -= _recorded_pending(client, namespace, rollouts_stream, consumer_group)
-    return stats, int(produced), queued
+    return values, stats, int(produced), queued
 
 
 def _recorded_pending(client: redis.Redis, namespace: str, stream: str, group: str) -> int:

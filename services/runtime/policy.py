@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.v1 import common_pb2
 
 __all__ = ["published_version", "read_policy", "snapshot_policy"]
@@ -60,11 +61,13 @@ def snapshot_policy(folder: Path, dest: Path) -> Path:
         dest: where the snapshot goes (replaced when it exists).
 
     Returns:
-        ``dest``.
+        ``dest``, its files checked against the digests recorded at publication
+        (``grpo.integrity``; a folder without digests is taken as it is).
 
     Raises:
         NotFoundError: ``folder`` has no ``config.json`` or a file vanished while it was
             linked (the version was pruned first; nothing is left at ``dest``).
+        DamagedError: a file differs from its recorded digest (nothing is left at ``dest``).
     """
     from grpo.errors import NotFoundError
 
@@ -76,6 +79,13 @@ def snapshot_policy(folder: Path, dest: Path) -> Path:
     except (FileNotFoundError, shutil.Error) as exc:
         shutil.rmtree(dest, ignore_errors=True)
         raise NotFoundError(f"policy folder {folder} is gone or incomplete: {exc}") from exc
+    try:
+        check_digests(dest)
+    except NoDigestsError:
+        pass
+    except DamagedError as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise DamagedError(f"published policy {folder} is damaged: {exc}") from exc
     return dest
 
 

@@ -31,7 +31,15 @@ import redis
 from grpo.errors import FailedPreconditionError, UnavailableError
 from grpo.services.runtime.ports import free_port
 
-__all__ = ["EmbeddedRedis", "connect", "redis_url_from_env", "resolve_redis_url"]
+__all__ = [
+    "EmbeddedRedis",
+    "EvictingRedisError",
+    "connect",
+    "eviction_policy",
+    "redis_url_from_env",
+    "require_noeviction",
+    "resolve_redis_url",
+]
 
 
 _START_ATTEMPTS = 3
@@ -65,16 +73,53 @@ def resolve_redis_url(setting: str | None, *, required_by: str = "") -> str | No
     return url or None
 
 
-def connect(url: str, *, timeout_s: float = 10.0) -> redis.Redis:
+class EvictingRedisError(FailedPreconditionError):
+    """The Redis server may evict keys (``maxmemory-policy`` other than ``noeviction``)."""
+
+
+def eviction_policy(client: redis.Redis) -> str:
+    """The server's ``maxmemory-policy`` (``CONFIG GET``; ``INFO memory`` where CONFIG is
+    disabled, as on some managed servers); "" when neither tells."""
+    try:
+        reply = client.config_get("maxmemory-policy")
+        value = next(iter(reply.values()), "") if reply else ""
+    except redis.ResponseError:
+        value = client.info("memory").get("maxmemory_policy", "")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def require_noeviction(client: redis.Redis, url: str) -> None:
+    """Refuse a Redis that may evict keys: under an eviction policy a full server silently
+    drops streams, consumer groups and counters (a worker then retries ``NOGROUP`` forever and
+    the accounting goes negative); ``noeviction`` refuses writes instead (an OOM error, which
+    every service rides out as backpressure: ``streams.REDIS_ERRORS``).
+
+    Raises:
+        EvictingRedisError: the policy is not ``noeviction`` (the message names it and the fix).
+    """
+    policy = eviction_policy(client)
+    if policy and policy != "noeviction":
+        raise EvictingRedisError(
+            f"Redis at {url} has maxmemory-policy {policy}: when it fills up it evicts keys, "
+            "and a run loses streams, consumer groups and counters silently; set "
+            "maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, or in its "
+            "config) and give it enough maxmemory"
+        )
+
+
+def connect(url: str, *, timeout_s: float = 10.0, check_policy: bool = True) -> redis.Redis:
     """A redis-py client for ``url`` with binary responses (protobuf payloads stay bytes).
 
     Args:
         url: ``redis://host:port/db`` or ``unix:///path?db=0``.
         timeout_s: socket connect/read timeout in seconds (blocking reads add their own
             block time on top).
+        check_policy: refuse a server whose ``maxmemory-policy`` is not ``noeviction``
+            (``require_noeviction``): every component of a run connects with it on.
 
     Raises:
         UnavailableError: the server does not answer PING.
+        EvictingRedisError: ``check_policy`` and the server may evict keys.
     """
     client = redis.Redis.from_url(
         url,
@@ -85,6 +130,8 @@ def connect(url: str, *, timeout_s: float = 10.0) -> redis.Redis:
     )
     try:
         client.ping()
+        if check_policy:
+            require_noeviction(client, url)
     except redis.RedisError as exc:
         raise UnavailableError(f"Redis at {url} is not reachable: {exc}") from exc
     return client
@@ -171,6 +218,7 @@ class EmbeddedRedis:
             "save": '""',
             "appendonly": "yes" if self._appendonly else "no",
             "appendfsync": "everysec",
+            "maxmemory-policy": "noeviction",
             "logfile": '""',
             "loglevel": "notice",
         }

@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,17 @@ class LoopWorker:
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beat = time.monotonic()
+
+    def beat(self) -> None:
+        """Record that the loop advanced (each iteration does; a long one may too)."""
+        self._beat = time.monotonic()
+
+    def progress_age_s(self) -> float:
+        """Seconds since the loop last advanced (``beat``); 0.0 once stopped."""
+        if self._stop.is_set():
+            return 0.0
+        return time.monotonic() - self._beat
 
     def run_once(self) -> object:
         """One iteration of the loop (subclasses override)."""
@@ -124,11 +136,25 @@ class LoopWorker:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self.beat()
             try:
                 self.run_once()
             except Exception:
                 log.exception("%s iteration failed; retrying", self.thread_name)
                 self._stop.wait(self.error_backoff_s)
+
+
+def _stalled_workers(workers: list[BackgroundWorker], stall_s: float) -> list[str]:
+    """``repr`` and age of workers exposing ``progress_age_s()`` whose loop has not advanced
+    for ``stall_s`` seconds (none when ``stall_s`` is 0)."""
+    if not stall_s:
+        return []
+    out = []
+    for worker in workers:
+        age = getattr(worker, "progress_age_s", None)
+        if callable(age) and (seconds := float(age())) >= stall_s:
+            out.append(f"{worker!r} ({seconds:.0f} s)")
+    return out
 
 
 def _dead_workers(workers: list[BackgroundWorker]) -> list[BackgroundWorker]:
@@ -204,18 +230,26 @@ class _ReadinessGate:
         self.set_serving = set_serving
         self.reason: str | None = "not checked yet"
 
-    def check(self) -> None:
-        """Ask the check once; on a change, set health and log (ERROR with the reason)."""
-        if self.readiness is None:
+    def check(self, stalled: str | None = None) -> None:
+        """Ask the check once; on a change, set health and log (ERROR with the reason).
+
+        Args:
+            stalled: why a worker loop counts as stalled (``_stalled_workers``), or None: a
+                stalled service is not ready whatever its check says.
+        """
+        if self.readiness is None and stalled is None:
             if self.reason is not None:
                 self.reason = None
+                self.set_serving(True)
                 log.info("service ready", extra={"service": self.service})
             return
-        try:
-            reason = self.readiness()
-        except Exception as exc:  # a broken check must not report a broken service ready
-            log.exception("readiness check raised", extra={"service": self.service})
-            reason = f"readiness check raised {type(exc).__name__}: {exc}"
+        reason = stalled
+        if reason is None and self.readiness is not None:
+            try:
+                reason = self.readiness()
+            except Exception as exc:  # a broken check must not report a broken service ready
+                log.exception("readiness check raised", extra={"service": self.service})
+                reason = f"readiness check raised {type(exc).__name__}: {exc}"
         if reason == self.reason:
             return
         self.reason = reason
@@ -228,6 +262,13 @@ class _ReadinessGate:
                 reason,
                 extra={"service": self.service, "reason": reason},
             )
+
+
+def _failure_of(worker: BackgroundWorker) -> str:
+    """``": <Type>: <message>"`` of what ended a dead worker's loop (its ``failure`` or
+    ``error`` attribute), "" when it recorded none."""
+    error = getattr(worker, "failure", None) or getattr(worker, "error", None)
+    return f": {type(error).__name__}: {error}" if isinstance(error, BaseException) else ""
 
 
 def service_names() -> list[str]:
@@ -326,14 +367,18 @@ def serve(spec: ServiceSpec | str, settings: Any, *, port_file: Path | None = No
         gate = _ReadinessGate(spec.name, parts.readiness, server.set_serving)
         gate.check()
         while not stop_requested.wait(_WORKER_POLL_S):
-            gate.check()
+            stalled = _stalled_workers(started, server_settings.stall_s)
+            gate.check("worker loop stalled: " + ", ".join(stalled) if stalled else None)
             dead = _dead_workers(started)
             if dead:
                 # A crashed loop must not hide behind a SERVING health check: drain and exit
                 # non-zero so the supervisor (grpo run, Kubernetes) restarts the process, which
                 # then resumes from its stream's pending entries.
                 server.set_serving(False)
-                raise InternalError(f"background worker died: {dead[0]!r}; exiting to restart")
+                raise InternalError(
+                    f"background worker died: {type(dead[0]).__name__}"
+                    f"{_failure_of(dead[0])}; exiting to restart"
+                )
     finally:
         if server is not None:
             server.stop()

@@ -129,6 +129,13 @@ class ServerSettings(BaseModel):
     max_workers: int = Field(
         default=8, ge=1, description="Handler threads: the most RPCs served at the same time."
     )
+    stall_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Liveness: health turns NOT_SERVING while one of the service's loops has "
+        "not advanced for this long (a loop wedged in a call), SERVING again once it does; "
+        "a supervisor watching health restarts it (seconds; 0 = not checked).",
+    )
     metrics_port: int = Field(
         default=0,
         ge=-1,

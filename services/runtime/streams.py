@@ -64,6 +64,7 @@ __all__ = [
     "StreamEntry",
     "StreamNames",
     "Streams",
+    "is_out_of_memory",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,21 @@ MessageT = TypeVar("MessageT", bound=Message)
 REDIS_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
 )
-"""Errors meaning "Redis cannot be reached right now" (a restart, a network cut, loading the
-append-only file: ``BusyLoadingError`` is a ``ConnectionError``); retried by ``Outage``."""
+"""Errors meaning "Redis cannot take this right now" (a restart, a network cut, loading the
+append-only file: ``BusyLoadingError`` is a ``ConnectionError``; or out of memory: its
+``maxmemory`` reached under ``noeviction``, writes refused until memory is freed); retried
+by ``Outage``, so a full Redis is backpressure, named in the log, never a crash loop."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for Redis's refusal of a write for lack of memory (``OOM command not allowed``),
+    whether redis-py raised it as ``OutOfMemoryError`` or inside a failed transaction."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or (
+        isinstance(exc, redis.exceptions.ResponseError) and "OOM" in str(exc)
+    )
+
 
 # KEYS[1] stream, KEYS[2] dedup marker; ARGV[1] marker TTL in seconds (0 = none);
 # ARGV[2..] field/value pairs. Returns the new id, or false when the marker exists.
@@ -637,18 +650,22 @@ class Outage:
             if self._since is None:
                 self._since, self._tries = now, 0
                 self.outages += 1
+                oom = is_out_of_memory(exc)
                 log.warning(
-                    "%s unreachable, retrying with backoff: %s",
+                    "%s %s, retrying with backoff: %s",
                     self._what,
+                    "is out of memory (maxmemory reached: writes refused)"
+                    if oom
+                    else "unreachable",
                     exc,
-                    extra={"outage_of": self._what, "outage": "open"},
+                    extra={"outage_of": self._what, "outage": "open", "oom": oom},
                 )
             elapsed = now - self._since
             self._tries += 1
             if elapsed > self.budget_s:
+                state = "out of memory" if is_out_of_memory(exc) else "unreachable"
                 raise OutageBudgetExceededError(
-                    f"{self._what} unreachable for {elapsed:.1f} s (> budget {self.budget_s} s): "
-                    f"{exc}"
+                    f"{self._what} {state} for {elapsed:.1f} s (> budget {self.budget_s} s): {exc}"
                 ) from exc
             return float(min(self._max, self._initial * 2 ** (self._tries - 1)))
 
@@ -865,6 +882,7 @@ class ConsumerLoop(LoopWorker):
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self.beat()
             try:
                 self.run_once()
                 if self.outage.in_outage:

@@ -65,6 +65,23 @@ class RestartPolicy(BaseModel):
     backoff_max_s: float = Field(
         default=15.0, ge=0, description="Longest wait before a restart (seconds)."
     )
+    stall_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="Liveness: a service that has not answered its health check SERVING for "
+        "this long (stopped, hung, or a loop that stopped advancing for as long: each "
+        "service's server.stall_s) is killed and restarted, named on the console and in "
+        "summary.json's deaths and stalls (seconds; 0 = never killed, only named). A restarted "
+        "service may take budget.startup_timeout_s to answer first.",
+    )
+    loop_stall_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="Each service's server.stall_s: its health turns NOT_SERVING while one of "
+        "its loops (a learner step, a generate call, a scoring batch) has not advanced for "
+        "this long, so a wedged loop is restarted like a hung process (seconds; 0 = off). "
+        "Keep it above the longest step or checkpoint.",
+    )
     preload: bool = Field(
         default=True,
         description="Fork each service from one interpreter that imported torch, transformers "

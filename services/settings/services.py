@@ -32,9 +32,15 @@ __all__ = [
 _SERVER = {"host": "127.0.0.1", "metrics_port": -1, "grace_s": 5.0}
 
 
+def _server(config: RunConfig) -> dict[str, Any]:
+    """The ``server`` block of a local service: loopback, no metrics port, a short grace,
+    and ``stall_s`` = ``supervision.loop_stall_s`` (liveness of its loops)."""
+    return {**_SERVER, "stall_s": config.supervision.loop_stall_s}
+
+
 def verifier_settings(config: RunConfig, service: str) -> dict[str, Any]:
     """Settings of a verifier service (``verifiers.extra[service]`` merged in)."""
-    return deep_merge({"server": dict(_SERVER)}, config.verifiers.extra.get(service, {}))
+    return deep_merge({"server": _server(config)}, config.verifiers.extra.get(service, {}))
 
 
 def assembler_settings(
@@ -47,7 +53,7 @@ def assembler_settings(
 ) -> dict[str, Any]:
     """Settings of the assembler: Redis, routing table, assembly config, per-group log."""
     base = {
-        "server": dict(_SERVER),
+        "server": _server(config),
         "redis_url": redis_url,
         "namespace": namespace,
         "routing": {k: dict(v) for k, v in routing.items()},
@@ -78,7 +84,7 @@ def rollout_worker_settings(
     if gen.stop:
         sampling["stop"] = list(gen.stop)
     base = {
-        "server": dict(_SERVER),
+        "server": _server(config),
         "redis_url": redis_url,
         "backend": {"model_path": str(model_path), "torch_threads": 1},
         "worker": {
@@ -107,7 +113,7 @@ def learner_settings(
     """Settings of the learner: model, run dir, batch/publish/checkpoint cadence, algorithm."""
     learn = config.learner
     base = {
-        "server": dict(_SERVER),
+        "server": _server(config),
         "redis_url": redis_url,
         "namespace": namespace,
         "model_path": str(model_path),
@@ -146,7 +152,7 @@ def driver_settings(
     run = config.model_dump(mode="json")
     run["redis_url"], run["namespace"] = redis_url, namespace
     return {
-        "server": {**_SERVER, "grace_s": DRIVER_GRACE_S},
+        "server": {**_server(config), "grace_s": DRIVER_GRACE_S},
         "run": run,
         "out_dir": str(out_dir),
         "learner_address": learner_address,

@@ -22,6 +22,7 @@ PACKAGES = {"learner": "grpo.learner", "services": "grpo.services", "verifiers":
 # Layer of a module: the first matching prefix wins (most specific first).
 LAYER_OF: list[tuple[str, str]] = [
     ("grpo.errors", "errors"),
+    ("grpo.integrity", "integrity"),
     ("grpo.v1", "contracts"),
     # The gRPC half of the verifier SDK and each verifier's one-line service module.
     ("grpo.verifiers.sdk.servicer", "verifier-edge"),
@@ -51,7 +52,7 @@ LAYER_OF: list[tuple[str, str]] = [
     ("grpo.__main__", "cli"),
 ]
 
-DOMAIN = {"errors", "contracts", "model", "learner", "verifiers"}
+DOMAIN = {"errors", "integrity", "contracts", "model", "learner", "verifiers"}
 DEPLOYABLES = {"assembler", "generation", "learner-service"}
 SERVICES_FLOORS = {"runtime", "settings", "tasks", *DEPLOYABLES, "evaluation", "driver"}
 
@@ -61,19 +62,20 @@ SERVICES_FLOORS = {"runtime", "settings", "tasks", *DEPLOYABLES, "evaluation", "
 # peer deployable's modules (what two deployables share lives in the runtime).
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
+    "integrity": {"errors"},
     "contracts": {"contracts"},
     "model": {"errors"},
-    "learner": {"errors", "contracts", "model"},
+    "learner": {"errors", "integrity", "contracts", "model"},
     "verifiers": {"errors", "contracts"},
     "verifier-edge": {"errors", "contracts", "stubs", "verifiers", "runtime"},
-    "runtime": {"errors", "contracts", "stubs"},
+    "runtime": {"errors", "integrity", "contracts", "stubs"},
     "settings": {"errors", "contracts", "learner", "runtime"},
     "tasks": {"errors", "contracts", "runtime", "settings"},
     **{d: {*DOMAIN, "stubs", "runtime", "settings"} for d in DEPLOYABLES},
     "evaluation": {*DOMAIN, "stubs", "verifier-edge", "runtime", "settings", "tasks",
                    "generation"},
-    "driver": {"errors", "contracts", "stubs", "learner", "runtime", "settings", "tasks",
-               "evaluation"},
+    "driver": {"errors", "integrity", "contracts", "stubs", "learner", "runtime", "settings",
+               "tasks", "evaluation"},
     "services-root": set(),
     "local": {*DOMAIN, "stubs", "verifier-edge", *SERVICES_FLOORS},
     "experiments": {*DOMAIN, "stubs", "verifier-edge", *SERVICES_FLOORS, "local"},

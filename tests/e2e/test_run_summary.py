@@ -12,6 +12,7 @@ A failing run end to end is in test_run_failure.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -21,10 +22,12 @@ from typing import Any
 import pytest
 
 from grpo.cli_run import _accounting_lines
+from grpo.errors import FailedPreconditionError
 from grpo.learner import metric_names as mn
 from grpo.local.outages import dependency_of, log_outages, service_outages
 from grpo.services.driver.driver import Progress, RunDriver
-from grpo.services.runtime.accounting import run_accounting
+from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
+from grpo.services.runtime.accounting import RunAccounting, run_accounting
 from grpo.services.runtime.logging import JsonFormatter
 from grpo.services.runtime.streams import Outage, StreamNames, Streams
 from grpo.services.settings.run import load_run_config
@@ -160,7 +163,7 @@ def test_rejected_counts_every_reason_and_the_identity_holds() -> None:
         "all_correct": 2, "all_wrong": 3, "too_few_valid": 1, "too_many_undecided": 4,
     }  # fmt: skip
     assert groups["timed_out"] == 2  # beside the identity, not a term of it
-    assert acc["rewards"] == {"missing": 7, "undecided": 5}
+    assert acc["rewards"] == {"missing": 7, "undecided": 5, "missing_by_reason": {}}
     assert acc["rollouts"] == {
         "produced": 84, "scored": 78, "in_closed_groups": 0, "late": 1, "queued": 5,
         "held": 1, "identity": "produced = scored + late + queued + unaccounted",
@@ -169,21 +172,79 @@ def test_rejected_counts_every_reason_and_the_identity_holds() -> None:
     assert run_accounting(stats, 83, 5)["rollouts"]["unaccounted"] == -1  # type: ignore[index]
     unread = run_accounting(stats, None, None)["rollouts"]
     assert unread["produced"] is None and unread["unaccounted"] is None  # type: ignore[index]
-    summary = {
-        "accounting": acc, "rewards_missing": 7, "rewards_undecided": 5,
-        "restarts": {"learner": 1},
-        "outage_s": {"redis": {"learner": 1.25, "assembler": 0.0}, "verifiers": {"assembler": 0.0}},
-    }  # fmt: skip
-    identity, restarts = _accounting_lines(summary)
+    reasons = {"undecided": 5, "gold_unparsable": 2}
+    summary = _summary(
+        RunAccounting.from_stats(stats, 84, 5, reasons),
+        restarts={"learner": 1},
+        outages=Outages(
+            {"redis": {"learner": 1.25, "assembler": 0.0}, "verifiers": {"assembler": 0.0}},
+            "service logs",
+        ),
+    )
+    identity, _zero, restarts = _accounting_lines(summary)
     assert identity == (
         "groups opened 20 = accepted 9 + rejected 10 (2 all correct, 3 all wrong, 1 too few "
         "valid, 4 too many undecided) + pending 1 (gap 0); timed out 2, closed short 0; "
-        "rewards missing 7 (undecided 5)"
+        "rewards missing 7 (undecided 5; 2 gold unparsable, 5 undecided)"
     )
     assert restarts == "restarts {'learner': 1}; outage seconds: redis learner 1.2"
-    off = {**summary, "groups_zero_variance": 6, "zero_variance_tokens": 150}
-    off.update(generated_tokens=500, kept_tokens=500)
-    assert _accounting_lines(off)[1] == (
+    flat = assembler_pb2.AssemblerStats(
+        groups_zero_variance=6, zero_variance_tokens=150, generated_tokens=500, kept_tokens=500
+    )
+    assert _accounting_lines(_summary(RunAccounting.from_stats(flat)))[1] == (
         "zero-variance groups (all correct or all wrong, kept or not) 6: 150 of 500 generated "
         "tokens; never trained on: 0"
     )
+
+
+def _summary(accounting: RunAccounting, **more: Any) -> RunSummary:
+    return RunSummary(
+        config="t", stop_reason="steps", sft_accuracy=0.5, final_accuracy=0.75, steps=3,
+        final_policy_version=3, final_policy_step=3, accounting=accounting,
+        grpo_wall_clock_s=10.0, wall_clock_s=12.0, **more,
+    )  # fmt: skip
+
+
+def test_the_summary_reads_back_by_attribute_with_the_keys_it_always_had() -> None:
+    """``RunSummary`` round-trips through summary.json, keeps every key earlier summaries had
+    (tools read the JSON), and its flat counters are its accounting's (one source)."""
+    stats = assembler_pb2.AssemblerStats(
+        groups_opened=5, groups_accepted=3, groups_rejected_all_wrong=1, groups_pending=1,
+        rewards_missing=2, rewards_undecided=1, rollouts_received=18, generated_tokens=400,
+        kept_tokens=300,
+    )  # fmt: skip
+    summary = _summary(
+        RunAccounting.from_stats(stats, 20, 2, {"undecided": 1, "gold_unparsable": 1}),
+        outages=Outages({"redis": {"learner": 0.5}}, "service logs"),
+        restarts={"learner": 1},
+        deaths=(Death("learner", "stalled: no progress for 9.0 s"),),
+        stalls=(Stall("learner", 9.0, True),),
+        failure=Failure("service learner died", "learner", "disk full (ENOSPC)", "OSError: x"),
+        run_id="abc",
+        resumed=False,
+    )
+    data = summary.as_dict()
+    legacy = {
+        "config", "stop_reason", "sft_accuracy", "final_accuracy", "accuracy_gain_points",
+        "steps", "final_policy_version", "final_policy_step", "generated_tokens", "kept_tokens",
+        "rollouts", "groups_accepted", "groups_rejected_all_correct", "groups_rejected_all_wrong",
+        "groups_rejected_too_few_valid", "groups_rejected_too_many_undecided",
+        "groups_timed_out", "groups_zero_variance", "zero_variance_tokens", "rewards_missing",
+        "rewards_undecided", "grpo_wall_clock_s", "wall_clock_s", "leftover_processes",
+        "evals", "outage_s", "outage_source", "groups_opened", "groups_pending",
+        "groups_closed_short", "accounting", "restarts", "deaths", "failure", "resumed",
+    }  # fmt: skip
+    assert legacy <= set(data)
+    assert data["failure"] == "service learner died" and data["failed_service"] == "learner"
+    assert data["failure_cause"] == "disk full (ENOSPC)"
+    assert data["groups_accepted"] == data["accounting"]["groups"]["accepted"] == 3
+    assert data["rewards_missing"] == data["accounting"]["rewards"]["missing"] == 2
+    assert data["accounting"]["rewards"]["missing_by_reason"] == {
+        "gold_unparsable": 1, "undecided": 1,
+    }  # fmt: skip
+    assert data["accuracy_gain_points"] == 25.0
+    back = RunSummary.from_dict(json.loads(json.dumps(data)))
+    assert back == summary
+    assert back.accounting.rollouts.unaccounted == 0 and back.accounting.groups.identity_gap == 0
+    with pytest.raises(FailedPreconditionError, match="not a run summary"):
+        RunSummary.from_dict({"config": "x"})

@@ -105,7 +105,7 @@ def _run(config: RunConfig, run_dir: Path, inject: Callable[[Path], str]) -> dic
     assert not thread.is_alive(), "the run did not finish"
     if "error" in result:
         raise result["error"]
-    return {**result["summary"], "fault": result["fault"]}
+    return {**result["summary"].as_dict(), "fault": result["fault"]}
 
 
 # ---- reading a run --------------------------------------------------------------------

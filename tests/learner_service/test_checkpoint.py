@@ -99,3 +99,51 @@ def test_keep_last_and_atomic_leftovers(tiny_model_dir: Path, tmp_path: Path) ->
         )
     with pytest.raises(NotFoundError, match="not a complete checkpoint"):
         load_checkpoint(tmp_path / "missing", model=model)
+
+
+def _flip_middle_byte(path: Path) -> None:
+    """Alter one byte in the middle of ``path`` without changing its size (damage at rest)."""
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_damaged_checkpoints_are_moved_aside_for_the_newest_intact(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Each checkpoint carries the digests of its files; the newest one truncated and the
+    next altered in place (same size) are both moved aside with why, and the third is the one
+    to load; a checkpoint written before digests existed is trusted."""
+    from grpo.integrity import DIGESTS_FILE
+    from grpo.learner.checkpoint import DAMAGED_PREFIX, intact_checkpoint
+
+    model, opt, sched = _parts(tiny_model_dir)
+    paths = [
+        save_checkpoint(tmp_path, model=model, optimizer=opt, scheduler=sched,
+                        state=CheckpointState(step=s, policy_version=s), keep_last=5)
+        for s in (2, 4, 6)
+    ]  # fmt: skip
+    assert all((p / DIGESTS_FILE).is_file() for p in paths)
+    assert intact_checkpoint(tmp_path) == (paths[-1], [])
+    weights = paths[-1] / "model" / "model.safetensors"
+    with weights.open("r+b") as fh:  # a full disk's truncated write
+        fh.truncate(weights.stat().st_size // 3)
+    _flip_middle_byte(paths[1] / "optimizer.pt")
+    path, skipped = intact_checkpoint(tmp_path)
+    assert path == paths[0]
+    assert [moved.name.split("-")[:3] for moved, _ in skipped] == [
+        ["damaged", "step", "00000006"], ["damaged", "step", "00000004"],
+    ]  # fmt: skip
+    assert "model/model.safetensors has" in skipped[0][1] and "truncated" in skipped[0][1]
+    assert "optimizer.pt differs from the SHA-256" in skipped[1][1]
+    assert all(moved.name.startswith(DAMAGED_PREFIX) for moved, _ in skipped)
+    assert (skipped[0][0] / "DAMAGED.txt").read_text().strip() == skipped[0][1]
+    assert latest_checkpoint(tmp_path) == paths[0]  # never loaded nor overwritten again
+    got = load_checkpoint(path, model=model, optimizer=opt, scheduler=sched)
+    assert got.step == 2
+    # Step 4 again: the damaged step-00000004 is out of the way.
+    again = save_checkpoint(tmp_path, model=model, optimizer=opt, scheduler=sched,
+                            state=CheckpointState(step=4, policy_version=4))  # fmt: skip
+    assert intact_checkpoint(tmp_path) == (again, [])
+    (again / DIGESTS_FILE).unlink()  # as written before digests existed
+    assert intact_checkpoint(tmp_path) == (again, [])

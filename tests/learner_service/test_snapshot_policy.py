@@ -40,3 +40,18 @@ def test_snapshot_of_a_pruned_or_incomplete_version_is_not_found(tmp_path: Path)
     with pytest.raises(NotFoundError, match="v4"):
         snapshot_policy(partial, dest)
     assert not dest.exists()
+
+
+def test_an_evaluation_of_a_damaged_version_uses_the_newest_intact_one_below(
+    tmp_path: Path,
+) -> None:
+    from grpo.integrity import write_digests
+    from grpo.services.driver.driver import _newest_intact_below
+
+    folders = [_published(tmp_path, v) for v in (2, 3, 5)]
+    for folder in folders:
+        write_digests(folder)
+    for folder in folders[1:]:
+        (folder / "model.safetensors").write_bytes(bytes(range(256)) * 3)  # truncated
+    assert _newest_intact_below(folders[2]) == folders[0]
+    assert _newest_intact_below(folders[0]) is None

@@ -6,13 +6,15 @@ into place once complete, so a folder that exists never changes. Its manifest li
 regular file (weights, config, tokenizer) with its size and SHA-256; a manifest is computed once
 per version and cached (hashing runs at disk speed, ~1 GB/s: a 7B bf16 model takes ~15 s on the
 first request and nothing afterwards). Chunks carry a CRC-32 of their bytes; the whole-file
-SHA-256 in the manifest is what a puller finally checks. A version pruned by the publisher
-(``keep_weights``) answers NOT_FOUND; pullers then move on to the newest version.
+SHA-256 in the manifest is what a puller finally checks: the one ``DIGESTS.json`` recorded
+when the version was published (``grpo.integrity``), so a file damaged at rest fails its pull
+instead of being copied faithfully; a folder without one is hashed as it is. A version pruned
+by the publisher (``keep_weights``) answers NOT_FOUND; pullers then move on to the newest
+version.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 import zlib
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.integrity import NoDigestsError, file_sha256, read_digests
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -71,15 +74,6 @@ class Chunk:
     crc32: int
 
 
-def file_sha256(path: Path, block_bytes: int = 4 << 20) -> str:
-    """Lowercase hex SHA-256 of a file, read in ``block_bytes`` blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(block_bytes):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class WeightStore:
     """Published versions under ``<run_dir>/weights``: manifests (cached) and chunked reads.
 
@@ -127,8 +121,16 @@ class WeightStore:
             cached = self._manifests.get(version)
             if cached is not None:
                 return cached
+            try:  # the digests recorded at publication: damage at rest fails the pull
+                recorded = read_digests(folder)
+            except NoDigestsError:
+                recorded = {}
             files = tuple(
-                ManifestFile(p.name, p.stat().st_size, file_sha256(p))
+                ManifestFile(
+                    p.name, int(recorded[p.name]["bytes"]), str(recorded[p.name]["sha256"])
+                )
+                if p.name in recorded
+                else ManifestFile(p.name, p.stat().st_size, file_sha256(p))
                 for p in sorted(folder.iterdir())
                 if p.is_file()
             )

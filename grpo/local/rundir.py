@@ -1,0 +1,301 @@
+"""A run directory belongs to one run, held by one process at a time.
+
+**The lock** (``RunDirLock``): ``grpo run`` (and ``--resume``) takes an exclusive ``flock`` on
+``<run_dir>/run.lock`` before it touches anything in the folder and holds it for the run's
+lifetime; the kernel releases it when the process dies, however it dies (SIGKILL included),
+so a stale lock never needs cleaning. The file holds the holder's pid; a second ``grpo run``
+on the same folder is refused (``RunDirBusyError``, exit 2) naming that pid. Services never
+inherit the descriptor (it is opened close-on-exec and children are started with
+``close_fds``), so a service that outlives ``grpo run`` for a moment does not hold the lock.
+
+**The identity** (``RunIdentity``, ``<run_dir>/run.json``), written when the run starts:
+
+- ``run_id``: a random id naming the run; the Redis namespace is ``run-<run_id>`` unless the
+  config names one, so a folder moved or renamed before ``--resume`` finds its own state
+  (the namespace used to be derived from the folder's name);
+- ``data``: a digest of the training tasks and of the held-out tasks and the held-out task
+  ids (``task_digest``). ``--resume`` recomputes them from the config's data section and
+  refuses (``RunRefusedError``, exit 2) when they differ, naming what changed: rows appended
+  to a JSONL file move the held-out split, and a resumed run would compare accuracy across two
+  different held-out sets.
+
+A run dir written before run.json existed is resumed under its old namespace (derived from
+its name, as it was then), and run.json is written for it then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from grpo.errors import FailedPreconditionError
+from grpo.services.settings.run import RunConfig
+from grpo.services.tasks.run_tasks import RunTasks
+from grpo.v1 import common_pb2
+
+__all__ = [
+    "IDENTITY_FILE",
+    "LOCK_FILE",
+    "DataRecord",
+    "RunDirBusyError",
+    "RunDirLock",
+    "RunIdentity",
+    "RunRefusedError",
+    "legacy_namespace",
+    "task_digest",
+]
+
+LOCK_FILE = "run.lock"
+IDENTITY_FILE = "run.json"
+
+
+class RunRefusedError(FailedPreconditionError):
+    """A run that must not start (``grpo run`` exits 2): the folder is in use, holds another
+    run, cannot be resumed, its data changed, or its Redis could lose data silently."""
+
+
+class RunDirBusyError(RunRefusedError):
+    """The run dir is held by another live process.
+
+    Attributes:
+        pid: the holder's pid as it recorded it (None when unreadable).
+    """
+
+    def __init__(self, message: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+class RunDirLock:
+    """An exclusive, kernel-released lock on a run dir (module docstring); a context manager.
+
+    Example: ``with RunDirLock.acquire(run_dir): ...``.
+    """
+
+    def __init__(self, run_dir: Path, fd: int) -> None:
+        """Use ``acquire``."""
+        self.run_dir = run_dir
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> RunDirLock:
+        """Create ``run_dir`` if needed, take its lock and record this process's pid.
+
+        Raises:
+            RunDirBusyError: another live process holds it (its pid in the message).
+            FailedPreconditionError: the folder cannot be created or the lock file opened.
+        """
+        run_dir = run_dir.resolve()
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise FailedPreconditionError(f"cannot lock run dir {run_dir}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _holder(fd)
+            os.close(fd)
+            who = f"pid {pid}" if pid is not None else "another process (pid not recorded yet)"
+            raise RunDirBusyError(
+                f"run dir {run_dir} is in use by {who}: one run per folder (two would train "
+                "the same groups twice into one Redis and one set of checkpoints); wait for it "
+                "to end or stop it, or give another --run-dir",
+                pid,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(run_dir, fd)
+
+    @property
+    def held(self) -> bool:
+        """True until ``release``."""
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Release the lock (closing the descriptor); idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> RunDirLock:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _holder(fd: int) -> int | None:
+    """The pid recorded in the lock file (None when empty or not a number)."""
+    try:
+        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        return int(text.split()[0]) if text else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def task_digest(tasks: Sequence[common_pb2.Task]) -> str:
+    """``sha256:<hex>`` of tasks in order (each one's deterministic protobuf bytes, length
+    prefixed): equal exactly when the ids, prompts, golds, types and metadata are."""
+    digest = hashlib.sha256()
+    for task in tasks:
+        raw = task.SerializeToString(deterministic=True)
+        digest.update(len(raw).to_bytes(8, "big"))
+        digest.update(raw)
+    return "sha256:" + digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """What the run's data was when it started (run.json's ``data``).
+
+    Attributes:
+        train_digest, heldout_digest: ``task_digest`` of each set.
+        train_tasks, heldout_tasks: their sizes.
+        heldout_ids: the held-out task ids, in order.
+    """
+
+    train_digest: str
+    heldout_digest: str
+    train_tasks: int
+    heldout_tasks: int
+    heldout_ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, tasks: RunTasks) -> DataRecord:
+        """The record of ``tasks``."""
+        return cls(
+            train_digest=task_digest(tasks.train),
+            heldout_digest=task_digest(tasks.heldout),
+            train_tasks=len(tasks.train),
+            heldout_tasks=len(tasks.heldout),
+            heldout_ids=tuple(t.id for t in tasks.heldout),
+        )
+
+    def changes(self, now: DataRecord) -> list[str]:
+        """What differs in ``now`` (empty when nothing does), one phrase per set."""
+        out = []
+        if now.heldout_ids != self.heldout_ids:
+            gone = [i for i in self.heldout_ids if i not in set(now.heldout_ids)]
+            new = [i for i in now.heldout_ids if i not in set(self.heldout_ids)]
+            out.append(
+                f"the held-out set moved ({self.heldout_tasks} tasks recorded, "
+                f"{now.heldout_tasks} now; {len(gone)} left it, e.g. {gone[:3]}, {len(new)} "
+                f"joined it, e.g. {new[:3]})"
+            )
+        elif now.heldout_digest != self.heldout_digest:
+            out.append("the held-out tasks' prompts or answers changed (same ids)")
+        if now.train_digest != self.train_digest:
+            out.append(
+                f"the training tasks changed ({self.train_tasks} recorded, {now.train_tasks} "
+                f"now; digest {self.train_digest[:19]} -> {now.train_digest[:19]})"
+            )
+        return out
+
+
+def legacy_namespace(run_dir: Path) -> str:
+    """The namespace a run dir had before run ids: ``run-<folder name>`` (non-alphanumerics
+    as ``-``)."""
+    return "run-" + "".join(c if c.isalnum() else "-" for c in run_dir.name)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """run.json (module docstring): the run's id, its Redis namespace, its data.
+
+    Attributes:
+        run_id: random hex id; namespace: its Redis namespace; created_unix_s: when it was
+        written first; data: the data record.
+    """
+
+    run_id: str
+    namespace: str
+    created_unix_s: float
+    data: DataRecord
+
+    @classmethod
+    def create(cls, config: RunConfig, run_dir: Path, tasks: RunTasks) -> RunIdentity:
+        """A new run's identity, written to ``run_dir/run.json``."""
+        run_id = uuid.uuid4().hex[:16]
+        identity = cls(
+            run_id=run_id,
+            namespace=config.namespace or f"run-{run_id}",
+            created_unix_s=time.time(),
+            data=DataRecord.of(tasks),
+        )
+        identity.write(run_dir)
+        return identity
+
+    @classmethod
+    def resume(cls, config: RunConfig, run_dir: Path, tasks: RunTasks) -> RunIdentity:
+        """The identity of the run in ``run_dir``, checked against the data it has now.
+
+        Raises:
+            RunRefusedError: the data changed since the run started (the message says how);
+                or run.json is unreadable.
+        """
+        path = run_dir / IDENTITY_FILE
+        now = DataRecord.of(tasks)
+        if not path.is_file():  # a run dir from before run ids: keep its namespace
+            identity = cls(
+                run_id=uuid.uuid4().hex[:16],
+                namespace=config.namespace or legacy_namespace(run_dir),
+                created_unix_s=time.time(),
+                data=now,
+            )
+            identity.write(run_dir)
+            return identity
+        identity = cls.read(path)
+        changes = identity.data.changes(now)
+        if changes:
+            raise RunRefusedError(
+                f"cannot resume {run_dir}: its data changed since the run started: "
+                + "; ".join(changes)
+                + ". A resumed run must train and evaluate on the data it began with: restore "
+                "the data (or data section) or start a new run"
+            )
+        return identity
+
+    @classmethod
+    def read(cls, path: Path) -> RunIdentity:
+        """Read run.json.
+
+        Raises:
+            RunRefusedError: unreadable or malformed.
+        """
+        try:
+            raw: dict[str, Any] = json.loads(path.read_text())
+            data = dict(raw["data"])
+            data["heldout_ids"] = tuple(data["heldout_ids"])
+            return cls(
+                run_id=str(raw["run_id"]),
+                namespace=str(raw["namespace"]),
+                created_unix_s=float(raw["created_unix_s"]),
+                data=DataRecord(**data),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RunRefusedError(f"{path} is unreadable ({exc!r}); cannot resume") from exc
+
+    def write(self, run_dir: Path) -> Path:
+        """Write run.json atomically; returns its path."""
+        path = run_dir / IDENTITY_FILE
+        tmp = path.with_name(f".{IDENTITY_FILE}.tmp")
+        record = asdict(self)
+        record["data"]["heldout_ids"] = list(self.data.heldout_ids)
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        os.replace(tmp, path)
+        return path
