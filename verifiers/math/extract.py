@@ -172,8 +172,8 @@ _EXPLICIT = re.compile(
 )
 # a follow-up question the model invents after answering ("Can you explain how …?")
 _FOLLOW_UP = re.compile(
-    r"(?:^|(?<=\n))[ \t]*(?:Can you|Could you|Why (?:does|do|is|did)|How (?:many|much|do|does|did"
-    r"|can|would)|What (?:is|are|if|about|would)|Explain|Please)\b[^\n?]{0,300}\?"
+    r"(?:^|(?<=\n))[ \t]*(?:Can you|Could you|Would you|Why (?:does|do|did)|Explain|Please)\b"
+    r"[^\n?]{0,300}\?"
 )
 # a restated system prompt (R1-Zero's): the model starts a conversation of its own
 _SYSTEM_PROMPT = re.compile(
@@ -235,18 +235,18 @@ def answer_region(response: str) -> tuple[str, int, int]:
 
 
 def _degenerate(text: str, start: int, end: int) -> list[int]:
-    """Where the text degenerates into garbage (the first of three tokens that mix scripts
-    within twenty: ``P唑!``, ``Brea`ثم``, ``俦清洗([``), as a continuation marker; math
-    segments and LaTeX commands are not looked at, so ``所以$x=5$`` is one script."""
+    """Where a Latin-script response degenerates into garbage: the first of three tokens
+    within twenty that hold letters of other scripts (``P唑!``, ``Brea`ثم``, ``俦清洗([``),
+    as a continuation marker. A response that opens in another script is never cut."""
     if text.isascii():
         return []
+    opening = [c for c in text[start : start + 600] if c.isalpha()]
+    if sum(ord(c) > 0x24F for c in opening) > 0.1 * max(len(opening), 1):
+        return []  # a response in another script (Chinese math mixes in Latin by nature)
     mixed: list[int] = []
     for k, m in enumerate(_TOKEN.finditer(text, start, end)):
         token = _LATEX_BITS.sub("", m.group(0))
-        latin = any(c.isascii() and c.isalpha() for c in token)
-        other = any(c.isalpha() and ord(c) > 0x24F for c in token)
-        punct = any(c in "([{`<>|_" for c in token)
-        if other and (latin or punct):
+        if any(c.isalpha() and ord(c) > 0x24F for c in token):
             mixed.append(k)
             if len(mixed) >= 3 and mixed[-1] - mixed[-3] < 20:
                 break
@@ -422,6 +422,12 @@ def _answer_tag(text: str, start: int, end: int, want: _Want) -> Extraction | No
     if not any(c.isalnum() for c in text[lo:hi]):
         return None  # an empty tag: lenient goes on to the next rule, a strict format stops
     if _PLACEHOLDER.match(text, lo, hi):
+        # the template's placeholder: the slot is empty. An answer the model gave explicitly
+        # elsewhere (a box, a phrase) stands; prose is not guessed from
+        for rule in ("boxed", "gsm8k", "answer_is"):
+            outside = _FINDERS[rule](text, start, opened.start(), want)
+            if outside is not None:
+                return outside
         raise _NoAnswerError("the answer tag holds the template's placeholder")
     for rule in ("boxed", "answer_is", "whole", "leading", "final_statement"):
         try:
@@ -492,6 +498,9 @@ _EXTRA_UNITS = frozenset(
     {"mb", "gb", "kb", "mph", "kmh", "cc", "am", "pm", "x", "k", "mg", "mm", "cm", "km", "ml"}
 )
 _OPERATORS = "+-*/=<>^!×÷·−≤≥≠≈→⇒|%√"
+_OPERATOR_COMMANDS = frozenset(
+    ["cdot", "times", "div", "pm", "mp", "le", "ge", "leq", "geq", "ne", "neq", "approx", "to"]
+)
 _TEXT_LIKE = frozenset(
     ["text", "textbf", "textit", "textrm", "textnormal", "mathrm", "mathbf", "mbox"]
 )
@@ -774,7 +783,8 @@ def _run_end(text: str, i: int, hi: int) -> tuple[int, bool]:
             j = _skip_group(text, m.end(), hi)
             if name not in ("\\,", "\\;", "\\!", "\\ ", "\\quad", "\\qquad"):
                 value = value or (name[1:].isalpha() and name[1:] not in _STRUCTURE)
-                last_kind = "close" if name[1:].isalpha() else "op"
+                operator = not name[1:].isalpha() or name[1:] in _OPERATOR_COMMANDS
+                last_kind = "op" if operator else "close"
             continue
         if ch in "^_":
             k = j + 1
@@ -897,11 +907,13 @@ def _items(text: str, lo: int, hi: int, segments: list[_Item]) -> list[_Item]:
 
 
 def _has_value(text: str, item: _Item) -> bool:
+    """An item that may state a value: a number, a constant, a LaTeX command, or a segment
+    that is more than a variable's name (``$R$`` in prose names a quantity, states none)."""
     content = text[item.start : item.end]
     return (
         any(c.isdigit() or c in _CONSTANTS for c in content)
         or "\\" in content
-        or (item.segment and bool(content.strip()))
+        or (item.segment and bool(content.strip()) and not is_name(content))
     )
 
 
@@ -1239,6 +1251,8 @@ def _context(text: str, item: _Item) -> str:
     w = [x.lower() for x in words]
     if w[-1] in _COPULAS or (w[-1] == "to" and len(w) > 1 and w[-2] in ("equal", "equals")):
         return "copula"
+    if w[-1] == "of" and len(w) > 1 and w[-2] in ("total", "sum", "product", "result"):
+        return "copula"  # "for a total of $130"
     if w[-1] in _PREPOSITIONS:
         return "modifier"
     if len(w) >= 2 and w[-2] in _PREPOSITIONS and w[-1] in _ARTICLES:
@@ -1292,6 +1306,12 @@ _LEAD_STOP = re.compile(
     r"|[-+*/=<>^])",
     re.IGNORECASE,
 )
+# words after an answer phrase that talk about the answer instead of giving it
+_META = re.compile(
+    r"(?:\w+ly\b|enclosed|stated|given|shown|below|above|as follows|correct|incorrect|wrong|"
+    r"right|not|in the|within|inside|that|this|the following|provided|boxed|here)",
+    re.IGNORECASE,
+)
 _LEAD_CHOICE = re.compile(r"\(?[A-E]\)(?=[\s.,;:*]|$)|\(?[A-E](?=[.:]?(?:[\s*]|$))")
 _LEAD_WORDS = re.compile(r"[A-Za-z][A-Za-z' -]*")
 
@@ -1320,15 +1340,21 @@ def _hedged(text: str, at: int, end: int) -> bool:
 
 
 def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | None:
-    said = None
-    for said in _ANSWER_PHRASE.finditer(text, start, end):  # noqa: B007 - the last one
-        pass
-    if said is None:
-        return None
+    """The last answer phrase that states something (a later one that states nothing, "the
+    answer is enclosed within …", gives way to the one before it)."""
+    for said in reversed(list(_ANSWER_PHRASE.finditer(text, start, end))):
+        found = _after_phrase(text, said, end, want)
+        if found is not None:
+            return found
+    return None
+
+
+def _after_phrase(text: str, said: re.Match[str], end: int, want: _Want) -> Extraction | None:
     i = said.end()
     text = text[:i] + _TAGS.sub(_blank, text[i:end]) + text[end:]  # </answer>, <think>
     while i < end and text[i] in " \t*_:#\n}`":  # markdown; the answer may be on the next line
         i += 1
+    own_line = "\n" not in text[said.end() : i]  # "Answer: …" rather than "Answer:\n …"
     line_end = text.find("\n", i, end)
     line_end = end if line_end < 0 else line_end
     if i >= line_end:
@@ -1368,8 +1394,14 @@ def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | Non
         parts = [(x, text[x:y]) for x, y in spans if y > x]
         if parts:
             return Extraction.of(parts, "answer_is", _hedged(text, group[-1].end, line_end))
-    # words first ("Answer: The train travels 120 miles."): the value the answer's own
-    # statement gives, read like a final statement up to the end of its paragraph
+    # words first ("Answer: The train travels 120 miles."): the value the answer's sentence
+    # states; when it states none ("Answer: To find E, we solve …"), the value its paragraph
+    # ends on, read like a final statement
+    if items and own_line:
+        found = _item_extraction(text, items, want)
+        if found is not None:
+            hedge = _hedged(text, items[-1].end, line_end)
+            return Extraction(found.text, "answer_is", found.start, found.parts, hedge)
     paragraph = _PARAGRAPH.search(text, i, end)
     found = _statement(text, i, paragraph.start() if paragraph else end, want)
     if found is not None:
@@ -1377,6 +1409,8 @@ def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | Non
     raw = text[i:clause_end].strip().strip("*_$").strip()
     if not any(c.isalpha() for c in raw) or any(c.isdigit() for c in raw) or len(raw.split()) > 4:
         return None  # no value and no short text answer: the next rule decides
+    if _META.match(raw):
+        return None  # "clearly stated", "enclosed within …": words about the answer
     return Extraction.of([(text.index(raw, i), raw)], "answer_is")
 
 
