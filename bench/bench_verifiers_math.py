@@ -21,12 +21,9 @@
    printed with the ratio to ``direct``, plus how often each path gives reward 1 on the
    own-gold pairs and on the shifted pairs.
 2. Dataset figures (docs/verifiers.md): GSM8K test reference solutions vs their own final
-   answers; MATH-500 ``\\boxed{gold}`` vs gold and answer i vs gold i+1 (all 500); the step
-   verifier on every GSM8K test reference solution (share of annotated steps valid) and on
-   copies with one annotated result altered (precision and recall of the INVALID flag); the
-   same on the hand-written MATH-style step set (``tests/verifiers/data/steps_math_style.py``:
-   LaTeX operators, operator words, markdown, mixed numbers): share of steps with a claim
-   judged valid, and recall/precision of INVALID on copies with one result altered.
+   answers; MATH-500 ``\\boxed{gold}`` vs gold and answer i vs gold i+1 (all 500).
+
+The step verifier's figures are in ``bench_verifiers_steps``.
 """
 
 from __future__ import annotations
@@ -35,8 +32,6 @@ import concurrent.futures as cf
 import importlib.util
 import json
 import logging
-import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,12 +40,10 @@ from grpo.services.tasks.datasets import data_dir
 from grpo.v1 import common_pb2
 from grpo.verifiers.math import MathConfig, MathVerifier
 from grpo.verifiers.sdk import PoolSettings
-from grpo.verifiers.steps import StepsConfig, StepsVerifier
 
 __all__ = ["main"]
 
 Pair = tuple[str, str]  # (gold, response)
-_ANNOTATED = re.compile(r"<<([^<>=]*)=([^<>]*)>>(\$?)(-?[\d.]+)")
 
 
 _DATA = Path(__file__).resolve().parents[1] / "tests" / "verifiers" / "data"
@@ -245,87 +238,6 @@ def _math_datasets(gsm8k: list[dict[str, object]], math500: list[dict[str, objec
         print(f"MATH-500 answer i vs gold i+1: {right}/{total} = {right / total:.2%}")
 
 
-def _alter(solution: str, rng: random.Random) -> tuple[str, int] | None:
-    matches = [m for m in _ANNOTATED.finditer(solution) if m.group(2) == m.group(4)]
-    if not matches:
-        return None
-    m = rng.choice(matches)
-    wrong = str(int(float(m.group(2))) + rng.choice([1, 2, 10]))
-    text = (
-        f"{solution[: m.start()]}<<{m.group(1)}={wrong}>>{m.group(3)}{wrong}{solution[m.end() :]}"
-    )
-    return text, m.start()
-
-
-def _steps(gsm8k: list[dict[str, object]]) -> None:
-    solutions = [str(r["answer"]) for r in gsm8k]
-    with StepsVerifier(StepsConfig(pool=PoolSettings(workers=2, timeout_s=10))) as v:
-
-        def run(texts: list[str]) -> list[common_pb2.Score]:
-            with cf.ThreadPoolExecutor(4) as ex:
-                return list(ex.map(lambda t: v.verify(common_pb2.Task(), t), texts))
-
-        start = time.perf_counter()
-        scores = run(solutions)
-        wall = time.perf_counter() - start
-        annotated = [
-            st.status
-            for text, sc in zip(solutions, scores, strict=True)
-            for st in sc.steps
-            if "<<" in text[st.char_start : st.char_end]
-        ]
-        valid = sum(s == common_pb2.STEP_STATUS_VALID for s in annotated)
-        steps = sum(len(s.steps) for s in scores)
-        print(
-            f"steps: GSM8K test reference solutions: {len(solutions)} solutions, {steps} steps, "
-            f"{len(solutions) / wall:.1f} solutions/s"
-        )
-        print(
-            f"steps: annotated steps valid: {valid}/{len(annotated)} = {valid / len(annotated):.2%}"
-        )
-        rng = random.Random(0)
-        altered = [a for a in (_alter(s, rng) for s in solutions) if a is not None]
-        scores = run([a[0] for a in altered])
-        hits = flagged = 0
-        for (_, at), sc in zip(altered, scores, strict=True):
-            invalid = [st for st in sc.steps if st.status == common_pb2.STEP_STATUS_INVALID]
-            flagged += len(invalid)
-            hits += any(st.char_start <= at < st.char_end for st in invalid)
-        print(
-            f"steps: altered copies: {len(altered)}; recall {hits}/{len(altered)} = "
-            f"{hits / len(altered):.2%}; precision {hits}/{flagged} = {hits / flagged:.2%}"
-        )
-
-
-def _steps_math_style() -> None:
-    data = _data_module("steps_math_style")
-    solutions, copies = data.SOLUTIONS, data.altered(seed=0)
-    config = StepsConfig(pool=PoolSettings(workers=2, timeout_s=10))
-    with StepsVerifier(config) as v, cf.ThreadPoolExecutor(4) as ex:
-        scores = list(ex.map(lambda t: v.verify(common_pb2.Task(), t), solutions))
-        altered_scores = list(ex.map(lambda c: v.verify(common_pb2.Task(), c[0]), copies))
-    claimed = [
-        st.status
-        for text, sc in zip(solutions, scores, strict=True)
-        for st in sc.steps
-        if "=" in text[st.char_start : st.char_end]
-    ]
-    valid = sum(s == common_pb2.STEP_STATUS_VALID for s in claimed)
-    hits = flagged = 0
-    for (_, at, _end), sc in zip(copies, altered_scores, strict=True):
-        invalid = [st for st in sc.steps if st.status == common_pb2.STEP_STATUS_INVALID]
-        flagged += len(invalid)
-        hits += any(st.char_start <= at < st.char_end for st in invalid)
-    print(
-        f"steps: MATH-style set: {len(solutions)} solutions; steps with a claim valid "
-        f"{valid}/{len(claimed)} = {valid / len(claimed):.2%}"
-    )
-    print(
-        f"steps: MATH-style altered copies: {len(copies)}; recall {hits}/{len(copies)} = "
-        f"{hits / len(copies):.2%}; precision {hits}/{flagged} = {hits / max(flagged, 1):.2%}"
-    )
-
-
 def main() -> None:
     """Print the table, the speed table and the dataset figures (module docstring)."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -335,8 +247,6 @@ def main() -> None:
     _table()
     _speed(math500)
     _math_datasets(gsm8k, math500)
-    _steps(gsm8k)
-    _steps_math_style()
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def test_segmentation(text: str, pieces: list[str]) -> None:
         ("Weng earns 12/60 = $<<12/60=0.2>>0.2 a minute", [("12/60", "0.2"), ("12/60", "$ 0.2")]),
         ("3 x 4 = 12 = 6*2", [("3 * 4", "12"), ("12", "6*2")]),
         ("1,200 + 300 = 1,500", [("1200 + 300", "1500")]),
-        ("So 20% of 50 = 10", [("20/100* 50", "10")]),
+        ("So 20% of 50 = 10", [("20% * 50", "10")]),
         ("the hours = 8", []),
         ("shoe size 25 + shoe size 5 = 30", []),
         ("Max bought 19 – 9 = 10 stamps", [("19 - 9", "10")]),
@@ -77,7 +77,9 @@ def test_segmentation(text: str, pieces: list[str]) -> None:
     ],
 )
 def test_find_claims(step: str, claims: list[tuple[str, str]]) -> None:
-    assert find_claims(step) == claims
+    found = find_claims(step)
+    assert [(c.lhs, c.rhs) for c in found] == claims
+    assert all(c.rel == "=" for c in found)
 
 
 @pytest.mark.parametrize(
@@ -234,3 +236,71 @@ def test_math_style_step_set(steps_verifier: StepsVerifier) -> None:
         flagged += len(invalid)
         hits += any(s.char_start <= start < s.char_end for s in invalid)
     assert hits / len(copies) >= 0.98 and hits / flagged >= 0.98, (hits, flagged, len(copies))
+
+
+def test_step_kinds_table(steps_verifier: StepsVerifier) -> None:
+    """Issue 28's kinds (tests/verifiers/data/steps_kinds.py): alignment environments line by
+    line, approximations within the precision shown, inequalities and mixed chains, number
+    words, "of", roots, LaTeX thousands, money, units, markdown. Every row's step verdicts are
+    as written, and every kind has rows judged valid and rows judged invalid."""
+    from data.steps_kinds import ROWS
+
+    letter = {VALID: "V", INVALID: "I", UNVERIFIABLE: "U"}
+    with cf.ThreadPoolExecutor(4) as ex:
+        scores = list(ex.map(lambda r: steps_verifier.verify(common_pb2.Task(), r.text), ROWS))
+    got = ["".join(letter[s.status] for s in score.steps) for score in scores]
+    wrong = [(r.kind, r.text, r.expect, g) for r, g in zip(ROWS, got, strict=True) if g != r.expect]
+    assert not wrong, wrong
+    assert len(ROWS) >= 150
+    for kind in {r.kind for r in ROWS}:
+        verdicts = "".join(r.expect for r in ROWS if r.kind == kind)
+        assert "V" in verdicts and "I" in verdicts, kind
+
+
+@pytest.mark.parametrize(
+    ("step", "claims"),
+    [
+        (r"$2^6 = 64 > 70$", [("2^6", "64", "="), ("64", "70", ">")]),
+        (r"3 \cdot 4 = 12 \le 15", [("3 * 4", "12", "="), ("12", "15", "≤")]),
+        (r"\sqrt{5} \approx 2.24", [("((5)^(1/2))", "2.24", "≈")]),
+        (r"$\sqrt{2} = 1.41421\ldots$", [("((2)^(1/2))", "1.41421", "≈")]),
+        ("Nine plus six equals fifteen", [("9 + 6", "15", "=")]),
+        ("2/5 of 30 = 12", [("2/5 * 30", "12", "=")]),
+        (r"\sqrt[4]{81} = 3", [("((81)^(1/(4)))", "3", "=")]),
+        (r"$1{,}500 + 300 = 1{,}800$", [("1500 + 300", "1800", "=")]),
+        ("Box 2 is 5*3 = 15", [("5*3", "15", "=")]),  # a weak "is" needs a computation
+        ("2 days = 48 hours", []),  # a conversion, not arithmetic
+        ("Is 2 + 2 = 5?", []),  # a question
+        (r"$\sinh 1 = \mathrm{arcsinh}(2)$", []),  # a function the reader does not compute
+        (r"$a_1 + a_2 = 5$", []),  # indexed variables
+        (r"$110_2 = 6$", [("6", "6", "=")]),  # a base subscript
+    ],
+)
+def test_find_claims_relations(step: str, claims: list[tuple[str, str, str]]) -> None:
+    assert find_claims(step) == claims
+
+
+@pytest.mark.parametrize(
+    ("lhs", "rhs", "rel", "verdict"),
+    [
+        ("((5)^(1/2))", "2.24", "≈", True),  # rounded
+        ("((5)^(1/2))", "2.23", "≈", True),  # truncated
+        ("((5)^(1/2))", "2.25", "≈", False),
+        ("1000/3", "300", "≈", True),  # an integer's trailing zeros: its precision
+        ("1000/3", "340", "≈", False),
+        ("1/3", "33.3%", "≈", True),
+        ("π * 25", "3.14 * 25", "≈", True),  # an expression: each decimal's own precision
+        ("π * 25", "3.24 * 25", "≈", False),
+        ("x", "2.5", "≈", None),
+        ("64", "70", ">", False),
+        ("((2)^(1/2))", "1.5", "<", True),
+        ("3", "3", "≤", True),
+        ("3", "3", "<", False),
+        ("7", "8", "≠", True),
+        ("9^99999999", "1", ">", True),  # too large to compute, its bounds decide
+        ("x", "5", ">", None),
+        ("(((7)^(1/2)) + ((5)^(1/2)))^2", "12 + 2((35)^(1/2))", "=", True),  # numeric
+    ],
+)
+def test_check_claim_relations(lhs: str, rhs: str, rel: str, verdict: bool | None) -> None:
+    assert check_claim(lhs, rhs, rel) is verdict

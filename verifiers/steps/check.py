@@ -8,7 +8,7 @@ returns plain data that crosses the process pipe.
 from __future__ import annotations
 
 from grpo.v1 import common_pb2
-from grpo.verifiers.steps.claims import check_claim, find_claims
+from grpo.verifiers.steps.claims import check_claim, step_claims
 from grpo.verifiers.steps.segment import segment_steps
 
 __all__ = ["StepVerdict", "check_steps"]
@@ -21,7 +21,9 @@ def check_steps(response: str, max_claims: int) -> list[StepVerdict]:
     """Segment ``response`` and judge every step.
 
     A step is INVALID when any of its claims is refuted, VALID when at least one claim holds
-    and none is refuted, UNVERIFIABLE when it has no claim that could be checked.
+    and none is refuted, UNVERIFIABLE when it has no claim that could be checked. A step that
+    starts with a relation (``&= 104``) takes the previous step's last side as its left side
+    (``claims.step_claims``).
 
     Args:
         response: the solution text.
@@ -34,19 +36,21 @@ def check_steps(response: str, max_claims: int) -> list[StepVerdict]:
     """
     verdicts: list[StepVerdict] = []
     budget = max_claims
+    carry: str | None = None
     for step in segment_steps(response):
         held: list[str] = []
         refuted: str | None = None
-        for lhs, rhs in find_claims(step.text):
+        claims, carry = step_claims(step.text, carry)
+        for claim in claims:
             if budget <= 0:
                 break
             budget -= 1
-            result = check_claim(lhs, rhs)
+            result = check_claim(claim.lhs, claim.rhs, claim.rel)
             if result is False:
-                refuted = f"{lhs} = {rhs}"
+                refuted = str(claim)
                 break
             if result is True:
-                held.append(f"{lhs} = {rhs}")
+                held.append(str(claim))
         if refuted is not None:
             status, detail = common_pb2.STEP_STATUS_INVALID, f"false: {refuted}"
         elif held:
