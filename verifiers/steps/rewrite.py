@@ -92,7 +92,7 @@ radians? The claim reader tries both readings (``*π/180`` and none)."""
 
 _ARROW = " \x00 "  # ends an expression (the claim reader keeps no NUL in a run)
 
-_MARKDOWN = re.compile(r"\*\*|__|`")
+_MARKDOWN = re.compile(r"\*\*\*|\*\*|__|`")
 _LEADING = re.compile(r"^\s*(?:#+\s+|>\s+|[-*•+]\s+|\d{1,3}[.)]\s+|[A-Za-z][.)]\s+(?=\S))+")
 _ITALIC = re.compile(
     r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])"
@@ -322,7 +322,9 @@ _LETTER_UNIT_AFTER_NUMBER = re.compile(  # "1.5 L", "5 s", "3 m": after a number
 _SYNONYMS = {
     "hr": "hour", "hrs": "hour", "h": "hour", "min": "minute", "mins": "minute",
     "sec": "second", "secs": "second", "s": "second", "usd": "dollar", "buck": "dollar",
-    "cts": "cent", "¢": "cent", "kms": "km", "lbs": "lb", "ft": "foot", "feet": "foot",
+    "cts": "cent", "¢": "cent",
+    "eur": "dollar", "gbp": "dollar", "inr": "dollar", "kms": "km", "lbs": "lb", "ft": "foot",
+    "feet": "foot",
     "inches": "inch", "dollars": "dollar", "degrees": "degree", "mph": "mile/hour",
     "m": "metre", "meter": "metre", "meters": "metre", "metres": "metre", "g": "gram",
     "l": "litre", "liter": "litre", "liters": "litre", "litres": "litre",
@@ -367,7 +369,10 @@ _SPACING = re.compile(
 _COMMAND = re.compile(r"\\[A-Za-z]+|\\\|")
 _ODD_SYMBOL = re.compile(r"[@#|∘⊕⊗⋆★⊙∣‖∞]")
 _FUNCTION_CALL = re.compile(r"(?<![A-Za-z])[A-Za-z](?='*(?:\^\s*(?:\([^()]*\)|[-\w]+))?\()")
-_CURRENCY = re.compile(r"[€£¥₹]|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)(?![A-Za-z])\s*")
+_CURRENCY = re.compile(
+    r"[€£¥₹]|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)(?![A-Za-z])\s*"
+    r"|\b(?:USD|EUR|GBP|INR|JPY|CAD|AUD|CHF|CNY|Rs\.?|US\$)\s*(?=\d)"
+)
 _FACTORIAL_PRODUCT = re.compile(r"!\s*(?=[\d(])")
 _LATEX_ANY = re.compile(r"[\\{}&°]")
 _DEGREE_PLAIN = re.compile(r"°\s*[CF]?(?![A-Za-z])")

@@ -11,7 +11,8 @@ A response is cut, in this order, at:
    at the line start, ``**Step 1:**``, ``## Step 1:``, does not cut);
 3. sentence ends (``.``, ``!`` or ``?`` followed by whitespace, not by ``=``; a ``!`` not by
    a relation or an operator either: ``5! = 120``, ``10! > 3{,}000{,}000``; not the ``1.`` of
-   a numbered list) — so each sentence holding an equation is its own step;
+   a numbered list, nor the dot of ``Rs.``, ``approx.``, ``e.g.``, ``Mr.``) — so each sentence
+   holding an equation is its own step;
 4. commas between equations, as in the arithmetic format ``7+8=15,4+3+1=8:85``: when every
    comma-separated part of a sentence contains ``=``, each part is a step. A final answer after
    the last ``:`` (``:85``) is not part of any step. A part that starts with a thousands
@@ -37,6 +38,9 @@ _SENTENCE_END = re.compile(
     r"|\\(?:times|cdot|div|le|ge|leq|geq|lt|gt|ne|neq|approx)(?![A-Za-z])))"
 )
 _LIST_MARK = re.compile(r"\s*\d{1,3}\.$")  # "1." of a numbered list
+_ABBREVIATION = re.compile(  # "Rs. 500", "approx. 3.2", "e.g. 5": not sentence ends
+    r"(?:^|[\s(])(?:Rs|Mr|Mrs|Ms|Dr|St|vs|approx|Approx|ca|cf|e\.g|i\.e|Eq|eq|Fig|No|no)\.$"
+)
 _FINAL_ANSWER_LINE = re.compile(r"^\s*####")
 _GROUP = re.compile(r"\d{3}(?![\d+\-*/=])")  # "1,000 and": a thousands group, not an equation
 _TRAILING_ANSWER = re.compile(r":\s*-?[\d.,/]+\s*$")
@@ -140,6 +144,7 @@ def segment_steps(response: str) -> list[Step]:
                     m.end()
                     for m in _SENTENCE_END.finditer(response, a, b)
                     if not _LIST_MARK.fullmatch(response, line_start, m.end())
+                    and not _ABBREVIATION.search(response, max(line_start, m.end() - 12), m.end())
                 ]
                 for c, d in _cut(a, b, ends):
                     c, d = _trim(response, c, d)
