@@ -22,6 +22,7 @@ import os
 import statistics
 import tempfile
 import time
+from functools import partial
 from typing import Any
 
 import torch
@@ -71,7 +72,7 @@ def measure() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, trainer in arms.items():
         trainer.step(groups)  # warm-up; creates the AdamW moments
-        total, peak = _saved_activation_bytes(lambda t=trainer: t.step(groups))
+        total, peak = _saved_activation_bytes(partial(trainer.step, groups))
         out[name] = {
             "trained_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
             "all_params": sum(p.numel() for p in trainer.model.parameters()),

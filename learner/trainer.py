@@ -759,12 +759,12 @@ class Trainer:
         )
         last = tally.updates[-1].grad_norms  # π_θ's, then the critic's
         finite_norms = [u.grad_norms[0] for u in tally.updates if math.isfinite(u.grad_norms[0])]
-        metrics["optim/grad_norm"] = last[0]
-        metrics["optim/grad_norm_max"] = max(finite_norms or [last[0]])
-        metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
-        metrics["optim/skipped_steps"] = float(tally.count("skipped"))
+        metrics[mn.OPTIM_GRAD_NORM] = last[0]
+        metrics[mn.OPTIM_GRAD_NORM_MAX] = max(finite_norms or [last[0]])
+        metrics[mn.OPTIM_LR] = float(self.scheduler.get_last_lr()[0])
+        metrics[mn.OPTIM_SKIPPED_STEPS] = float(tally.count("skipped"))
         metrics["optim/skipped_steps_total"] = float(self.skipped_steps_total)
-        metrics["optim/no_signal_steps"] = float(tally.count("no_signal"))
+        metrics[mn.OPTIM_NO_SIGNAL_STEPS] = float(tally.count("no_signal"))
         if plan.critic is not None and self.critic is not None:
             metrics.update(self.critic.metrics(plan.critic, grad_norm=last[1]))
         metrics["time/old_logprobs_s"] = t_old - t_start

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import wait_until
+from tracking_files import tensorboard_scalars, wandb_history
 
 from grpo.learner import metric_names as mn
 from grpo.local.processes import ServiceFailedError
@@ -73,6 +74,7 @@ def test_a_failed_run_writes_its_accounting_and_why(
         "supervision.backoff_initial_s": 0.1,
         "budget.steps": 10_000,  # only the failure ends this run
         "budget.wall_clock_s": 300,
+        "logging.report_to": ["tensorboard", "wandb"],  # tracking of a run without LoRA
     }
     cfg = load_run_config(REPO / "configs" / "e2e-tiny.yaml", overrides)
     tiny = cfg.model.tiny
@@ -148,3 +150,8 @@ def test_a_failed_run_writes_its_accounting_and_why(
     assert all(s >= 0.0 for by in outages.values() for s in by.values())
     # The learner writes the outage figure the run driver reads from GetStatus.
     assert all(mn.LEARNER_REDIS_OUTAGE_S in row for row in _steps(run_dir))
+    # Its tracking sinks (full fine-tuning; LoRA: test_tracking_run.py) hold every step.
+    steps = [row["step"] for row in _steps(run_dir)]
+    assert sorted(tensorboard_scalars(run_dir / "tensorboard")["policy_version"]) == steps
+    (wandb_run,) = (run_dir / "wandb").glob("offline-run-*")
+    assert sorted(wandb_history(wandb_run)) == steps
