@@ -34,11 +34,12 @@ sympy (``symbolic``) only when a side has variables, ``π`` or an irrational roo
 - ``≈`` (also a number written with ``…`` after its decimals): within the precision shown.
   The side that is a plain number (the right one when both are) sets a unit: ``10^-k`` for
   ``k`` decimals, ``10^z`` for an integer ending in ``z`` zeros (``≈ 300``: hundreds), /100
-  for a percent. The claim holds when the other side rounds or truncates to it at that unit:
-  ``|l - r| <= unit/2``, or ``|l - r| < unit`` with ``|r| <= |l|`` (``\\sqrt{5} ≈ 2.24`` and
-  ``≈ 2.23`` hold, ``≈ 2.31`` does not). With no plain number on either side, each decimal
-  written on the right allows its own relative precision (``π × 25 ≈ 3.14 × 25``); with no
-  decimal either, it is unverifiable;
+  for a percent, ``1/q`` for a simple fraction ``p/q`` on the right (``π ≈ 22/7`` holds,
+  ``≈ 25/7`` does not). The claim holds when the other side rounds or truncates to it at
+  that unit: ``|l - r| <= unit/2``, or ``|l - r| < unit`` with ``|r| <= |l|``
+  (``\\sqrt{5} ≈ 2.24`` and ``≈ 2.23`` hold, ``≈ 2.31`` does not). With no plain number on
+  either side, each decimal written on the right allows its own relative precision (``π ×
+  25 ≈ 3.14 × 25``); with no decimal either, it is unverifiable;
 - ``< > ≤ ≥ ≠``: decided exactly (sympy for irrational sides);
 - with variables: an ``=`` whose ``lhs - rhs`` simplifies to 0 holds (an identity); any other
   claim with variables is None (an equation to solve, not a claim that can be refuted);
@@ -184,6 +185,7 @@ _PREPOSITION_BEFORE = re.compile(
     r"\b(?:of|by|from|than|to|with|per|in|on|at|for|into|over)\s*$", re.IGNORECASE
 )
 _ELLIPSIS_NUMBER = re.compile(r"^\$?\s*-?\d+\.\d+\s*…$")
+_SIMPLE_FRACTION = re.compile(r"^\(*\s*(-?)\s*\(*(\d+)\)*\s*/\s*\(*(\d+)\s*\)*$")
 _PLAIN_NUMBER = re.compile(r"^\$?\s*([-+]?)\s*\$?\s*(\d+)(?:\.(\d+))?\s*(%?)$")
 
 
@@ -540,7 +542,13 @@ def _rel_holds(order: int, rel: str) -> bool:
 
 def _precision(text: str) -> tuple[Fraction, Fraction] | None:
     """(value, unit of the last place shown) of a plain number, or None when ``text`` is not
-    one. ``2.24`` -> unit 1/100; ``300`` -> 100; ``28`` -> 1; ``33.3%`` -> 1/1000."""
+    one. ``2.24`` -> unit 1/100; ``300`` -> 100; ``28`` -> 1; ``33.3%`` -> 1/1000; a simple
+    fraction ``22/7`` -> 1/7 (shown to the nearest seventh)."""
+    fraction = _SIMPLE_FRACTION.match(text)
+    if fraction is not None and int(fraction.group(3)):
+        numerator, denominator = int(fraction.group(2)), int(fraction.group(3))
+        negative = -1 if fraction.group(1) == "-" else 1
+        return Fraction(negative * numerator, denominator), Fraction(1, denominator)
     m = _PLAIN_NUMBER.match(text)
     if m is None:
         return None
@@ -565,6 +573,8 @@ def _within(value: Fraction, shown: Fraction, unit: Fraction) -> bool:
 def _approx(lhs: str, rhs: str) -> bool | None:
     for number, other in ((rhs, lhs), (lhs, rhs)):
         shown = _precision(number)
+        if number is lhs and _SIMPLE_FRACTION.match(lhs):
+            shown = None  # a fraction on the left is the value approximated, not a precision
         if shown is not None:
             value = _numeric(other)
             return None if value is None else _within(value, shown[0], shown[1])

@@ -647,4 +647,6 @@ ROWS: list[Row] = [
     Row("thousands", "1 000 000 / 1 000 = 1 000", "V"),
     Row("markdown", "***5 + 5 = 10***", "V"),
     Row("markdown", "***5 + 5 = 11***", "I"),
+    Row("approx", "$\\pi \\approx \\frac{22}{7}$", "V"),
+    Row("approx", "$\\pi \\approx \\frac{25}{7}$", "I"),
 ]
