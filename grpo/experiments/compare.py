@@ -442,9 +442,6 @@ def run_comparison(
         GrpoError: a run failed (its folder has the summary and logs).
         KeyboardInterrupt: interrupted; the report of the runs finished so far is written.
     """
-    from grpo.experiments.policy_kl import kl_to_start
-    from grpo.local.policy import prepare_policy
-    from grpo.local.run import run_local, write_run_config
     from grpo.services.tasks.run_tasks import load_run_tasks
 
     say = log_fn or (lambda line: None)
@@ -459,18 +456,7 @@ def run_comparison(
     out_dir = out_dir.resolve()
     started = time.time()
     tasks = load_run_tasks(config)
-    start_dir = out_dir / "start"
-    start_file = start_dir / "start.json"
-    if resume and start_file.is_file():
-        start_model: Path | str = json.loads(start_file.read_text())["model"]
-        say(f"reusing the starting policy {start_model}")
-    else:
-        write_run_config(config, start_dir)
-        cpu0 = _cpu_seconds()
-        start_model = prepare_policy(config, start_dir, tasks, say)
-        start_file.write_text(
-            json.dumps({"model": str(start_model), "cpu_s": round(_cpu_seconds() - cpu0, 1)}) + "\n"
-        )
+    start_model = _starting_policy(config, out_dir / "start", tasks, resume=resume, say=say)
     plan = [
         (est, config.seed + i, arm_config(
             config, start_model=start_model, estimator=est, seed=config.seed + i,
@@ -485,44 +471,17 @@ def run_comparison(
     try:
         for n, (est, seed, cfg) in enumerate(plan, start=1):
             run_dir = out_dir / f"{est}-seed{seed}"
-            arm_file = run_dir / ARM_FILE
-            if resume and arm_file.is_file():
-                earlier = yaml.safe_load((run_dir / "config.yaml").read_text())
-                if earlier["budget"]["generated_tokens"] != budget_tokens:
-                    raise FailedPreconditionError(
-                        f"cannot resume: {run_dir} ran with a budget of "
-                        f"{earlier['budget']['generated_tokens']} tokens, not {budget_tokens}"
-                    )
-                runs.append(ArmResult(**json.loads(arm_file.read_text())))
+            earlier = _measured_arm(run_dir, budget_tokens) if resume else None
+            if earlier is not None:
+                runs.append(earlier)
                 say(f"[{n}/{len(plan)}] {est} seed {seed}: measured earlier")
                 continue
             say(f"[{n}/{len(plan)}] {est} seed {seed}: {budget_tokens} generated tokens")
-            cpu0 = _cpu_seconds()
-            summary = run_local(cfg, run_dir, log_fn=_prefixed(say, f"  {est}: "))
-            cpu_s = _cpu_seconds() - cpu0
-            if summary.stop_reason == "interrupted":
+            result = _run_arm(cfg, run_dir, est, seed, start_model, kl_set, say)
+            if result is None:
                 interrupted = True
                 break
-            result = measure_run(cfg, run_dir, estimator=est, seed=seed, cpu_s=cpu_s)
-            final = _final_policy(run_dir)
-            if kl_set and final is not None:
-                result.kl_to_start = asdict(
-                    kl_to_start(
-                        final,
-                        start_model,
-                        kl_set,
-                        temperature=cfg.generation.temperature,
-                        max_new_tokens=cfg.generation.max_new_tokens,
-                        seed=seed + 1,
-                    )
-                )
-            arm_file.write_text(json.dumps(asdict(result), indent=2) + "\n")
             runs.append(result)
-            say(
-                f"  {est} seed {seed}: accuracy {result.start_accuracy:.3f} -> "
-                f"{result.final_accuracy:.3f}, {result.generated_tokens} tokens, "
-                f"{result.steps} steps, {result.train_s:.0f} s, {result.cpu_s:.0f} CPU s"
-            )
     except KeyboardInterrupt:
         interrupted = True
     report = summarize(runs, budget_tokens, estimators=estimators, seeds=seeds)
@@ -535,6 +494,91 @@ def run_comparison(
     if interrupted:
         raise KeyboardInterrupt("comparison interrupted")
     return report
+
+
+def _starting_policy(
+    config: RunConfig, start_dir: Path, tasks: Any, *, resume: bool, say: Callable[[str], None]
+) -> Path | str:
+    """Every arm's starting policy: the one ``start_dir/start.json`` names when resuming, else
+    the run's policy set-up (fresh model + SFT) written there, with its CPU seconds."""
+    from grpo.local.policy import prepare_policy
+    from grpo.local.run import write_run_config
+
+    start_file = start_dir / "start.json"
+    if resume and start_file.is_file():
+        start_model: Path | str = json.loads(start_file.read_text())["model"]
+        say(f"reusing the starting policy {start_model}")
+        return start_model
+    write_run_config(config, start_dir)
+    cpu0 = _cpu_seconds()
+    start_model = prepare_policy(config, start_dir, tasks, say)
+    start_file.write_text(
+        json.dumps({"model": str(start_model), "cpu_s": round(_cpu_seconds() - cpu0, 1)}) + "\n"
+    )
+    return start_model
+
+
+def _measured_arm(run_dir: Path, budget_tokens: int) -> ArmResult | None:
+    """The arm measured earlier in ``run_dir`` (``ARM_FILE``), or None when it was not.
+
+    Raises:
+        FailedPreconditionError: it ran with another generated-token budget.
+    """
+    arm_file = run_dir / ARM_FILE
+    if not arm_file.is_file():
+        return None
+    earlier = yaml.safe_load((run_dir / "config.yaml").read_text())
+    if earlier["budget"]["generated_tokens"] != budget_tokens:
+        raise FailedPreconditionError(
+            f"cannot resume: {run_dir} ran with a budget of "
+            f"{earlier['budget']['generated_tokens']} tokens, not {budget_tokens}"
+        )
+    return ArmResult(**json.loads(arm_file.read_text()))
+
+
+def _run_arm(
+    cfg: RunConfig,
+    run_dir: Path,
+    est: str,
+    seed: int,
+    start_model: Path | str,
+    kl_set: list[str],
+    say: Callable[[str], None],
+) -> ArmResult | None:
+    """Train one arm with ``grpo run``'s path, measure it (and its KL to the start on
+    ``kl_set``), write ``ARM_FILE``; None when the run was interrupted.
+
+    Raises:
+        GrpoError: the run failed (its folder has the summary and logs).
+    """
+    from grpo.experiments.policy_kl import kl_to_start
+    from grpo.local.run import run_local
+
+    cpu0 = _cpu_seconds()
+    summary = run_local(cfg, run_dir, log_fn=_prefixed(say, f"  {est}: "))
+    cpu_s = _cpu_seconds() - cpu0
+    if summary.stop_reason == "interrupted":
+        return None
+    result = measure_run(cfg, run_dir, estimator=est, seed=seed, cpu_s=cpu_s)
+    final = _final_policy(run_dir)
+    if kl_set and final is not None:
+        result.kl_to_start = asdict(
+            kl_to_start(
+                final,
+                start_model,
+                kl_set,
+                temperature=cfg.generation.temperature,
+                max_new_tokens=cfg.generation.max_new_tokens,
+                seed=seed + 1,
+            )
+        )
+    (run_dir / ARM_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
+    say(
+        f"  {est} seed {seed}: accuracy {result.start_accuracy:.3f} -> "
+        f"{result.final_accuracy:.3f}, {result.generated_tokens} tokens, "
+        f"{result.steps} steps, {result.train_s:.0f} s, {result.cpu_s:.0f} CPU s"
+    )
+    return result
 
 
 def _prefixed(say: Callable[[str], None], prefix: str) -> Callable[[str], None]:
