@@ -71,7 +71,7 @@ RUN pip install --no-cache-dir "torch==2.13.0" \
 
 FROM source AS build-driver
 RUN pip install --no-cache-dir "torch==2.13.0" \
-    && pip install --no-cache-dir "./[generation,math]"
+    && pip install --no-cache-dir "./[generation,math,data]"
 
 # ---------------------------------------------------------------- final images
 FROM runtime AS verifier-math

@@ -39,6 +39,7 @@ __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "eval"]
 _RUN_DEFINES = (
     "generation", "dataset", "field", "task_type", "limit", "k", "samples", "temperature",
     "top_p", "max_new_tokens", "seed", "verifier", "verifier_endpoint", "correct_threshold", "by",
+    "chat_template", "system",
 )  # fmt: skip
 """Options whose value ``--run-config`` takes from the run (refused when not at their default)."""
 
@@ -183,6 +184,16 @@ def eval(
         ),
     ] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace earlier results.")] = False,
+    chat_template: Annotated[
+        str,
+        typer.Option(
+            help="auto: render each prompt with --model's chat template when its tokenizer has "
+            "one (as grpo run does with data.chat); none: the plain prompt."
+        ),
+    ] = "auto",
+    system: Annotated[
+        str | None, typer.Option(help="System message of every prompt (needs a chat template).")
+    ] = None,
 ) -> None:
     """Generate samples of a policy, score them with a verifier, report pass@k and maj@k.
 
@@ -217,7 +228,7 @@ def eval(
             limit=limit, k=k or [], samples=samples, temperature=temperature, top_p=top_p,
             max_new_tokens=max_new_tokens, seed=seed, verifier=verifier,
             verifier_endpoint=verifier_endpoint, correct_threshold=correct_threshold,
-            by=by or [],
+            by=by or [], chat_template=chat_template, system=system,
         ))  # fmt: skip
     console = table_console(stderr=True)
     samples_path = output_dir / "samples.jsonl"
@@ -251,7 +262,8 @@ def eval(
             job = EvalJob(
                 output_dir, dataset, settings, model=model, generation=generation,
                 verifier=target, fields=FieldMap.parse(field or []), task_type=task_type,
-                limit=limit, seed=seed, resume=resume, overwrite=overwrite,
+                limit=limit, seed=seed, chat_template=chat_template,  # type: ignore[arg-type]
+                system=system, resume=resume, overwrite=overwrite,
             )  # fmt: skip
             report = run_eval(job, on_progress, lambda line: console.print(f"[yellow]{line}"))
     table_console().print(eval_table(f"grpo eval: {output_dir}", report))

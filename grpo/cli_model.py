@@ -1,7 +1,9 @@
 """``grpo model ...``: make the tiny local model, write arithmetic SFT data, warm-start by SFT.
 
 - ``grpo model init OUT_DIR``: a random tiny Qwen2 + character tokenizer
-  (``grpo.model.init_tiny_model``).
+  (``grpo.model.init_tiny_model``); ``--tokenizer bpe``: a byte-level BPE tokenizer trained on
+  GSM8K's training text from the data folder, with Qwen's special tokens and a ChatML chat
+  template in ``tokenizer_config.json`` (``grpo.model.build_bpe_tokenizer``).
 - ``grpo model arith-data OUT.jsonl --n 20000``: worked-solution pairs for addition
   (``grpo.services.tasks.datasets.arith_tasks``), one ``{"prompt", "completion"}`` object per line.
 - ``grpo model sft OUT_DIR --data FILE.jsonl``: SFT in place (``grpo.learner.sft.run_sft``);
@@ -42,19 +44,39 @@ def init(
     kv_heads: Annotated[int, typer.Option(help="Key/value heads.")] = 2,
     intermediate: Annotated[int, typer.Option(help="MLP inner size.")] = 512,
     max_positions: Annotated[int, typer.Option(help="Context length (tokens).")] = 512,
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            help="char: one token per character; bpe: byte-level BPE trained on GSM8K's "
+            "training text, with a ChatML chat template (a small Qwen-like chat model)."
+        ),
+    ] = "char",
+    vocab_size: Annotated[
+        int, typer.Option(min=512, help="bpe: tokens in all (bytes, merges and specials).")
+    ] = 1024,
 ) -> None:
-    """Write a random tiny Qwen2 model with a character-level tokenizer."""
+    """Write a random tiny Qwen2 model with a character-level or a byte-level BPE tokenizer."""
     from transformers import AutoModelForCausalLM
 
-    from grpo.model import init_tiny_model
+    from grpo.model import build_bpe_tokenizer, init_tiny_model
 
+    if tokenizer not in ("char", "bpe"):
+        raise typer.BadParameter(f"{tokenizer!r}: choose char or bpe", param_hint="'--tokenizer'")
     _quiet_torch()
+    tok = None
+    if tokenizer == "bpe":
+        from grpo.services.tasks.datasets import load_gsm8k
+
+        rows = load_gsm8k("train", prompt_template="{question}")
+        texts = [text for t in rows for text in (t.prompt, t.metadata["solution"])]
+        tok = build_bpe_tokenizer(texts, vocab_size=vocab_size, max_length=max_positions)
     path = init_tiny_model(
         out_dir, seed=seed, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
-        intermediate=intermediate, max_positions=max_positions,
+        intermediate=intermediate, max_positions=max_positions, tokenizer=tok,
     )  # fmt: skip
     params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(str(path)).parameters())
-    _console.print(f"wrote {path} ({params / 1e6:.2f} M parameters)")
+    what = "character" if tok is None else f"byte-level BPE ({len(tok)} tokens, chat template)"
+    _console.print(f"wrote {path} ({params / 1e6:.2f} M parameters, {what} tokenizer)")
 
 
 @app.command("arith-data")

@@ -6,6 +6,13 @@ defaults) and a character-level tokenizer built with the ``tokenizers`` library 
 ``save_pretrained`` folder, so every backend loads it like any Hugging Face checkpoint. Nothing
 is downloaded.
 
+``build_bpe_tokenizer`` trains a real byte-level BPE tokenizer (GPT-2/Qwen style: bytes mapped
+to printable characters, merges learned from text) on given text, with Qwen's special tokens
+(``<|endoftext|>`` as EOS and pad, ``<|im_start|>``, ``<|im_end|>``) and a ChatML chat template
+(``grpo.chat.CHATML_TEMPLATE``) saved in ``tokenizer_config.json``: passed to
+``init_tiny_model``, the folder looks to every loader like a small Qwen base model with a chat
+template, whose turns end with ``<|im_end|>``, not with its EOS.
+
 Tokenizer: one token per character of printable ASCII plus ``"\\n"`` and ``"\\t"``, and the
 special tokens ``<pad>`` (id 0), ``<eos>`` (id 1) and ``<unk>`` (id 2). Decoding concatenates
 tokens with no separator, so spaces and newlines round-trip exactly.
@@ -19,6 +26,7 @@ a hub id (or a folder without ``tokenizer.json``) goes through ``AutoTokenizer``
 from __future__ import annotations
 
 import string
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +37,11 @@ from transformers import PreTrainedTokenizerFast
 from grpo.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
+    "BPE_SPECIALS",
     "EOS_TOKEN",
     "PAD_TOKEN",
     "UNK_TOKEN",
+    "build_bpe_tokenizer",
     "build_char_tokenizer",
     "init_tiny_model",
     "load_tokenizer",
@@ -67,6 +77,61 @@ def build_char_tokenizer() -> PreTrainedTokenizerFast:
         unk_token=UNK_TOKEN,
         clean_up_tokenization_spaces=False,
         model_max_length=1 << 20,
+    )
+
+
+BPE_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+"""Special tokens of ``build_bpe_tokenizer`` (ids 0, 1, 2): EOS and pad, then ChatML's turn
+markers."""
+
+
+def build_bpe_tokenizer(
+    texts: Iterable[str], *, vocab_size: int = 1024, max_length: int = 1 << 20
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer on ``texts`` (module docstring).
+
+    Byte-level pre-tokenization (every byte is in the alphabet, so any text encodes and
+    decodes exactly), merges learned by ``tokenizers``' ``BpeTrainer`` up to ``vocab_size``
+    tokens, the special tokens :data:`BPE_SPECIALS` first.
+
+    Args:
+        texts: the training text (e.g. GSM8K's questions and worked answers).
+        vocab_size: tokens in all, specials and the 256 byte tokens included (>= 512).
+        max_length: ``model_max_length`` recorded with the tokenizer (tokens).
+
+    Returns:
+        A ``PreTrainedTokenizerFast`` with ``eos_token`` = ``pad_token`` = ``<|endoftext|>``
+        and ``chat_template`` = ``grpo.chat.CHATML_TEMPLATE``; no BOS is added on encode.
+
+    Raises:
+        InvalidArgumentError: ``vocab_size`` below 512.
+    """
+    from tokenizers import trainers
+
+    from grpo.chat import CHATML_TEMPLATE
+
+    if vocab_size < 512:
+        raise InvalidArgumentError(
+            f"vocab_size must be >= 512 (256 bytes + merges), got {vocab_size}"
+        )
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(BPE_SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=BPE_SPECIALS[0],
+        pad_token=BPE_SPECIALS[0],
+        additional_special_tokens=list(BPE_SPECIALS[1:]),
+        chat_template=CHATML_TEMPLATE,
+        clean_up_tokenization_spaces=False,
+        model_max_length=max_length,
     )
 
 
@@ -109,8 +174,9 @@ def init_tiny_model(
     max_positions: int = 512,
     vocab_size: int | None = None,
     dtype: torch.dtype | None = None,
+    tokenizer: PreTrainedTokenizerFast | None = None,
 ) -> Path:
-    """Write a randomly initialised tiny Qwen2 causal LM and its char tokenizer to ``out_dir``.
+    """Write a randomly initialised tiny Qwen2 causal LM and its tokenizer to ``out_dir``.
 
     At the defaults the model has about 1.0 M parameters (tied input/output embeddings) and a
     context of ``max_positions`` tokens.
@@ -128,6 +194,9 @@ def init_tiny_model(
             one pads the embedding past the tokenizer's ids, as released checkpoints do
             (Qwen2.5's 151,936 rows for 151,665 tokens); ids past the tokenizer decode to "".
         dtype: Parameter dtype of the saved weights; None = float32.
+        tokenizer: the tokenizer to save with it (``build_bpe_tokenizer``); None = the
+            character tokenizer (``build_char_tokenizer``). Its chat template, if any, is
+            written into ``tokenizer_config.json``.
 
     Returns:
         The folder written (``config.json``, ``model.safetensors``, ``tokenizer.json``, ...).
@@ -149,7 +218,7 @@ def init_tiny_model(
             f"hidden ({hidden}) must be a multiple of heads ({heads}) and heads a multiple of "
             f"kv_heads ({kv_heads})"
         )
-    tok = build_char_tokenizer()
+    tok = build_char_tokenizer() if tokenizer is None else tokenizer
     if vocab_size is not None and vocab_size < len(tok):
         raise InvalidArgumentError(
             f"vocab_size ({vocab_size}) must be at least the tokenizer's {len(tok)} tokens"
@@ -175,5 +244,5 @@ def init_tiny_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    tok.save_pretrained(out)
+    tok.save_pretrained(out, save_jinja_files=False)  # the template in tokenizer_config.json
     return out

@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Nothing reaches a hub (as `make test` exports): a hub id fails at once, never after retries.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/helpers.py
 
 
@@ -87,3 +90,21 @@ def localhost_cert(tmp_path: Path) -> tuple[Path, Path]:
         check=True, capture_output=True,
     )  # fmt: skip
     return key, cert
+
+
+@pytest.fixture(scope="session")
+def bpe_chat_model(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """``grpo model init --tokenizer bpe`` at a tiny size: a random Qwen2 (2 layers, hidden
+    64) whose tokenizer is a byte-level BPE of 512 tokens trained on GSM8K's training text,
+    with Qwen's special tokens and a ChatML chat template in tokenizer_config.json."""
+    from typer.testing import CliRunner
+
+    from grpo.cli import app
+
+    out = tmp_path_factory.mktemp("bpe-chat") / "model"
+    args = ["model", "init", str(out), "--tokenizer", "bpe", "--vocab-size", "512",
+            "--hidden", "64", "--layers", "2", "--intermediate", "128",
+            "--max-positions", "512"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return out

@@ -6,6 +6,10 @@ loads the problems (``tasks.load_problems``), opens the sampler and the scorer, 
 token budget to the model (:func:`fit_to_context`), runs the eval loop
 (``evaluate.evaluate``) and writes ``summary.json``.
 
+Chat templates: with ``--model``, each prompt is rendered with the model's chat template when
+its tokenizer has one (``chat_template: auto``, the default; ``--system`` adds a system turn),
+as ``grpo run`` renders a run's prompts (``grpo.services.tasks.chat``).
+
 Fitting the budget: with a policy generated in this process, ``max_new_tokens`` is lowered
 to the model's context minus the longest prompt that fits in it (with a warning), so a default
 made for large models (256) does not make every sample of a small one (a 128-token context)
@@ -19,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from grpo.errors import InvalidArgumentError, UsageError
 from grpo.services.evaluation.evaluate import (
@@ -36,6 +40,7 @@ from grpo.services.evaluation.sampling import BackendSampler, Sampler, ServiceSa
 from grpo.services.evaluation.scorers import VerifierTarget, check_verifier, open_scorer
 from grpo.services.evaluation.scoring import is_final
 from grpo.services.evaluation.tasks import ProblemSet, load_problems
+from grpo.services.tasks.chat import chat_renderer, rendered
 from grpo.v1 import common_pb2
 
 __all__ = ["DEFAULT_VERIFIERS", "EvalJob", "fit_to_context", "run_eval"]
@@ -60,10 +65,15 @@ class EvalJob:
         task_type: ``Task.type`` of a JSONL file's problems (default math).
         limit: first N problems (0 = all).
         seed: the ``arith`` generator's seed.
+        chat_template: ``auto``: each prompt rendered with the ``model``'s chat template
+            when its tokenizer has one (``grpo.services.tasks.chat``; with ``generation`` the
+            tokenizer is the service's: prompts stay plain); ``none``: plain prompts.
+        system: the system message of every prompt (needs a chat template).
         resume, overwrite: for an ``output_dir`` that holds samples (``ResultsFile``).
 
     Raises:
-        UsageError: (naming the options) neither or both of ``model`` and ``generation``.
+        UsageError: (naming the options) neither or both of ``model`` and ``generation``; a
+            system message with ``chat_template`` none.
     """
 
     output_dir: Path
@@ -76,6 +86,8 @@ class EvalJob:
     task_type: str | None = None
     limit: int = 0
     seed: int = 0
+    chat_template: Literal["auto", "none"] = "auto"
+    system: str | None = None
     resume: bool = False
     overwrite: bool = False
 
@@ -85,6 +97,30 @@ class EvalJob:
                 "pass exactly one of --model (in process) or --generation",
                 option="--model / --generation",
             )
+        if self.chat_template not in ("auto", "none"):
+            raise UsageError(
+                f"{self.chat_template!r}: choose auto or none", option="--chat-template"
+            )
+        if self.system is not None and (self.chat_template == "none" or self.model is None):
+            raise UsageError(
+                "a system message needs the model's chat template: --chat-template auto and "
+                "--model",
+                option="--system",
+            )
+
+    def chat(self, problems: ProblemSet) -> ProblemSet:
+        """``problems`` with every prompt through the model's chat template (``chat_template``).
+
+        Raises:
+            FailedPreconditionError: ``system`` is set but the tokenizer has no template.
+        """
+        render = chat_renderer(
+            self.model if self.generation is None else None, template=self.chat_template,
+            system=self.system, system_name="--system",
+        )  # fmt: skip
+        if render is None:
+            return problems
+        return replace(problems, tasks=rendered(problems.tasks, render))
 
     def dataset_file(self) -> Path | None:
         """The dataset as a file, or None for a shipped source."""
@@ -182,11 +218,14 @@ def run_eval(
             has, a results folder that holds samples without ``resume``/``overwrite``.
         InvalidArgumentError: bad settings, no verifier for the task type, a resume of
             another run.
-        FailedPreconditionError: the verifier does not serve the task type.
+        FailedPreconditionError: the verifier does not serve the task type; a system message
+            and no chat template.
         GrpoError: the verifier or the generation service was lost (finished rows are kept).
     """
-    problems = load_problems(
-        job.dataset, limit=job.limit, seed=job.seed, task_type=job.task_type, fields=job.fields
+    problems = job.chat(
+        load_problems(
+            job.dataset, limit=job.limit, seed=job.seed, task_type=job.task_type, fields=job.fields
+        )
     )
     check_by_fields(problems.tasks, problems.invalid, job.settings.by)
     target = job.scorer_target(problems.task_type)

@@ -21,8 +21,9 @@ fields it still has), and both count in the summary as samples without a verdict
 A sample row (``samples.jsonl``): ``index`` (problem position in the dataset, unreadable lines
 counted: rows are in input order), ``line`` (its 1-based line when the problems come from a
 file), ``problem`` (its id), ``sample`` (0..n-1), ``fields`` (the ``by`` fields' values),
-``response``, ``finish_reason``, ``completion_tokens``, ``policy_version``, ``correct`` (null
-when missing), and the score fields of ``grpo score`` (``status``, ``reward``, ``extracted``,
+``prompt`` (the exact text the policy read: chat template included), ``response``,
+``finish_reason``, ``completion_tokens``, ``policy_version``, ``correct`` (null when
+missing), and the score fields of ``grpo score`` (``status``, ``reward``, ``extracted``,
 ``detail``, ``latency_s``, ``verifier``, ``steps``/``tests``).
 """
 
@@ -528,6 +529,7 @@ def _row(
         "problem": task.id,
         "sample": sample,
         "fields": {name: task.metadata.get(name, "") for name in settings.by},
+        "prompt": task.prompt,
     }
     if completion is not None:
         row["response"] = completion.text

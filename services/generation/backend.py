@@ -283,7 +283,7 @@ class GenerationBackend(abc.ABC):
         reason. All rows report the same ``policy_version``.
 
         Args:
-            requests: R >= 1 requests (prompt text with no template applied, n >= 1).
+            requests: R >= 1 requests (prompt text used as given, n >= 1).
             deadline: ``time.monotonic()`` time after which generation is aborted.
 
         Returns:
@@ -311,7 +311,8 @@ class GenerationBackend(abc.ABC):
         share a random stream and a one-prompt call reproduces with the same seed.
 
         Args:
-            prompts: P non-empty prompt texts (no template is applied).
+            prompts: P non-empty prompt texts, used as given (a chat template is applied when
+                the tasks are built, never here).
             n: Completions per prompt (G), >= 1.
             sampling: Sampling parameters.
             deadline: ``time.monotonic()`` time after which generation is aborted.

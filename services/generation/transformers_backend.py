@@ -13,8 +13,9 @@ reproduces the behavior log-probs to ~1e-6 whatever the padding (DESIGN.md, "Mea
 Each row is sampled under its own request's parameters: the tempered and truncated
 distribution is computed once per set of rows sharing (temperature, top-k, top-p), and each
 request draws its rows from its own ``torch.Generator`` (seeded by its ``sampling.seed``), so
-a request's samples do not depend on its batch mates. Rows that finish (EOS, a stop string of
-their request, or their request's ``max_new_tokens``) are dropped from the batch and its cache
+a request's samples do not depend on its batch mates. Rows that finish (EOS or the chat
+template's end-of-turn token, ``grpo.chat.end_of_turn_ids``; a stop string of their request; or
+their request's ``max_new_tokens``) are dropped from the batch and its cache
 (``batch_select_indices``); the padded batch is not refilled (no continuous batching). The
 sampling distribution and what μ means under top-k/top-p and temperature 0 are defined in
 ``grpo.services.generation.backend``.
@@ -33,6 +34,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, DynamicCache
 
+from grpo.chat import end_of_turn_ids
 from grpo.devices import resolve_device, resolve_dtype
 from grpo.errors import ContractError, InvalidArgumentError, NotFoundError
 from grpo.model import load_tokenizer
@@ -218,7 +220,7 @@ class TransformersBackend(GenerationBackend):
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if self._tok.eos_token_id is not None:
             eos_ids.add(self._tok.eos_token_id)
-        self._eos = eos_ids
+        self._eos = eos_ids | end_of_turn_ids(self._tok)  # a chat template's turn end stops too
         self._pad = self._tok.pad_token_id if self._tok.pad_token_id is not None else 0
         self._max_ctx = int(getattr(self._model.config, "max_position_embeddings", 2048))
         self._version = config.policy_version

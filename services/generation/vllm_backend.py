@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo.chat import end_of_turn_ids
 from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from grpo.model import load_tokenizer
 from grpo.services.generation.backend import (
@@ -140,6 +141,7 @@ class VllmBackend(GenerationBackend):
             raise NotFoundError(f"model folder {folder} has no config.json")
         self._vllm = vllm
         self._tok = load_tokenizer(folder)
+        self._end_of_turn = sorted(end_of_turn_ids(self._tok))  # stops besides EOS
         kwargs: dict[str, Any] = {
             "model": str(folder),
             "tokenizer": str(folder),
@@ -180,6 +182,7 @@ class VllmBackend(GenerationBackend):
             top_k=sampling.top_k,  # 0 = off (vLLM >= 0.10 accepts 0 and -1)
             max_tokens=sampling.max_new_tokens,
             stop=list(sampling.stop) or None,
+            stop_token_ids=self._end_of_turn or None,
             include_stop_str_in_output=True,
             seed=sampling.seed or None,
             logprobs=0,

@@ -15,7 +15,7 @@ that service's YAML verbatim, for settings this model does not name.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,15 +24,24 @@ from grpo.learner.config import LearnerAlgoConfig, LoraConfig, TrainerConfig
 from grpo.learner.tracking import TrackingConfig
 from grpo.services.runtime.config import load_settings
 from grpo.services.settings.assembler import AssemblerConfig
+from grpo.services.settings.data import (
+    ArithConfig,
+    ChatConfig,
+    CurriculumConfig,
+    DataConfig,
+    DatasetSourceConfig,
+)
 
 __all__ = [
     "SHARED_WITH_GENERATION",
     "ArithConfig",
     "BudgetConfig",
+    "ChatConfig",
+    "CurriculumConfig",
     "DataConfig",
+    "DatasetSourceConfig",
     "EvalConfig",
     "GenerationRunConfig",
-    "JsonlSourceConfig",
     "LearnerRunConfig",
     "ModelConfig",
     "RunConfig",
@@ -93,133 +102,6 @@ class RestartPolicy(BaseModel):
     def _check(self) -> RestartPolicy:
         if self.backoff_max_s < self.backoff_initial_s:
             raise ValueError("supervision.backoff_max_s must be >= backoff_initial_s")
-        return self
-
-
-class ArithConfig(BaseModel):
-    """Synthetic arithmetic tasks (``grpo.services.tasks.datasets.arith_tasks``)."""
-
-    model_config = _FROZEN
-
-    min_digits: int = Field(default=2, ge=1, description="Fewest digits of an operand.")
-    max_digits: int = Field(default=3, ge=1, description="Most digits of an operand.")
-    ops: list[Literal["+", "-", "*"]] = Field(default=["+"], description="Operations drawn from.")
-
-    @model_validator(mode="after")
-    def _check(self) -> ArithConfig:
-        if self.max_digits < self.min_digits:
-            raise ValueError("data.arith.max_digits must be >= data.arith.min_digits")
-        return self
-
-
-class JsonlSourceConfig(BaseModel):
-    """A user's dataset: one JSON object per line, mapped onto tasks by field names."""
-
-    model_config = _FROZEN
-
-    path: str = Field(default="", description="JSONL file of training (and held-out) rows.")
-    heldout_path: str | None = Field(
-        default=None,
-        description="JSONL file of held-out rows (same mapping); None = the last "
-        "data.heldout_size rows of path are held out.",
-    )
-    prompt_field: str = Field(default="prompt", min_length=1, description="Field of the prompt.")
-    gold_field: str = Field(default="answer", min_length=1, description="Field of the gold answer.")
-    task_type: str = Field(
-        default="math",
-        min_length=1,
-        description="Task type (routing key) of every row, unless task_type_field is set.",
-    )
-    task_type_field: str | None = Field(
-        default=None, description="Field holding each row's task type (one type per run)."
-    )
-    id_field: str | None = Field(
-        default=None, description="Field of a unique task id; None = '<file stem>-<line>'."
-    )
-    prompt_template: str = Field(
-        default="{prompt}",
-        description="Prompt text around the prompt field, e.g. 'Question: {prompt}\\nAnswer:'.",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> JsonlSourceConfig:
-        if "{prompt}" not in self.prompt_template:
-            raise ValueError("data.jsonl.prompt_template must contain {prompt}")
-        return self
-
-
-class CurriculumConfig(BaseModel):
-    """Prompt selection by recent pass rate (``grpo.services.driver.curriculum``)."""
-
-    model_config = _FROZEN
-
-    enabled: bool = Field(
-        default=False,
-        description="Feed each prompt with a probability from its difficulty bucket's recent "
-        "share of mixed groups (neither all wrong nor all right); skipped prompts come back "
-        "in the next pass.",
-    )
-    bucket_field: str = Field(
-        default="difficulty",
-        min_length=1,
-        description="Task metadata key of the bucket (arith: '3-digit 2-carry'); a task "
-        "without it is its own bucket.",
-    )
-    min_accept: float = Field(
-        default=0.1,
-        gt=0,
-        le=1,
-        description="Floor of a bucket's accept probability: every difficulty stays in the "
-        "feed and is re-measured.",
-    )
-    power: float = Field(
-        default=2.0,
-        gt=0,
-        description="Accept probability = (bucket mixed share / best bucket's) ** power.",
-    )
-    half_life: float = Field(
-        default=16.0,
-        gt=0,
-        description="Closed groups of a bucket after which an observation weighs half.",
-    )
-
-
-class DataConfig(BaseModel):
-    """Training prompts and the held-out evaluation set."""
-
-    model_config = _FROZEN
-
-    source: Literal["arith", "gsm8k", "math500", "humaneval", "jsonl"] = Field(
-        default="arith",
-        description="Task source: synthetic arithmetic, a dataset in the data dir, or a "
-        "user's JSONL file (data.jsonl).",
-    )
-    jsonl: JsonlSourceConfig = Field(
-        default_factory=JsonlSourceConfig,
-        description="The user's JSONL dataset and its field mapping (source: jsonl).",
-    )
-    train_size: int = Field(
-        default=0, ge=0, description="Training prompts (0 = every available one; arith needs > 0)."
-    )
-    heldout_size: int = Field(
-        default=200, ge=0, description="Held-out tasks for greedy accuracy, disjoint from training."
-    )
-    seed: int = Field(default=0, description="Seed of task generation and prompt order.")
-    arith: ArithConfig = Field(default_factory=ArithConfig, description="Arithmetic tasks.")
-    prompt_repeats: int = Field(
-        default=100, ge=1, description="Passes over the training prompts before the feeder stops."
-    )
-    curriculum: CurriculumConfig = Field(
-        default_factory=CurriculumConfig,
-        description="Prompt selection by recent pass rate (off by default).",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> DataConfig:
-        if self.source == "arith" and self.train_size == 0:
-            raise ValueError("data.train_size must be > 0 for data.source=arith")
-        if self.source == "jsonl" and not self.jsonl.path:
-            raise ValueError("data.jsonl.path must name the JSONL file for data.source=jsonl")
         return self
 
 

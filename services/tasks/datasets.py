@@ -42,7 +42,7 @@ __all__ = [
 
 ARITH_OPS = ("+", "-", "*")
 MATH_PROMPT = "Question: {question}\nAnswer:"
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]  # services/tasks/datasets.py -> the repository
 
 
 def data_dir() -> Path:

@@ -1,15 +1,17 @@
 """Training, held-out and SFT task sets of a run (from ``RunConfig.data``): the shipped
-sources (synthetic arithmetic, GSM8K, MATH-500, HumanEval) or a user's JSONL file mapped onto
-tasks by field names (``data.jsonl``, ``load_jsonl_tasks``)."""
+sources (synthetic arithmetic, GSM8K, MATH-500, HumanEval) or a user's dataset (JSONL, Parquet
+or a Hugging Face dataset, ``data.dataset``: ``grpo.services.tasks.user_dataset``), with every
+prompt rendered once through the policy tokenizer's chat template (``data.chat``,
+``render_chat``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.runtime.jsonl import read_objects
-from grpo.services.settings.run import JsonlSourceConfig, RunConfig
+from grpo.services.settings.data import USER_SOURCES
+from grpo.services.settings.run import RunConfig
+from grpo.services.tasks.chat import chat_renderer, rendered
 from grpo.services.tasks.datasets import (
     arith_tasks,
     load_gsm8k,
@@ -17,9 +19,10 @@ from grpo.services.tasks.datasets import (
     load_math500,
     worked_examples,
 )
+from grpo.services.tasks.user_dataset import load_dataset_tasks
 from grpo.v1 import common_pb2
 
-__all__ = ["RunTasks", "load_jsonl_tasks", "load_run_tasks"]
+__all__ = ["RunTasks", "load_run_tasks", "render_chat"]
 
 
 @dataclass(frozen=True)
@@ -55,51 +58,13 @@ def _split(
     return (train[:train_size] if train_size else train), heldout
 
 
-def load_jsonl_tasks(path: Path, source: JsonlSourceConfig) -> list[common_pb2.Task]:
-    """Tasks from a JSONL file, one per non-empty line, mapped by ``source``'s field names.
-
-    Lines are read by ``grpo.services.runtime.jsonl.read_objects`` (blank lines skipped, a leading
-    byte-order mark dropped, 1-based line numbers). Each row's prompt is
-    ``source.prompt_template`` with ``{prompt}`` replaced by the prompt field; the gold answer
-    is the gold field as text; the type is ``source.task_type`` or the row's
-    ``task_type_field``; the id is the ``id_field`` or ``<file stem>-<line number>``.
-
-    Raises:
-        NotFoundError: the file does not exist.
-        InvalidArgumentError: a line is not UTF-8, not JSON or not a JSON object, lacks a
-            mapped field, or repeats an id (each message starts with ``<file>:<line>:`` and
-            names the field), or the file holds no row.
-    """
-    tasks: list[common_pb2.Task] = []
-    seen: set[str] = set()
-    for number, row in read_objects(path, what="data.jsonl"):
-        fields = [source.prompt_field, source.gold_field]
-        fields += [f for f in (source.task_type_field, source.id_field) if f]
-        for name in fields:
-            if name not in row:
-                raise InvalidArgumentError(f"{path}:{number}: no field {name!r} (data.jsonl)")
-        task_id = str(row[source.id_field]) if source.id_field else f"{path.stem}-{number}"
-        if task_id in seen:
-            raise InvalidArgumentError(f"{path}:{number}: task id {task_id!r} repeats")
-        seen.add(task_id)
-        kind = str(row[source.task_type_field]) if source.task_type_field else source.task_type
-        prompt = source.prompt_template.replace("{prompt}", str(row[source.prompt_field]))
-        tasks.append(
-            common_pb2.Task(
-                id=task_id, type=kind, prompt=prompt, gold_answer=str(row[source.gold_field])
-            )
-        )
-    if not tasks:
-        raise InvalidArgumentError(f"data.jsonl file {path} holds no row")
-    return tasks
-
-
-def _jsonl_run_tasks(config: RunConfig) -> RunTasks:
+def _user_run_tasks(config: RunConfig) -> RunTasks:
+    """A user's dataset: held out by ``heldout_path``/``heldout_split``, else its last rows."""
     data = config.data
-    source = data.jsonl
-    tasks = load_jsonl_tasks(Path(source.path), source)
-    if source.heldout_path:
-        heldout = load_jsonl_tasks(Path(source.heldout_path), source)[: data.heldout_size]
+    source = data.dataset
+    tasks = load_dataset_tasks(source, data.source)
+    if source.heldout_path or source.heldout_split:
+        heldout = load_dataset_tasks(source, data.source, heldout=True)[: data.heldout_size]
         held_ids = {t.id for t in heldout}
         train = [t for t in tasks if t.id not in held_ids]
         train = train[: data.train_size] if data.train_size else train
@@ -108,13 +73,40 @@ def _jsonl_run_tasks(config: RunConfig) -> RunTasks:
     types = {t.type for t in train} | {t.type for t in heldout}
     if len(types) != 1:
         raise InvalidArgumentError(
-            f"data.jsonl rows have task types {sorted(types)}; a run routes one task type"
+            f"data.dataset rows have task types {sorted(types)}; a run routes one task type"
         )
     return RunTasks(train=train, heldout=heldout, sft=[], task_type=types.pop())
 
 
+def render_chat(tasks: RunTasks, config: RunConfig) -> RunTasks:
+    """Every prompt of ``tasks`` (training, held-out, dev, SFT) rendered with the policy
+    tokenizer's chat template as ``data.chat`` says (``grpo.services.tasks.chat``): the
+    tokenizer of ``model.path`` (a folder or hub id); a fresh tiny model (no ``model.path``)
+    has the character tokenizer, which has no template.
+
+    Raises:
+        FailedPreconditionError: ``data.chat.system`` is set but there is no chat template.
+        NotFoundError / OSError: the tokenizer cannot be loaded.
+    """
+    chat = config.data.chat
+    render = chat_renderer(
+        config.model.path, template=chat.template, system=chat.system,
+        system_name="data.chat.system",
+    )  # fmt: skip
+    if render is None:
+        return tasks
+    return replace(
+        tasks,
+        train=rendered(tasks.train, render),
+        heldout=rendered(tasks.heldout, render),
+        dev=rendered(tasks.dev, render),
+        sft=[(render(prompt), completion) for prompt, completion in tasks.sft],
+    )
+
+
 def load_run_tasks(config: RunConfig) -> RunTasks:
-    """Build the task sets described by ``config.data`` (and ``config.model.sft``).
+    """Build the task sets described by ``config.data`` (and ``config.model.sft``), their
+    prompts rendered through the chat template as ``data.chat`` says (:func:`render_chat`).
 
     Arithmetic: the held-out set is drawn first (seed + 1), then training, SFT (seed + 2) and
     dev (seed + 3, only with ``model.sft.target_accuracy``) tasks are drawn excluding its ids.
@@ -122,9 +114,16 @@ def load_run_tasks(config: RunConfig) -> RunTasks:
     ``heldout_size`` items are held out.
 
     Raises:
-        InvalidArgumentError: sizes that cannot be met.
-        NotFoundError: the dataset folder is missing.
+        InvalidArgumentError: sizes that cannot be met; a user's dataset that cannot be
+            mapped (``user_dataset.load_dataset_tasks``).
+        NotFoundError: the dataset folder or file is missing.
+        FailedPreconditionError: a system message without a chat template.
     """
+    return render_chat(_plain_run_tasks(config), config)
+
+
+def _plain_run_tasks(config: RunConfig) -> RunTasks:
+    """``load_run_tasks`` before the chat template."""
     data = config.data
     sft_cfg = config.model.sft
     sft: list[tuple[str, str]] = []
@@ -157,8 +156,8 @@ def load_run_tasks(config: RunConfig) -> RunTasks:
         train = train[: data.train_size] if data.train_size else train
         heldout = load_gsm8k("test")[: data.heldout_size]
         return RunTasks(train=train, heldout=heldout, sft=sft, task_type="math")
-    if data.source == "jsonl":
-        return _jsonl_run_tasks(config)
+    if data.source in USER_SOURCES:
+        return _user_run_tasks(config)
     if data.source == "math500":
         train, heldout = _split(load_math500(), data.train_size, data.heldout_size)
         return RunTasks(train=train, heldout=heldout, sft=sft, task_type="math")

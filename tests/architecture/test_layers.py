@@ -31,6 +31,7 @@ LAYER_OF: list[tuple[str, str]] = [
     ("grpo.verifiers.*.service", "verifier-edge"),
     ("grpo.verifiers", "verifiers"),
     ("grpo.model", "model"),
+    ("grpo.chat", "model"),
     ("grpo.devices", "model"),
     ("grpo.learner", "learner"),
     # services/ in floors: runtime < settings < tasks and the deployables < evaluation < driver.
@@ -70,7 +71,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "verifier-edge": {"errors", "contracts", "stubs", "verifiers", "runtime"},
     "runtime": {"errors", "integrity", "contracts", "stubs"},
     "settings": {"errors", "contracts", "learner", "runtime"},
-    "tasks": {"errors", "contracts", "runtime", "settings"},
+    "tasks": {"errors", "contracts", "model", "runtime", "settings"},
     **{d: {*DOMAIN, "stubs", "runtime", "settings"} for d in DEPLOYABLES},
     "evaluation": {*DOMAIN, "stubs", "verifier-edge", "runtime", "settings", "tasks",
                    "generation"},

@@ -257,7 +257,7 @@ def test_a_users_jsonl_dataset_with_a_field_mapping(tmp_path: Path) -> None:
         "prompt_template": "Q: {prompt}",
     }
     cfg = RunConfig.model_validate(
-        {"data": {"source": "jsonl", "jsonl": mapping, "heldout_size": 3, "train_size": 5}}
+        {"data": {"source": "jsonl", "dataset": mapping, "heldout_size": 3, "train_size": 5}}
     )
     tasks = load_run_tasks(cfg)
     assert [t.id for t in tasks.train] == [f"u{i}" for i in range(5)]
@@ -271,7 +271,7 @@ def test_a_users_jsonl_dataset_with_a_field_mapping(tmp_path: Path) -> None:
     split = load_run_tasks(
         RunConfig.model_validate(
             {"data": {"source": "jsonl", "heldout_size": 5,
-                      "jsonl": {**mapping, "heldout_path": str(held)}}}
+                      "dataset": {**mapping, "heldout_path": str(held)}}}
         )
     )  # fmt: skip
     assert [t.id for t in split.heldout] == ["u2"] and "u2" not in {t.id for t in split.train}
@@ -285,12 +285,12 @@ def test_a_users_jsonl_dataset_with_a_field_mapping(tmp_path: Path) -> None:
                     "data": {
                         "source": "jsonl",
                         "heldout_size": 0,
-                        "jsonl": {**mapping, "path": str(bad)},
+                        "dataset": {**mapping, "path": str(bad)},
                     }
                 }
             )
         )
-    with pytest.raises(ValueError, match=r"data\.jsonl\.path"):
+    with pytest.raises(ValueError, match=r"data\.dataset\.path"):
         RunConfig.model_validate({"data": {"source": "jsonl"}})
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text(
@@ -303,7 +303,7 @@ def test_a_users_jsonl_dataset_with_a_field_mapping(tmp_path: Path) -> None:
                     "data": {
                         "source": "jsonl",
                         "heldout_size": 2,
-                        "jsonl": {**mapping, "path": str(mixed)},
+                        "dataset": {**mapping, "path": str(mixed)},
                     }
                 }
             )

@@ -133,8 +133,10 @@ def test_grpo_eval_fits_the_default_budget_to_a_small_context_and_says_why_sampl
     result = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
     assert result.exit_code == EXIT_UNSCORED, result.output
     output = " ".join(result.output.split())
-    assert "max_new_tokens 256 lowered to 29: the model's context is 32 tokens and the " \
+    assert (
+        "max_new_tokens 256 lowered to 29: the model's context is 32 tokens and the "
         "longest prompt (short) has 3" in output
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sampling"]["max_new_tokens"] == 29
     assert summary["statuses"] == {"invalid_input": 1, "ok": 1}
@@ -142,6 +144,34 @@ def test_grpo_eval_fits_the_default_budget_to_a_small_context_and_says_why_sampl
     assert (why["status"], why["samples"]) == ("invalid_input", 1)
     assert "40 tokens" in why["reason"] and "context of 32 tokens" in why["reason"]
     assert "why: 1 invalid_input: generation refused the prompt" in output
+
+
+def test_grpo_eval_renders_prompts_with_the_models_chat_template(
+    bpe_chat_model: Path, tmp_path: Path
+) -> None:
+    """--model's chat template is applied to every prompt (--system adds a system turn); the
+    rows record the text the policy read; --chat-template none keeps the plain prompt."""
+    src = tmp_path / "problems.jsonl"
+    src.write_text(json.dumps({"id": "a", "prompt": "What is 1+1?", "gold": "2"}) + "\n")
+    base = ["eval", "--model", str(bpe_chat_model), "--dataset", str(src),
+            "--task-type", "exact", "--verifier", "grpo.verifiers.example:SERVICE",
+            "--max-new-tokens", "4"]  # fmt: skip
+    chat = CliRunner().invoke(app, [*base, "-o", str(tmp_path / "chat"), "--system", "Be brief."])
+    assert chat.exit_code == 0, chat.output
+    [row] = _rows(tmp_path / "chat" / "samples.jsonl")
+    assert row["prompt"] == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 1+1?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    plain = CliRunner().invoke(
+        app, [*base, "-o", str(tmp_path / "plain"), "--chat-template", "none"]
+    )
+    assert plain.exit_code == 0, plain.output
+    assert _rows(tmp_path / "plain" / "samples.jsonl")[0]["prompt"] == "What is 1+1?"
+    bad = CliRunner().invoke(
+        app, [*base, "-o", str(tmp_path / "bad"), "--chat-template", "none", "--system", "x"]
+    )
+    assert bad.exit_code == EXIT_USAGE and "Invalid value for '--system'" in bad.output
 
 
 def test_grpo_eval_resume_scores_undecided_samples_again_without_resampling(

@@ -111,8 +111,9 @@ def test_installed_extras_are_defined_and_match_components() -> None:
     assert by_stage["build-assembler"] == {"k8s"}
     assert by_stage["build-learner"] == {"learner", "tracking"}  # report_to: wandb, mlflow
     assert by_stage["build-rollout-worker"] == {"generation"}
-    # the driver evaluates with the transformers backend and scores math in process
-    assert by_stage["build-driver"] == {"generation", "math"}
+    # the driver evaluates with the transformers backend, scores math in process and reads a
+    # user's Parquet / Hugging Face dataset (data.source)
+    assert by_stage["build-driver"] == {"generation", "math", "data"}
     for torchless in ("build-math", "build-code", "build-assembler"):
         assert "torch" not in " ".join(rest for _, rest in stages()[torchless])
     code = " ".join(rest for _, rest in stages()["verifier-code"])

@@ -12,8 +12,8 @@ import pytest
 from grpo.errors import InvalidArgumentError, NotFoundError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, InvalidLine, read_lines
 from grpo.services.runtime.jsonl import UTF8_BOM, decode_line, read_objects
-from grpo.services.settings.run import JsonlSourceConfig
-from grpo.services.tasks.run_tasks import load_jsonl_tasks
+from grpo.services.settings.data import DatasetSourceConfig
+from grpo.services.tasks.user_dataset import load_dataset_tasks
 
 BAD_LINES = [
     (b"\xff{}\n", "not valid UTF-8 (byte 0)"),
@@ -57,15 +57,15 @@ def test_the_run_task_file_reads_a_bom_and_names_a_bad_line(tmp_path: Path) -> N
     path = tmp_path / "tasks.jsonl"
     rows = [{"prompt": "1+1=", "gold": 2}, {"prompt": "2+2=", "gold": 4}]
     path.write_bytes(UTF8_BOM + b"\n".join(json.dumps(r).encode() for r in rows) + b"\n")
-    source = JsonlSourceConfig(path=str(path), gold_field="gold", task_type="arith")
-    tasks = load_jsonl_tasks(path, source)
+    source = DatasetSourceConfig(path=str(path), gold_field="gold", task_type="arith")
+    tasks = load_dataset_tasks(source, "jsonl")
     assert [(t.id, t.prompt, t.gold_answer) for t in tasks] == [
         ("tasks-1", "1+1=", "2"),
         ("tasks-2", "2+2=", "4"),
     ]
     path.write_bytes(b'{"prompt": "1+1=", "gold": 2}\n\n{"prompt": "2+2=", "gold": 4\n')
     with pytest.raises(InvalidArgumentError, match=rf"^{path}:3: invalid JSON: "):
-        load_jsonl_tasks(path, source)
+        load_dataset_tasks(source, "jsonl")
 
 
 def test_score_lines_read_a_bom_and_report_bad_lines_with_the_same_reasons() -> None:
