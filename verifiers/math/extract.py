@@ -599,6 +599,7 @@ _UNEVALUATED = re.compile(
 _ENUMERATOR = re.compile(
     r"(?:^|(?<=\n))[ \t]*\d{1,2}\.(?=[ \t]+[A-Z*])|(?:^|(?<=[\s>]))\d{1,2}\)(?=[ \t]+[A-Z*])"
 )
+_ASIDE = re.compile(r"[*_(\s]*(?:note|remark|nb|p\.s)\b[*_:,\s]", re.IGNORECASE)
 _CONCLUSION = re.compile(
     r"\s*(?:therefore|thus|hence|finally|in conclusion|consequently|the (?:final )?answer)\b",
     re.IGNORECASE,
@@ -771,6 +772,8 @@ def _run_end(text: str, i: int, hi: int) -> tuple[int, bool]:
                 break
             if name in ("\\(", "\\)", "\\[", "\\]"):
                 break
+            if name in ("\\{", "\\}"):
+                depth += 1 if name == "\\{" else -1
             if name in ("\\begin", "\\end", "\\\\"):
                 break
             after = m.end()
@@ -805,6 +808,10 @@ def _run_end(text: str, i: int, hi: int) -> tuple[int, bool]:
             else:
                 break
             last_kind = "close"
+            continue
+        if ch == "," and depth > 0:
+            j += 1  # inside a tuple, interval or set: (1, 2), [0, 1)
+            last_kind = "op"
             continue
         if ch == ":":
             if equation or last_kind not in ("num", "close"):
@@ -853,7 +860,7 @@ def _runs(text: str, lo: int, hi: int) -> list[_Item]:
             or ch == "\\"
             or (ch in "$-.−√" and i + 1 < hi and (text[i + 1].isdigit() or text[i + 1] in "(π\\"))
             or ch in _CONSTANTS
-            or (ch == "(" and i + 1 < hi and (text[i + 1].isalnum() or text[i + 1] in "-\\"))
+            or (ch in "([" and i + 1 < hi and (text[i + 1].isalnum() or text[i + 1] in "-\\"))
             or (
                 ch.isalpha()
                 and not (i > lo and text[i - 1].isalpha())
@@ -1070,6 +1077,8 @@ def _statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
         last_sentence = False
         if want.prompt and len(body) >= 20 and " ".join(body.split()) in want.prompt:
             continue  # the problem restated
+        if _ASIDE.match(body):
+            continue  # "Note: the recipe uses 3 eggs.": an aside after the answer
         items = [
             it
             for it in _items(text, s_lo, s_hi, segments)
@@ -1120,6 +1129,8 @@ def _unfinished(text: str, lo: int, hi: int, segments: list[_Item]) -> bool:
         return False
     if body[-1] in "=+-*/^_({[,\\":
         return True
+    if body[-1] == ":" and re.search(r"(?:follows|below|is|are|be|get|gives|equals)\s*:$", body):
+        return True  # "we solve for x as follows:", and nothing follows
     last_word = re.search(r"([A-Za-z]+)$", body)
     return last_word is not None and last_word.group(1).lower() in _DANGLING
 

@@ -62,6 +62,8 @@ ROWS: list[Row] = [
     R("inside", "15", "So far we have 3 * 5 = 15, and next we multiply 15 by", 0),
     R("inside", "9", r"Thus the answer is \(3^2 + 4^2\)", 0),
     R("inside", "25", r"Thus the answer is \(3^2 + 4^2\)", 1),
+    R("inside", "3", "We know that z = 3. Therefore, we can solve for x as follows:", 0),
+    R("inside", "40", "Mia saved $40 in May and $55 in June, for a total of $95.", 0),
     # ---- 2. thousands inside tuples, intervals, sets ----
     R("thousands", "2100", r"The point is $\boxed{(2,100)}$.", 0),
     R("thousands", "(2,100)", r"The point is $\boxed{(2, 100)}$.", 1),
@@ -95,6 +97,8 @@ ROWS: list[Row] = [
     R("answer_sentence", "Paris", "The answer is Paris.", 1),
     R("answer_sentence", "150", "Answer: In total, the school raised $150 for charity.", 1),
     R("answer_sentence", "5", "A: Jill has 5 pencils.", 1),
+    R("answer_sentence", "95", "Mia saved $40 in May and $55 in June, for a total of $95.", 1),
+    R("answer_sentence", "2", "We need 2 more cups.\n\nNote: the recipe uses 3 eggs.", 1),
     # ---- 5. chains, arrows, named quantities at the end ----
     R("chain", "24", r"So the total is $4 \times 5 + 4 = 20 + 4 = 24$.", 1),
     R("chain", "20", r"So the total is $4 \times 5 + 4 = 20 + 4 = 24$.", 0),
@@ -227,4 +231,8 @@ ROWS: list[Row] = [
     R("forms", "6", r"\boxed{\lfloor 6.9 \rfloor}", 1),
     R("forms", "5", r"\boxed{|3-4i|}", 1),
     R("forms", "5", r"\boxed{|3+4i|^2}", 0),
+    R("forms", "(1, 2)", "The point is (1, 2).", 1),
+    R("forms", "2", "The point is (1, 2).", 0),
+    R("forms", "[0,1)", "So the range is [0, 1).", 1),
+    R("forms", r"\{1,2\}", r"The set is \{1, 2\}.", 1),
 ]
