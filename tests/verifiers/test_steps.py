@@ -209,6 +209,17 @@ def test_hostile_step_input_returns_in_time() -> None:
         assert verifier.verify(common_pb2.Task(), "1+1=3").steps[0].status == INVALID
         flood = verifier.verify(common_pb2.Task(), "1+1=2\n" * 50_000)
         assert flood.status == common_pb2.SCORE_STATUS_PARSE_ERROR
+        # issue 28's readers on hostile text: nested functions, a number-word flood, huge
+        # function arguments; each is decided (or left unverifiable) within the time limit
+        for text in (
+            "$" + "\\sin(" * 2000 + "1" + ")" * 2000 + " = 0$",
+            "one hundred and " * 5000 + "five = 5",
+            "$\\sin(9^{9^{9}}) < 2$",
+            "$\\exp(\\exp(\\exp(100))) \\approx 5$",
+            "$" + "\\frac{" * 2000 + "1" + "}{2}" * 2000 + " = 1$",
+        ):
+            score = verifier.verify(common_pb2.Task(), text)
+            assert score.status in (common_pb2.SCORE_STATUS_OK, common_pb2.SCORE_STATUS_NO_ANSWER)
 
 
 def test_math_style_step_set(steps_verifier: StepsVerifier) -> None:

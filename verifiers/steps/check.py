@@ -23,7 +23,8 @@ def check_steps(response: str, max_claims: int) -> list[StepVerdict]:
     A step is INVALID when any of its claims is refuted, VALID when at least one claim holds
     and none is refuted, UNVERIFIABLE when it has no claim that could be checked. A step that
     starts with a relation (``&= 104``) takes the previous step's last side as its left side
-    (``claims.step_claims``).
+    (``claims.step_claims``). A step whose text the reader cannot take apart (a recursion or
+    memory limit) is unverifiable.
 
     Args:
         response: the solution text.
@@ -40,7 +41,10 @@ def check_steps(response: str, max_claims: int) -> list[StepVerdict]:
     for step in segment_steps(response):
         held: list[str] = []
         refuted: str | None = None
-        claims, carry = step_claims(step.text, carry)
+        try:
+            claims, carry = step_claims(step.text, carry)
+        except (RecursionError, MemoryError, ValueError):  # text the reader cannot take apart
+            claims, carry = [], None
         for claim in claims:
             if budget <= 0:
                 break

@@ -393,6 +393,8 @@ def _float_of(argument: str) -> float | None:
         if abs(exact) > _MAX_ARGUMENT:
             raise _TooLargeForSympy(argument)
         value = float(exact)
+    except _TooLargeForSympy:
+        raise
     except TooLargeError as exc:
         raise _TooLargeForSympy(argument) from exc
     except NotExactError:  # irrational but not huge (the reader's own bound): sympy, 15 digits

@@ -73,6 +73,9 @@ _ANY_NUMBER_WORD = re.compile(
 )
 
 
+_MAX_PHRASE_WORDS = 24  # "nine hundred ninety-nine trillion ... ninety-nine" has 21 words
+
+
 def _kind(word: str) -> str:
     if word in _UNITS:
         return "unit" if _UNITS[word] < 10 else "teen"
@@ -143,7 +146,7 @@ def _phrase(tokens: list[str], i: int) -> tuple[list[str], list[int]]:
     words: list[str] = []
     ends: list[int] = []
     j = i
-    while j < len(tokens):
+    while j < len(tokens) and len(words) < _MAX_PHRASE_WORDS:
         word = tokens[j].lower()
         if word == "a" and not words:
             if not (j + 2 < len(tokens) and tokens[j + 1].isspace()):

@@ -439,6 +439,9 @@ _TRIG = frozenset(("sin", "cos", "tan", "cot", "sec", "csc"))
 _BARE_NUMBER = re.compile(r"\s*-?\d+(?:\.\d+)?\s*")
 
 
+_MAX_NESTED_CALLS = 8  # \sin(\sin(...)) deeper than this is not read
+
+
 def _group_end(text: str, start: int) -> int:
     """Index just past the parenthesized group opening at ``text[start]``, or -1."""
     depth = 0
@@ -452,7 +455,7 @@ def _group_end(text: str, start: int) -> int:
     return -1
 
 
-def _functions(text: str) -> str:
+def _functions(text: str, depth: int = 0) -> str:
     """``\\sin 30°`` -> ``F(30*π/180)``, ``\\ln(2)^2``, ``\\sin^2 x`` -> ``(F(x))^2``,
     ``\\logbase(2) 8`` -> ``F(8, 2)``; a function whose argument cannot be told is POISON."""
     out: list[str] = []
@@ -484,7 +487,10 @@ def _functions(text: str) -> str:
             pos = i
             continue
         if _FUNCTION_NAME.search(argument):
-            argument = _functions(argument)  # \exp(\exp(2)): inner calls too
+            if depth >= _MAX_NESTED_CALLS:
+                out.append(POISON)
+                continue
+            argument = _functions(argument, depth + 1)  # \exp(\exp(2)): inner calls too
         argument = _DEGREE_NUMBER.sub(r"(\1*π/180)", argument)
         if name in _TRIG and _BARE_NUMBER.fullmatch(argument):
             argument = f"{argument.strip()}{ANGLE}"  # \sin 30: degrees or radians
