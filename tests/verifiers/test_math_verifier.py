@@ -17,6 +17,7 @@ from grpo.verifiers.math import MathVerifier
 
 OK = common_pb2.SCORE_STATUS_OK
 PARSE_ERROR = common_pb2.SCORE_STATUS_PARSE_ERROR
+NO_ANSWER = common_pb2.SCORE_STATUS_NO_ANSWER
 
 
 def _task(gold: str) -> common_pb2.Task:
@@ -122,6 +123,12 @@ HOSTILE = {
     "garbage_1mb": ("(+" * 500_000, PARSE_ERROR),
     "invalid_utf8": (b"\xff\xfe 12 \xc3(".decode("utf-8", "surrogateescape"), PARSE_ERROR),
     "long_answer": (r"\boxed{" + "1+" * 1500 + "1}", PARSE_ERROR),
+    # extraction stays near linear on 60 kB of what each rule looks for (issue 27)
+    "turn_markers": ("hmm\n" + "User: hi\n" * 6000, NO_ANSWER),
+    "answer_phrases": ("The answer is enclosed here. " * 2000, NO_ANSWER),
+    "name_segments": ("$x$ and $y$. " * 4500, NO_ANSWER),
+    "degenerate_text": ("P唑! Brea`ثم 俦清洗([ " * 3000, NO_ANSWER),
+    "answer_tags": ("<answer> 7 </answer> " * 3000, OK),
 }
 
 

@@ -66,6 +66,7 @@ Every rule is linear in the length of the text. Parts are raw spans of the respo
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -182,6 +183,10 @@ _SYSTEM_PROMPT = re.compile(
     r"<\s*answer\s*>",
     re.IGNORECASE,
 )
+_MAX_MARKERS = 12
+"""Continuation markers looked at (each one reads the text before it: bounded work)."""
+_MAX_PHRASES = 8
+"""Answer phrases looked at, from the last (each one reads its paragraph)."""
 _TOKEN = re.compile(r"\S+")
 _LATEX_BITS = re.compile(r"\$[^$]*\$|\\[A-Za-z]+|\\\(|\\\)")
 _THINK_END = re.compile(r"<\s*/\s*think\s*>")
@@ -218,7 +223,7 @@ def answer_region(response: str) -> tuple[str, int, int]:
         ]
         + [(at, _explicit) for at in _degenerate(text, 0, end)]
     )
-    for at, answered in markers:
+    for at, answered in markers[:_MAX_MARKERS]:  # each check reads the text before it
         if at > 0 and answered(text, 0, at):
             end = at  # a continuation after the answer: the answer is the one before it
             break
@@ -898,8 +903,11 @@ def _items(text: str, lo: int, hi: int, segments: list[_Item]) -> list[_Item]:
     """Segments and runs of ``text[lo:hi]`` in order (runs only between segments)."""
     out: list[_Item] = []
     i = lo
-    for seg in segments:
-        if seg.end <= lo or seg.start >= hi:
+    first = bisect.bisect_left(segments, lo, key=lambda seg: seg.end)
+    for seg in segments[first:]:
+        if seg.start >= hi:
+            break
+        if seg.end <= lo:
             continue
         opener = seg.start - 1
         while opener > lo and text[opener] in "$([\\":
@@ -1109,9 +1117,11 @@ def _sentences(text: str, lo: int, hi: int, segments: list[_Item]) -> list[tuple
     break or the end, never inside a math segment."""
     out = []
     at = lo
+    starts = [seg.start for seg in segments]
     for m in _SENTENCE_END.finditer(text, lo, hi):
-        if any(s.start <= m.start() < s.end for s in segments):
-            continue
+        k = bisect.bisect_right(starts, m.start()) - 1  # the last segment opening before it
+        if k >= 0 and m.start() < segments[k].end:
+            continue  # inside a math segment
         out.append((at, m.end()))
         at = m.end()
     out.append((at, hi))
@@ -1353,7 +1363,7 @@ def _hedged(text: str, at: int, end: int) -> bool:
 def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | None:
     """The last answer phrase that states something (a later one that states nothing, "the
     answer is enclosed within …", gives way to the one before it)."""
-    for said in reversed(list(_ANSWER_PHRASE.finditer(text, start, end))):
+    for said in reversed(list(_ANSWER_PHRASE.finditer(text, start, end))[-_MAX_PHRASES:]):
         found = _after_phrase(text, said, end, want)
         if found is not None:
             return found
