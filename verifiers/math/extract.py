@@ -1,66 +1,52 @@
 r"""Final-answer extraction: candidates with provenance, one precedence, per-task formats.
 
-**The answer region.** Chat-template debris is blanked first (``<|im_end|>``, ``<|eot_id|>``,
-``</s>``, ``<｜end▁of▁sentence｜>``, header tokens; offsets are kept). When the response has a
-``</think>`` (``</ think >`` too) followed by an answer or a number, the region starts after
-the last one (boxes in the reasoning are drafts); a stray ``</think>`` with nothing after it
-but words or tags changes nothing. The region
-ends where a hallucinated continuation begins:
+The full description, with examples, is docs/verifiers.md ("Extraction"); in short:
 
-- at the first turn token with text before it: an end-of-turn token (``<|im_end|>``,
-  ``<|eot_id|>``, ``</s>``, ``<end_of_turn>``, ...) or another family's turn marker
-  (``<|im_start|>``, ``<start_of_turn>``, ``[INST]``, ``<|user|>``, ``<｜User｜>``, ...);
-- at a line that opens a new turn (``User:``, ``Human:``, ``Assistant:``) with text before it;
-- at a line that opens a new problem (``Question:``, ``Problem 2:``, ``Q:``, ``Example 3:``,
-  ``Exercise:``, ``Instruction:``) when a number or a stated answer comes before it (a
-  response that *starts* by restating the problem is not cut).
+**The answer region.** Chat-template debris, GSM8K calculator annotations, list numbering
+and labels between values are blanked (offsets kept). The region ends where a hallucinated
+continuation begins: the first turn token with text before it (an end-of-turn token or
+another family's turn marker: ``<|im_end|>``, ``<end_of_turn>``, ``<|im_start|>``,
+``[INST]``, ``<|user|>``, ``<end>``), or, when an answer comes before it, a line opening a
+user turn (``User:``, ``Human:``, ``用户:``), a restated system prompt, a new problem
+(``Question:``, ``Problem 2:``), an invented follow-up ("Can you explain …?") or, in a
+Latin-script response, degenerate text (tokens of other scripts). After the last
+``</think>`` only the text after it counts when it holds an explicit answer (or a number,
+when the reasoning holds no explicit answer).
 
-**Candidates, in the one order of precedence** (``lenient``: the first that exists wins):
+**Candidates, in the one order of precedence** (``lenient``: the first that exists wins; of
+the answer tag and the box, the one that ends the response comes first):
 
-1. ``answer_tag``: the last ``<answer>…</answer>`` (spaces allowed inside the tags: ``< answer
-   >``; an unclosed last tag runs to the region's end). Its content is read by the rules below
-   restricted to the tag (a box inside it, an answer phrase inside it, the whole content when
-   it is math, else its final statement).
-2. ``boxed``: ``\boxed{…}``/``\fbox{…}`` (nested braces matched). When a "Final Answer"
-   heading is followed by boxes, only those count. **When the gold is a list** (``several``)
-   the distinct boxes form one list (``\boxed{3}`` and ``\boxed{-5}`` is 3, −5); **otherwise
-   the last box wins**, together with the boxes written right before it with only a
-   connector between them (``\boxed{3}, \boxed{4}``, ``\boxed{3} or \boxed{4}``): several
-   values stated at once are a list (which never equals one value), and ``\boxed{3} or
-   \boxed{4}`` is a hedge. Equal boxes count once. An unclosed last box (a truncated
-   response) raises :class:`UnclosedBoxError` (``no_answer``).
-3. ``gsm8k``: the rest of the last ``####`` line.
-4. ``answer_is``: after the last answer phrase ("the answer is", "the answers are", "the
-   correct answer is", "final answer:", "**Answer:**", ``A:`` at a line start, a "Final
-   Answer" heading) the value the sentence states: math that starts the sentence (a
-   ``$…$``/``\(…\)`` segment, with the segments joined to it by ``,``/``and``/``or`` when the
-   sentence ends after them; or a run of numbers, operators, LaTeX and variables, with
-   ``,``/``and``/``or`` between values), else the last math of its first clause ("Answer: The
-   train travels 120 miles." gives 120; "The answer is: she saved $4,300." gives $4,300),
-   else the clause's words ("The answer is Evelyn."). A value followed by a hedge ("7, or
-   perhaps 9") is marked ``hedge`` (no answer).
-5. ``final_statement``: the last statement with math. The text after the last code block
-   (```` ``` ````, output blocks included: a number inside code is never an answer) is cut
-   into sentences (outside math segments); the last sentence with math, not one restated from
-   the prompt, gives its last math item: a math segment or a run. Its value is the end of
-   the chain: ``3x + 2 = 17 + 2 = 19`` gives 19, ``\Rightarrow y = 8`` gives ``y = 8``,
-   ``18 \div 3 = 6`` gives 6; ``lhs = rhs`` stays an equation when ``lhs`` is a variable or
-   a named quantity (``y = 8``, ``\angle C = 40^\circ``) or an expression in an unknown
-   (``2x = 4``); after ``\approx`` the exact value before it is kept when there is one. No
-   final statement when the response ends in a question, or unfinished (an operator, ``=``,
-   an open bracket or math segment, a dangling word such as "the" or "and").
-6. ``last_number``: the same statement when its value is a bare number (``12kg`` is 12 kg,
-   ``$4,300`` is 4300, ``7+8=15,4+3+1=8:85`` is 85: a ``:`` after an equation introduces the
-   answer). A run never yields a number from inside a LaTeX argument, exponent or subscript
-   (``\sqrt{3}`` is √3, never 3; ``0.25y^2`` is an expression), from code, or one item of a
-   list when the gold is one value (``-2, 4`` is the list).
+1. ``answer_tag``: the last ``<answer>…</answer>`` (``< answer >``, a line-start ``answer>``
+   and an unclosed last tag too), read inside by: a box, an answer phrase, the whole content
+   when it is one line of math, the math it opens with, its final statement. A tag without a
+   value gives nothing (the next rule decides); the template's placeholder ("answer here")
+   keeps only an explicit answer given elsewhere, else no answer.
+2. ``boxed``: when the gold is a list (``several``) the distinct boxes form one list;
+   otherwise the last box wins, with the boxes joined to it by connectors only (a list; ``or``
+   between them a hedge). Boxes after a "Final Answer" heading only; boxes without a value or
+   of garbage after a real one skipped; an unclosed last box raises
+   :class:`UnclosedBoxError` unless it repeats the box before it.
+3. ``gsm8k``: the rest of the last ``####`` line when it holds a number.
+4. ``answer_is``: the last answer phrase that states something (at most the last eight are
+   read): the math that starts its sentence (the end of its chain), a choice letter, a set in
+   words, else the value its sentence states, else the value its paragraph ends on, else a
+   short text answer. A hedge after the value ("7, or perhaps 9") is marked ``hedge``.
+5. ``final_statement``: the last sentence with math after the last code block, neither a
+   question nor restated from the prompt nor an aside ("Note: …"): its stated item (the last
+   one not after a preposition), with the items joined to it as a list, reduced to the end of
+   its chain (``3x + 2 = 17 + 2 = 19`` gives 19; ``y = 8`` stays an assignment; a constant
+   right side is the value; the exact value before ``\approx``). An unfinished response has
+   none, unless a conclusion ("Therefore …") ends just before the cut.
+6. ``last_number``: the same when the value is a bare number (``12kg``, ``$4,300``,
+   ``…=8:85``). A number inside a LaTeX argument, exponent, subscript or code is never one.
 
 **Formats** (per task ``Task.metadata["answer_format"]``, else the verifier's config):
-``lenient`` uses all six; ``boxed`` only rule 2, ``answer_tag`` only rule 1, ``gsm8k`` only
-rule 3: a strict format never falls back to guessing.
+``lenient`` uses all; ``boxed`` only rule 2, ``answer_tag`` only rule 1, ``gsm8k`` only rule
+3: a strict format never falls back to guessing.
 
-Every rule is linear in the length of the text. Parts are raw spans of the response
-(``response[start:start + len(text)] == text``); ``grpo.verifiers.math.normalize`` and
+The work is near linear in the length of the text (at most twelve continuation markers and
+eight answer phrases are examined). Parts are raw spans of the response (``response[start:
+start + len(text)] == text``); ``grpo.verifiers.math.normalize`` and
 ``grpo.verifiers.math.answer`` read them. No sympy, no grpc.
 """
 
