@@ -81,7 +81,7 @@ def apply_lora(model: torch.nn.Module, config: LoraConfig) -> Any:
         )
     peft_config = PeftLoraConfig(
         r=config.r,
-        lora_alpha=config.alpha,
+        lora_alpha=config.alpha,  # type: ignore[arg-type]  # peft annotates int; scaling is alpha / r
         lora_dropout=config.dropout,
         target_modules=list(config.target_modules),
         task_type="CAUSAL_LM",
