@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl gpu-check run gsm8k-chat-inputs clean config-docs chart-schema seccomp-profile
+.PHONY: install proto proto-check lint test soak faults bench bench-vs-trl gpu-check run gsm8k-chat-inputs clean config-docs chart-schema node-verifier seccomp-profile
 
 install:  ## venv + CPU torch (when no GPU) + editable install with every extra; bubblewrap, runsc and buf
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -72,6 +72,9 @@ GSM8K_CHAT ?= runs/gsm8k-chat-inputs
 gsm8k-chat-inputs:  ## the inputs of configs/gsm8k-chat.yaml: a tiny Qwen2 with a BPE tokenizer and a chat template, GSM8K train as Parquet
 	$(VENV)/bin/grpo model init $(GSM8K_CHAT)/model --tokenizer bpe --vocab-size 1024 --max-positions 512
 	$(PY) scripts/gsm8k_parquet.py $(GSM8K_CHAT)/gsm8k-train.parquet
+
+node-verifier:  ## install the Node.js example verifier's packages (examples/verifier-node: @grpc/grpc-js, @grpc/proto-loader from npm)
+	cd examples/verifier-node && npm ci --silent --no-audit --no-fund
 
 chart-schema:  ## regenerate the service-config part of helm/grpo-pipeline/values.schema.json from the settings models
 	$(PY) scripts/chart_schema.py

@@ -54,8 +54,9 @@ def serve(
     service: Annotated[
         str,
         typer.Argument(
-            help="Service to run: verifier-math, verifier-steps, verifier-code, generation, "
-            "rollout-worker, assembler, learner, driver (or module:ATTRIBUTE of a ServiceSpec)."
+            help="Service to run: verifier-math, verifier-steps, verifier-code, "
+            "verifier-format, verifier-length, generation, rollout-worker, assembler, learner, "
+            "driver (or module:ATTRIBUTE of a ServiceSpec)."
         ),
     ],
     config: Annotated[

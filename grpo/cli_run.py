@@ -80,7 +80,6 @@ def run(
     from grpo.local.run import default_run_dir, run_local
     from grpo.local.rundir import RunRefusedError
     from grpo.services.driver.driver import Progress
-    from grpo.services.settings.run import load_run_config
 
     logging.basicConfig(level=logging.WARNING)
     console = Console()
@@ -93,11 +92,7 @@ def run(
         raise typer.Exit(code=2)
     # The folder of a resume is claimed before anything in it is read (one in use is named).
     lock = _claim(resume.resolve(), console, resume=True) if resume is not None else None
-    try:
-        cfg = load_run_config(resume / "config.yaml" if resume else config, values)  # type: ignore[operator,arg-type]
-    except GrpoError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from None
+    cfg = _checked_config(resume / "config.yaml" if resume else config, values, console, lock)  # type: ignore[operator,arg-type]
     out = (resume or run_dir or default_run_dir(cfg)).resolve()
     lock = lock or _claim(out, console, resume=False)
     if resume is None and builds_model(cfg):
@@ -179,6 +174,27 @@ def run(
         raise typer.Exit(code=130)
 
 
+def _checked_config(path: Path, values: dict[str, Any], console: Any, lock: Any) -> Any:
+    """The run's config, checked before any work (a new run's folder is not created yet):
+    every key of every block (``load_run_config``) and the verifiers against their routes
+    (``grpo.local.preflight.check_run_verifiers``: each endpoint's Describe, each service's
+    task types). A problem prints one line, releases ``lock`` (a resume's) and exits 2."""
+    from grpo.errors import GrpoError
+    from grpo.local.preflight import check_run_verifiers
+    from grpo.services.settings.run import load_run_config
+    from grpo.services.tasks.run_tasks import load_run_tasks
+
+    try:
+        cfg = load_run_config(path, values)
+        check_run_verifiers(cfg, load_run_tasks(cfg).task_type)
+    except GrpoError as exc:
+        if lock is not None:
+            lock.release()
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    return cfg
+
+
 def _claim(out: Path, console: Any, *, resume: bool) -> Any:
     """The run dir's lock (``RunDirLock``), taken before anything is read or written there
     (the folder is created for a new run); exit 2 with one line when the path is no folder,
@@ -241,7 +257,8 @@ def _accounting_lines(summary: Any) -> list[str]:
     accepted + rejected (by reason) + pending with the identity gap, timed out, closed short
     and the rewards missing (of which undecided, and per reason); the zero-variance groups and
     their tokens beside the tokens never trained on; then, when there were any, restarts,
-    stalls and the outage seconds per dependency per service (non-zero ones)."""
+    stalls and the outage seconds per dependency per service (non-zero ones); then one line
+    per verifier address the assembler called (calls, failed calls, items, latency, scores)."""
     acc = summary.accounting
     groups, rewards = acc.groups, acc.rewards
     reasons = ", ".join(
@@ -273,6 +290,14 @@ def _accounting_lines(summary: Any) -> list[str]:
             f"failed: {summary.failure.service or 'the run'}"
             + (f" ({summary.failure.cause})" if summary.failure.cause else "")
             + (f": {summary.failure.last_error}" if summary.failure.last_error else "")
+        )
+    for address, ep in summary.accounting.verifier_endpoints.items():
+        statuses = ", ".join(f"{k.removeprefix('SCORE_STATUS_').lower()} {n}"
+                             for k, n in ep.get("statuses", {}).items())  # fmt: skip
+        lines.append(
+            f"verifier {address}: {ep['calls']} calls ({ep['failed_calls']} failed), "
+            f"{ep['items']} items, latency mean {ep['latency_mean_ms']} ms max "
+            f"{ep['latency_max_ms']} ms; scores: {statuses or 'none'}"
         )
     return lines
 

@@ -3,8 +3,10 @@
 ``LocalCluster`` starts Redis (``grpo.services.runtime.redis_server.resolve_redis``: ``redis_url``,
 else ``$REDIS_URL``, else an embedded server), writes each service's settings into
 ``<run_dir>/services/`` (validated against the service's own model first), launches the
-verifiers, the assembler, the learner and the rollout worker(s) as ``grpo serve`` processes on
-loopback ports through ``ProcessSupervisor`` and waits until each answers health checks.
+verifiers the run starts (built-in and SDK services; an endpoint runs elsewhere and is only
+routed to, ``grpo.services.settings.verifiers``), the assembler, the learner and the rollout
+worker(s) as ``grpo serve`` processes on loopback ports through ``ProcessSupervisor`` and waits
+until each answers health checks.
 ``check()`` is the one place a dead or stalled service is handled: the supervisor restarts it
 (same config, same port, with backoff; ``RunConfig.supervision``), kills and restarts one that
 made no progress for ``supervision.stall_s`` (``grpo.local.liveness``), and gives up past the
@@ -50,6 +52,7 @@ from grpo.services.settings.services import (
     verifier_settings,
     write_service_config,
 )
+from grpo.services.settings.verifiers import VerifierPlan, plan_verifiers
 from grpo.v1 import assembler_pb2, learner_pb2
 
 __all__ = ["LocalCluster", "RedisWatch", "namespace_for"]
@@ -170,6 +173,8 @@ class LocalCluster:
         self.model: Path | str | None = None
         self._services_stopped = False
         self._status = StatusClient()
+        self.plan: VerifierPlan | None = None
+        """The run's verifiers (``plan_verifiers``), set by ``start``."""
 
     # ---------------------------------------------------------------- Redis
     def start_redis(self) -> str:
@@ -219,20 +224,18 @@ class LocalCluster:
         if not self.redis_url:
             self.start_redis()
         sup = self.supervisor
-        verifier_names = [cfg.verifiers.outcome]
-        if cfg.verifiers.process:
-            verifier_names.append(cfg.verifiers.process)
-        for name in verifier_names:
-            sup.start(name, self._service_yaml(name, verifier_settings(cfg, name), name))
-        route: dict[str, list[str]] = {"outcome": [self.verifier_address(cfg.verifiers.outcome)]}
-        if cfg.verifiers.process:
-            route["process"] = [self.verifier_address(cfg.verifiers.process)]
+        plan = self.plan = plan_verifiers(cfg.verifiers, [task_type])
+        for name, verifier in plan.services().items():  # endpoints run elsewhere
+            settings = verifier_settings(cfg, verifier.text)
+            path = self._service_yaml(name, settings, verifier.text)
+            sup.start(name, path, service=verifier.text)
         settings = assembler_settings(
             cfg,
             redis_url=self.redis_url,
             namespace=self.namespace,
-            routing={task_type: route},
+            routing=plan.routing(self.verifier_address),
             group_log=self.run_dir / "assembler_groups.jsonl",
+            endpoint_tls=plan.endpoint_tls(),
         )
         # A stable consumer name: a restarted assembler takes its own pending rollouts back.
         settings.setdefault("consumer_name", "assembler-0")
@@ -261,9 +264,7 @@ class LocalCluster:
         if self.model is None:
             raise FailedPreconditionError("LocalCluster.start_driver before start()")
         cfg = self.config
-        verifiers = [cfg.verifiers.outcome] + (
-            [cfg.verifiers.process] if cfg.verifiers.process else []
-        )
+        verifiers = self.plan.services() if self.plan is not None else {}
         settings = driver_settings(
             cfg,
             redis_url=self.redis_url,

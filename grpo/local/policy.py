@@ -77,7 +77,7 @@ def warm_start(
     out = run_dir / "model" / "sft"
     started = time.perf_counter()
     # one outcome verifier for every dev-set check (its worker pool starts once)
-    scorer = outcome_scorer(config) if sft.target_accuracy > 0 else None
+    scorer = outcome_scorer(config, task_type=tasks.task_type) if sft.target_accuracy > 0 else None
     check = _dev_check(config, tasks, log, scorer) if scorer is not None else None
     try:
         result = run_sft(

@@ -3,6 +3,8 @@
 1. ``grpo.local.policy.prepare_policy``: a fresh tiny model (``model.path`` unset)
    and the SFT warm start, in this process before any service starts (so it may use every
    core);
+   (before it, ``grpo.local.preflight.checked_tasks`` checks the run's verifiers against their
+   routes: each endpoint's ``Describe``, each service's declared task types);
 2. ``grpo.local.cluster.LocalCluster``: Redis (embedded unless
    ``redis_url``/``$REDIS_URL``), one settings YAML per service in ``<run_dir>/services/``, the
    verifiers, assembler, learner and rollout worker(s) as ``grpo serve`` processes on loopback
@@ -64,13 +66,14 @@ import yaml
 from grpo.errors import UnavailableError
 from grpo.local.cluster import LocalCluster
 from grpo.local.policy import prepare_policy
+from grpo.local.preflight import checked_tasks
 from grpo.local.processes import ServiceFailedError, last_error, named_cause
 from grpo.local.rundir import RunDirLock, RunIdentity, RunRefusedError
 from grpo.services.driver.driver import POLL_S, DriverRecord, Progress, RunDriver
 from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
 from grpo.services.runtime.accounting import RunAccounting, read_run_accounting
 from grpo.services.settings.run import RunConfig
-from grpo.services.tasks.run_tasks import RunTasks, load_run_tasks
+from grpo.services.tasks.run_tasks import RunTasks
 from grpo.v1 import common_pb2
 
 __all__ = ["default_run_dir", "resume_policy", "run_local", "write_run_config"]
@@ -157,7 +160,7 @@ def run_local(
     run_dir = run_dir.resolve()
     held = lock if lock is not None else RunDirLock.acquire(run_dir)
     try:
-        tasks = load_run_tasks(config)
+        tasks = checked_tasks(config, say)  # the verifiers cover their routes (issue 29)
         if resume:
             model = resume_policy(config, run_dir)
             identity = RunIdentity.resume(config, run_dir, tasks)

@@ -25,13 +25,17 @@ _sym_db = _symbol_database.Default()
 from grpo.v1 import common_pb2 as grpo_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17grpo/v1/assembler.proto\x12\x07grpo.v1\x1a\x14grpo/v1/common.proto\";\n\x15SubmitRolloutsRequest\x12\"\n\x08rollouts\x18\x01 \x03(\x0b\x32\x10.grpo.v1.Rollout\">\n\x16SubmitRolloutsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x12\n\nduplicates\x18\x02 \x01(\r\"\x11\n\x0fGetStatsRequest\"\x9a\x05\n\x0e\x41ssemblerStats\x12\x19\n\x11rollouts_received\x18\x01 \x01(\x04\x12\x15\n\rgroups_opened\x18\x02 \x01(\x04\x12\x17\n\x0fgroups_accepted\x18\x03 \x01(\x04\x12#\n\x1bgroups_rejected_all_correct\x18\x04 \x01(\x04\x12!\n\x19groups_rejected_all_wrong\x18\x05 \x01(\x04\x12\x18\n\x10groups_timed_out\x18\x06 \x01(\x04\x12%\n\x1dgroups_rejected_too_few_valid\x18\x07 \x01(\x04\x12\x16\n\x0egroups_pending\x18\x08 \x01(\x04\x12\x17\n\x0frewards_missing\x18\t \x01(\x04\x12\x15\n\rregenerations\x18\n \x01(\x04\x12\x18\n\x10generated_tokens\x18\x0b \x01(\x04\x12\x13\n\x0bkept_tokens\x18\x0c \x01(\x04\x12\x19\n\x11verifier_failures\x18\r \x01(\x04\x12\x15\n\rrollouts_late\x18\x0e \x01(\x04\x12\x1b\n\x13groups_closed_short\x18\x0f \x01(\x04\x12!\n\x19rollouts_in_closed_groups\x18\x10 \x01(\x04\x12\x15\n\rrollouts_held\x18\x11 \x01(\x04\x12\x19\n\x11verifier_outage_s\x18\x12 \x01(\x01\x12\x16\n\x0eredis_outage_s\x18\x13 \x01(\x01\x12*\n\"groups_rejected_too_many_undecided\x18\x14 \x01(\x04\x12\x19\n\x11rewards_undecided\x18\x15 \x01(\x04\x12\x1c\n\x14groups_zero_variance\x18\x16 \x01(\x04\x12\x1c\n\x14zero_variance_tokens\x18\x17 \x01(\x04\":\n\x10GetStatsResponse\x12&\n\x05stats\x18\x01 \x01(\x0b\x32\x17.grpo.v1.AssemblerStats2\x9f\x01\n\tAssembler\x12Q\n\x0eSubmitRollouts\x12\x1e.grpo.v1.SubmitRolloutsRequest\x1a\x1f.grpo.v1.SubmitRolloutsResponse\x12?\n\x08GetStats\x12\x18.grpo.v1.GetStatsRequest\x1a\x19.grpo.v1.GetStatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17grpo/v1/assembler.proto\x12\x07grpo.v1\x1a\x14grpo/v1/common.proto\";\n\x15SubmitRolloutsRequest\x12\"\n\x08rollouts\x18\x01 \x03(\x0b\x32\x10.grpo.v1.Rollout\">\n\x16SubmitRolloutsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x12\n\nduplicates\x18\x02 \x01(\r\"\x11\n\x0fGetStatsRequest\"\x9a\x05\n\x0e\x41ssemblerStats\x12\x19\n\x11rollouts_received\x18\x01 \x01(\x04\x12\x15\n\rgroups_opened\x18\x02 \x01(\x04\x12\x17\n\x0fgroups_accepted\x18\x03 \x01(\x04\x12#\n\x1bgroups_rejected_all_correct\x18\x04 \x01(\x04\x12!\n\x19groups_rejected_all_wrong\x18\x05 \x01(\x04\x12\x18\n\x10groups_timed_out\x18\x06 \x01(\x04\x12%\n\x1dgroups_rejected_too_few_valid\x18\x07 \x01(\x04\x12\x16\n\x0egroups_pending\x18\x08 \x01(\x04\x12\x17\n\x0frewards_missing\x18\t \x01(\x04\x12\x15\n\rregenerations\x18\n \x01(\x04\x12\x18\n\x10generated_tokens\x18\x0b \x01(\x04\x12\x13\n\x0bkept_tokens\x18\x0c \x01(\x04\x12\x19\n\x11verifier_failures\x18\r \x01(\x04\x12\x15\n\rrollouts_late\x18\x0e \x01(\x04\x12\x1b\n\x13groups_closed_short\x18\x0f \x01(\x04\x12!\n\x19rollouts_in_closed_groups\x18\x10 \x01(\x04\x12\x15\n\rrollouts_held\x18\x11 \x01(\x04\x12\x19\n\x11verifier_outage_s\x18\x12 \x01(\x01\x12\x16\n\x0eredis_outage_s\x18\x13 \x01(\x01\x12*\n\"groups_rejected_too_many_undecided\x18\x14 \x01(\x04\x12\x19\n\x11rewards_undecided\x18\x15 \x01(\x04\x12\x1c\n\x14groups_zero_variance\x18\x16 \x01(\x04\x12\x1c\n\x14zero_variance_tokens\x18\x17 \x01(\x04\"\xcd\x02\n\x15VerifierEndpointStats\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x02 \x01(\x04\x12\r\n\x05items\x18\x03 \x01(\x04\x12\x15\n\rlatency_s_sum\x18\x04 \x01(\x01\x12\x15\n\rlatency_s_max\x18\x05 \x01(\x01\x12\x38\n\x05\x63odes\x18\x06 \x03(\x0b\x32).grpo.v1.VerifierEndpointStats.CodesEntry\x12>\n\x08statuses\x18\x07 \x03(\x0b\x32,.grpo.v1.VerifierEndpointStats.StatusesEntry\x1a,\n\nCodesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a/\n\rStatusesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"m\n\x10GetStatsResponse\x12&\n\x05stats\x18\x01 \x01(\x0b\x32\x17.grpo.v1.AssemblerStats\x12\x31\n\tverifiers\x18\x02 \x03(\x0b\x32\x1e.grpo.v1.VerifierEndpointStats2\x9f\x01\n\tAssembler\x12Q\n\x0eSubmitRollouts\x12\x1e.grpo.v1.SubmitRolloutsRequest\x1a\x1f.grpo.v1.SubmitRolloutsResponse\x12?\n\x08GetStats\x12\x18.grpo.v1.GetStatsRequest\x1a\x19.grpo.v1.GetStatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'grpo.v1.assembler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_VERIFIERENDPOINTSTATS_CODESENTRY']._loaded_options = None
+  _globals['_VERIFIERENDPOINTSTATS_CODESENTRY']._serialized_options = b'8\001'
+  _globals['_VERIFIERENDPOINTSTATS_STATUSESENTRY']._loaded_options = None
+  _globals['_VERIFIERENDPOINTSTATS_STATUSESENTRY']._serialized_options = b'8\001'
   _globals['_SUBMITROLLOUTSREQUEST']._serialized_start=58
   _globals['_SUBMITROLLOUTSREQUEST']._serialized_end=117
   _globals['_SUBMITROLLOUTSRESPONSE']._serialized_start=119
@@ -40,8 +44,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATSREQUEST']._serialized_end=200
   _globals['_ASSEMBLERSTATS']._serialized_start=203
   _globals['_ASSEMBLERSTATS']._serialized_end=869
-  _globals['_GETSTATSRESPONSE']._serialized_start=871
-  _globals['_GETSTATSRESPONSE']._serialized_end=929
-  _globals['_ASSEMBLER']._serialized_start=932
-  _globals['_ASSEMBLER']._serialized_end=1091
+  _globals['_VERIFIERENDPOINTSTATS']._serialized_start=872
+  _globals['_VERIFIERENDPOINTSTATS']._serialized_end=1205
+  _globals['_VERIFIERENDPOINTSTATS_CODESENTRY']._serialized_start=1112
+  _globals['_VERIFIERENDPOINTSTATS_CODESENTRY']._serialized_end=1156
+  _globals['_VERIFIERENDPOINTSTATS_STATUSESENTRY']._serialized_start=1158
+  _globals['_VERIFIERENDPOINTSTATS_STATUSESENTRY']._serialized_end=1205
+  _globals['_GETSTATSRESPONSE']._serialized_start=1207
+  _globals['_GETSTATSRESPONSE']._serialized_end=1316
+  _globals['_ASSEMBLER']._serialized_start=1319
+  _globals['_ASSEMBLER']._serialized_end=1478
 # @@protoc_insertion_point(module_scope)

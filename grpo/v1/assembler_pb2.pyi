@@ -75,8 +75,42 @@ class AssemblerStats(_message.Message):
     zero_variance_tokens: int
     def __init__(self, rollouts_received: _Optional[int] = ..., groups_opened: _Optional[int] = ..., groups_accepted: _Optional[int] = ..., groups_rejected_all_correct: _Optional[int] = ..., groups_rejected_all_wrong: _Optional[int] = ..., groups_timed_out: _Optional[int] = ..., groups_rejected_too_few_valid: _Optional[int] = ..., groups_pending: _Optional[int] = ..., rewards_missing: _Optional[int] = ..., regenerations: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., verifier_failures: _Optional[int] = ..., rollouts_late: _Optional[int] = ..., groups_closed_short: _Optional[int] = ..., rollouts_in_closed_groups: _Optional[int] = ..., rollouts_held: _Optional[int] = ..., verifier_outage_s: _Optional[float] = ..., redis_outage_s: _Optional[float] = ..., groups_rejected_too_many_undecided: _Optional[int] = ..., rewards_undecided: _Optional[int] = ..., groups_zero_variance: _Optional[int] = ..., zero_variance_tokens: _Optional[int] = ...) -> None: ...
 
+class VerifierEndpointStats(_message.Message):
+    __slots__ = ("address", "calls", "items", "latency_s_sum", "latency_s_max", "codes", "statuses")
+    class CodesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class StatusesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_S_SUM_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_S_MAX_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    calls: int
+    items: int
+    latency_s_sum: float
+    latency_s_max: float
+    codes: _containers.ScalarMap[str, int]
+    statuses: _containers.ScalarMap[str, int]
+    def __init__(self, address: _Optional[str] = ..., calls: _Optional[int] = ..., items: _Optional[int] = ..., latency_s_sum: _Optional[float] = ..., latency_s_max: _Optional[float] = ..., codes: _Optional[_Mapping[str, int]] = ..., statuses: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
 class GetStatsResponse(_message.Message):
-    __slots__ = ("stats",)
+    __slots__ = ("stats", "verifiers")
     STATS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIERS_FIELD_NUMBER: _ClassVar[int]
     stats: AssemblerStats
-    def __init__(self, stats: _Optional[_Union[AssemblerStats, _Mapping]] = ...) -> None: ...
+    verifiers: _containers.RepeatedCompositeFieldContainer[VerifierEndpointStats]
+    def __init__(self, stats: _Optional[_Union[AssemblerStats, _Mapping]] = ..., verifiers: _Optional[_Iterable[_Union[VerifierEndpointStats, _Mapping]]] = ...) -> None: ...

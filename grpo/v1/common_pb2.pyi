@@ -258,17 +258,31 @@ class Score(_message.Message):
     verifier: str
     def __init__(self, status: _Optional[_Union[ScoreStatus, str]] = ..., reward: _Optional[float] = ..., steps: _Optional[_Iterable[_Union[StepScore, _Mapping]]] = ..., tests: _Optional[_Iterable[_Union[TestResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., detail: _Optional[str] = ..., latency_s: _Optional[float] = ..., verifier: _Optional[str] = ...) -> None: ...
 
+class RewardComponent(_message.Message):
+    __slots__ = ("name", "weight", "score")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    weight: float
+    score: Score
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[float] = ..., score: _Optional[_Union[Score, _Mapping]] = ...) -> None: ...
+
 class ScoredRollout(_message.Message):
-    __slots__ = ("rollout", "outcome", "process", "missing")
+    __slots__ = ("rollout", "outcome", "process", "missing", "components", "reward")
     ROLLOUT_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     PROCESS_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
     rollout: Rollout
     outcome: Score
     process: Score
     missing: bool
-    def __init__(self, rollout: _Optional[_Union[Rollout, _Mapping]] = ..., outcome: _Optional[_Union[Score, _Mapping]] = ..., process: _Optional[_Union[Score, _Mapping]] = ..., missing: _Optional[bool] = ...) -> None: ...
+    components: _containers.RepeatedCompositeFieldContainer[RewardComponent]
+    reward: float
+    def __init__(self, rollout: _Optional[_Union[Rollout, _Mapping]] = ..., outcome: _Optional[_Union[Score, _Mapping]] = ..., process: _Optional[_Union[Score, _Mapping]] = ..., missing: _Optional[bool] = ..., components: _Optional[_Iterable[_Union[RewardComponent, _Mapping]]] = ..., reward: _Optional[float] = ...) -> None: ...
 
 class Group(_message.Message):
     __slots__ = ("group_id", "prompt_id", "group_size", "members", "status", "round", "opened_unix_s", "closed_unix_s", "straggler_wait_s")

@@ -142,11 +142,15 @@ class Assembler:
             for i, verdict in zip(fresh_at, scores, strict=True)
             if hold_unavailable and getattr(verdict, "unavailable", False)
         )
+        take_stats = getattr(self._scorer, "take_endpoint_stats", None)
+        if callable(take_stats):  # the verifier client's calls per address, for the summary
+            self.store.add_endpoint_stats(take_stats())
         members = []
         for i, rollout, verdict in zip(fresh_at, fresh, scores, strict=True):
             if i in held:
                 continue
-            if verdict.outcome is None:
+            components = getattr(verdict, "components", ())
+            if verdict.outcome is None or any(c.score is None for c in components):
                 self.store.add("verifier_failures")
                 log.warning(
                     "group %s index %d: reward missing (%s)",
@@ -154,7 +158,7 @@ class Assembler:
                     rollout.index,
                     verdict.failure,
                 )
-            member = scored_member(rollout, verdict.outcome, verdict.process)
+            member = scored_member(rollout, verdict.outcome, verdict.process, components)
             if verdict.outcome is None and verdict.failure:
                 member.outcome.detail = verdict.failure
             members.append(member)

@@ -13,18 +13,23 @@ group has left ``OPEN`` are late and ignored (counted).
 
 A member's outcome reward counts when its verifier status is a verdict on the response
 (``grpo.services.runtime.score_status``); otherwise the member is marked missing, never reward 0.
+With several weighted rewards per task (``RewardComponent``), the member keeps every component
+and the combined reward ``sum(weight * reward)``; one component without a verdict makes the
+member missing (``score_status.combined_reward``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
+from typing import Protocol
 
 from grpo.errors import ContractError
-from grpo.services.runtime.score_status import is_verdict
+from grpo.services.runtime.score_status import combined_reward, is_verdict
 from grpo.v1 import common_pb2
 
 __all__ = [
+    "Component",
     "GroupPhase",
     "assemble_group",
     "missing_score",
@@ -47,23 +52,56 @@ def missing_score(detail: str, verifier: str = "") -> common_pb2.Score:
     )
 
 
+class Component(Protocol):
+    """One weighted reward of a rollout (``verifier_client.ComponentScore``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def weight(self) -> float: ...
+
+    @property
+    def score(self) -> common_pb2.Score | None: ...
+
+    @property
+    def failure(self) -> str: ...
+
+
 def scored_member(
     rollout: common_pb2.Rollout,
     outcome: common_pb2.Score | None,
     process: common_pb2.Score | None = None,
+    components: Sequence[Component] = (),
 ) -> common_pb2.ScoredRollout:
     """Attach verifier verdicts to ``rollout``.
 
     Args:
         rollout: the rollout as read from the rollouts stream.
-        outcome: the outcome verifier's Score, or None when no verdict could be obtained.
+        outcome: the primary outcome verifier's Score, or None when no verdict could be
+            obtained.
         process: the process verifier's Score (per-step rewards), or None when not routed.
+        components: every weighted outcome reward of the route, the primary one first (its
+            score is ``outcome``); empty for a record without components (its only reward is
+            ``outcome``, weight 1).
 
     Returns:
-        A ScoredRollout whose ``missing`` flag is set when the outcome is not valid
-        (``grpo.services.runtime.score_status.is_verdict``); its reward is then never read as 0.
+        A ScoredRollout. With ``components``: each is kept (a component without a score as an
+        INTERNAL score with its failure), ``reward`` is the combined reward when every
+        component is a verdict, else ``missing`` is set. Without: ``missing`` is set when the
+        outcome is not valid (``grpo.services.runtime.score_status.is_verdict``). A missing
+        reward is never read as 0.
     """
-    member = common_pb2.ScoredRollout(rollout=rollout, missing=not is_verdict(outcome))
+    if components:
+        total = combined_reward((c.weight, c.score) for c in components)
+        member = common_pb2.ScoredRollout(rollout=rollout, missing=total is None)
+        for c in components:
+            score = c.score if c.score is not None else missing_score(c.failure or "no score")
+            member.components.add(name=c.name, weight=c.weight, score=score)
+        if total is not None:
+            member.reward = total
+    else:
+        member = common_pb2.ScoredRollout(rollout=rollout, missing=not is_verdict(outcome))
     member.outcome.CopyFrom(outcome if outcome is not None else missing_score("no outcome score"))
     if process is not None:
         member.process.CopyFrom(process)

@@ -6,8 +6,13 @@ gradient, so it is dropped and, optionally, the prompt is sampled again as a new
 DAPO's "sample until the batch is full", regeneration is bounded by ``max_rounds`` per prompt
 so an always-solved (or never-solved) prompt cannot loop forever.
 
-"Correct" means a valid outcome reward >= ``correct_threshold``; missing members (see
-``grpo.services.assembler.group``) count neither as correct nor as wrong. A group with fewer
+"Correct" means a valid member whose primary outcome reward is >= ``correct_threshold``;
+missing members (see ``grpo.services.assembler.group``) count neither as correct nor as wrong.
+With several weighted rewards per task (``ScoredRollout.components``), the combined reward is
+what trains, so it decides: a group whose valid members' combined rewards are all equal has
+zero advantage and is dropped (as ``rejected_all_correct`` when every primary reward is
+correct, else ``rejected_all_wrong``); with one reward the rule is DAPO's (0 < correct <
+valid), as before (docs/learner-math.md, "Several rewards"). A group with fewer
 than ``min_valid_members`` valid rewards is rejected whatever the mode, and so is a group with
 more than ``max_undecided_frac`` of its members UNDECIDED (``grpo.services.runtime.score_status``):
 an undecided reward is masked (advantage 0, above a wrong answer's), so a policy that learned
@@ -20,11 +25,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.runtime.score_status import is_undecided
+from grpo.services.runtime.score_status import is_undecided, is_verdict, member_reward
 from grpo.services.settings.assembler import DynamicSamplingConfig, DynamicSamplingMode
 from grpo.v1 import common_pb2
 
 __all__ = ["Decision", "DynamicSampler", "GroupVerdict", "regenerated_group_id"]
+
+_TIE = 1e-9
+"""Combined rewards closer than this count as equal (zero advantage) for dynamic sampling."""
 
 
 class GroupVerdict(StrEnum):
@@ -44,11 +52,12 @@ class Decision:
     Attributes:
         verdict: accepted or the reason of rejection.
         regenerate: True when a regeneration PromptJob (round + 1) must be written.
-        valid: members with a valid outcome reward.
-        correct: valid members whose reward >= the threshold.
-        undecided: members whose outcome status is UNDECIDED.
-        zero_variance: at least ``min_valid_members`` valid rewards, all correct or all wrong
-            (zero outcome advantage), whether the mode drops the group or keeps it.
+        valid: members with a valid (combined) reward.
+        correct: valid members whose primary outcome reward >= the threshold.
+        undecided: members with an outcome component whose status is UNDECIDED.
+        zero_variance: at least ``min_valid_members`` valid rewards with zero outcome
+            advantage (all correct or all wrong; with several rewards, all combined rewards
+            equal), whether the mode drops the group or keeps it.
     """
 
     verdict: GroupVerdict
@@ -93,22 +102,30 @@ class DynamicSampler:
         Raises:
             Nothing: every group gets a verdict.
         """
-        valid = [m for m in group.members if not m.missing]
-        correct = sum(1 for m in valid if m.outcome.reward >= self.config.correct_threshold)
-        undecided = sum(1 for m in group.members if is_undecided(m.outcome))
+        valid = [m for m in group.members if member_reward(m) is not None]
+        threshold = self.config.correct_threshold
+        correct = sum(1 for m in valid if is_verdict(m.outcome) and m.outcome.reward >= threshold)
+        undecided = sum(
+            1
+            for m in group.members
+            if is_undecided(m.outcome) or any(is_undecided(c.score) for c in m.components)
+        )
+        if any(len(m.components) > 1 for m in valid):  # several rewards: the combined one
+            combined = [member_reward(m) or 0.0 for m in valid]
+            tied = bool(valid) and max(combined) - min(combined) <= _TIE
+        else:
+            tied = correct in (0, len(valid))
         size = max(group.group_size, len(group.members), 1)
         if undecided > self.config.max_undecided_frac * size:
             verdict = GroupVerdict.REJECTED_TOO_MANY_UNDECIDED
         elif len(valid) < self.min_valid_members:
             verdict = GroupVerdict.REJECTED_TOO_FEW_VALID
-        elif self.config.mode is DynamicSamplingMode.OFF:
+        elif self.config.mode is DynamicSamplingMode.OFF or not tied:
             verdict = GroupVerdict.ACCEPTED
         elif correct == len(valid):
             verdict = GroupVerdict.REJECTED_ALL_CORRECT
-        elif correct == 0:
-            verdict = GroupVerdict.REJECTED_ALL_WRONG
         else:
-            verdict = GroupVerdict.ACCEPTED
+            verdict = GroupVerdict.REJECTED_ALL_WRONG
         regenerate = (
             verdict is not GroupVerdict.ACCEPTED
             and self.config.regenerate
@@ -120,7 +137,7 @@ class DynamicSampler:
             valid=len(valid),
             correct=correct,
             undecided=undecided,
-            zero_variance=len(valid) >= self.min_valid_members and correct in (0, len(valid)),
+            zero_variance=len(valid) >= self.min_valid_members and tied,
         )
 
     def regeneration_job(self, group: common_pb2.Group) -> common_pb2.PromptJob:

@@ -47,6 +47,7 @@ from grpo.services.runtime.discovery import DiscoverySettings, discovery_worker
 from grpo.services.runtime.redis_server import connect, resolve_redis_url
 from grpo.services.runtime.registry import BackgroundWorker, ServiceParts, ServiceSpec
 from grpo.services.runtime.routing import RouteConfig, RoutingTable
+from grpo.services.runtime.score_status import member_reward
 from grpo.services.runtime.server import ServerSettings, ServiceBinding
 from grpo.services.runtime.streams import (
     REDIS_ERRORS,
@@ -93,7 +94,9 @@ class AssemblerSettings(BaseModel):
     )
     routing: dict[str, RouteConfig] = Field(
         default_factory=dict,
-        description="Task type -> {outcome: [host:port], process: [host:port]} verifiers.",
+        description="Task type -> {outcome: [host:port], process: [host:port]} verifiers, "
+        "optionally with name, weight and rewards: [{name, weight, addresses}] (several "
+        "weighted rewards; docs/add-a-verifier.md).",
     )
     assembler: AssemblerConfig = Field(
         default_factory=AssemblerConfig, description="Group assembly and dynamic sampling."
@@ -204,7 +207,7 @@ class _GroupLog:
             "verdict": verdict.value,
             "status": common_pb2.GroupStatus.Name(group.status),
             "members": len(group.members),
-            "rewards": [None if m.missing else m.outcome.reward for m in group.members],
+            "rewards": [member_reward(m) for m in group.members],
             "tokens": sum(len(m.rollout.completion.token_ids) for m in group.members),
             "straggler_wait_s": round(group.straggler_wait_s, 4),
             "closed_unix_s": group.closed_unix_s,
@@ -424,7 +427,8 @@ class AssemblerServicer(assembler_pb2_grpc.AssemblerServicer):
                 rollouts_held=worker.held if worker is not None else 0,
                 verifier_outage_open_s=worker.verifier_outage.open_s if worker else 0.0,
                 redis_outage_s=worker.outage.total_s if worker is not None else 0.0,
-            )
+            ),
+            verifiers=self._assembler.store.endpoint_stats(),
         )
 
 

@@ -11,6 +11,7 @@ Keys (``<ns>`` is the run's namespace):
 - ``<ns>:asm:open`` sorted set: group id -> deadline (Unix seconds) of every group not yet
   CLOSED (OPEN or CLOSING); the deadline sweeper and ``groups_pending`` read it.
 - ``<ns>:asm:stats`` hash: the counters of ``grpo.services.runtime.accounting``.
+- ``<ns>:asm:verifiers`` hash: calls per verifier address (``accounting.add_endpoint_stats``).
 
 Every state change and its counter updates happen in one Lua script (atomic on the server), so
 counters and state cannot disagree after a crash at any point.
@@ -26,7 +27,7 @@ import redis
 
 from grpo.errors import ContractError, UnavailableError
 from grpo.services.assembler.group import GroupPhase
-from grpo.services.runtime.accounting import COUNTERS
+from grpo.services.runtime.accounting import COUNTERS, add_endpoint_stats, read_endpoint_stats
 from grpo.services.runtime.accounting import members_key as _members_key
 from grpo.services.runtime.accounting import open_key as _open_key
 from grpo.services.runtime.accounting import stats_key as _stats_key
@@ -307,6 +308,25 @@ class GroupStore:
         if counter not in COUNTERS:
             raise ContractError(f"unknown assembler counter {counter!r}")
         self._redis.hincrby(self.stats_key, counter, amount)
+
+    def add_endpoint_stats(self, deltas: Mapping[str, Any]) -> None:
+        """Add the verifier client's per-address call statistics to the run's record
+        (``grpo.services.runtime.accounting.add_endpoint_stats``; nothing for no delta).
+
+        Raises:
+            UnavailableError: Redis unreachable.
+        """
+        if deltas:
+            add_endpoint_stats(self._redis, self._ns, deltas)
+
+    def endpoint_stats(self) -> list[Any]:
+        """The per-address call statistics recorded so far (``VerifierEndpointStats``, sorted
+        by address).
+
+        Raises:
+            UnavailableError: Redis unreachable.
+        """
+        return read_endpoint_stats(self._redis, self._ns)
 
     def counters(self) -> dict[str, int]:
         """Every counter (absent ones are 0)."""

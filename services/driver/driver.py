@@ -47,6 +47,7 @@ from grpo.services.runtime.accounting import RunAccounting
 from grpo.services.runtime.policy import read_policy, snapshot_policy
 from grpo.services.runtime.streams import REDIS_ERRORS, Outage, StreamNames, Streams
 from grpo.services.settings.run import RunConfig
+from grpo.services.settings.verifiers import plan_verifiers
 from grpo.services.tasks.run_tasks import RunTasks
 from grpo.v1 import assembler_pb2, common_pb2, learner_pb2
 
@@ -310,8 +311,13 @@ class RunDriver:
             return float(done["accuracy"])
         started = time.perf_counter()
         outcome = None
-        if self.tasks.task_type == "code":
-            outcome = self.endpoints.verifier_address(self.config.verifiers.outcome)
+        primary = plan_verifiers(self.config.verifiers, [self.tasks.task_type]).primary(
+            self.tasks.task_type
+        )
+        if self.tasks.task_type == "code" and primary.form != "endpoint":
+            # The sandbox runs in the verifier's own process (never here); an endpoint is
+            # called by heldout_accuracy itself.
+            outcome = self.endpoints.verifier_address(primary.service)
         out_dir = self.out_dir / "eval" / label.replace(" ", "-")  # samples.jsonl, summary
         model, pinned = self._pin(Path(model), out_dir / "policy")
         try:

@@ -3,12 +3,13 @@
 ``grpo eval --run-config`` (so ``grpo eval`` of a policy gives the run's accuracy).
 
 Greedy decoding (one sample per task, ``eval.max_new_tokens``, ``eval.batch_size`` prompts per
-call) with the transformers backend (one thread), scored by the run's outcome verifier
-(``verifiers.outcome`` with its ``verifiers.extra`` settings) for every task type: over gRPC
-when its address is given, else the same service built in this process. A sample is correct
-when its status is a verdict and its reward reaches
-``assembler.dynamic_sampling.correct_threshold`` — what the reward of training measures. The
-loop is ``grpo.services.evaluation.evaluate`` (``grpo eval``'s).
+call) with the transformers backend (one thread), scored by the run's **primary** outcome
+verifier of the task type (the first reward of its route, ``grpo.services.settings.verifiers``):
+an endpoint is called over gRPC with its TLS; a service the run starts is called at its address
+when one is given, else built in this process with its ``verifiers.extra`` settings. A sample
+is correct when its status is a verdict and its reward reaches
+``assembler.dynamic_sampling.correct_threshold`` — what the primary reward of training measures.
+The loop is ``grpo.services.evaluation.evaluate`` (``grpo eval``'s).
 """
 
 from __future__ import annotations
@@ -39,20 +40,33 @@ def heldout_settings(config: RunConfig) -> EvalSettings:
     )
 
 
-def outcome_scorer(config: RunConfig, outcome_address: str | None = None) -> BatchScorer:
-    """The run's outcome verifier: at ``outcome_address`` over gRPC, else built in process
-    from ``verifiers.outcome`` and its ``verifiers.extra`` settings (the caller closes it)."""
+def outcome_scorer(
+    config: RunConfig, outcome_address: str | None = None, *, task_type: str
+) -> BatchScorer:
+    """The run's primary outcome verifier of ``task_type`` (the caller closes it): at
+    ``outcome_address`` over gRPC when given; an endpoint over gRPC (its TLS from the run
+    config); else the service built in this process with its ``verifiers.extra`` settings.
+
+    Raises:
+        InvalidArgumentError: the ``verifiers`` section does not resolve for ``task_type``.
+    """
     from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
     from grpo.services.settings.services import verifier_settings
+    from grpo.services.settings.verifiers import plan_verifiers
 
-    if outcome_address:
-        from grpo.services.runtime.verifier_client import VerifierClientConfig
-
-        return RemoteScorer(outcome_address, VerifierClientConfig(timeout_s=120.0))
-    name = config.verifiers.outcome
-    settings = verifier_settings(config, name)
+    plan = plan_verifiers(config.verifiers, [task_type])
+    primary = plan.primary(task_type)
+    if outcome_address or primary.form == "endpoint":
+        client = config.assembler.verifier.model_copy(
+            update={
+                "timeout_s": 120.0,
+                "endpoint_tls": {**config.assembler.verifier.endpoint_tls, **plan.endpoint_tls()},
+            }
+        )
+        return RemoteScorer(outcome_address or primary.address, client)
+    settings = verifier_settings(config, primary.text)
     settings.pop("server", None)
-    return LocalScorer.from_service(name, settings)
+    return LocalScorer.from_service(primary.text, settings)
 
 
 def heldout_accuracy(
@@ -75,7 +89,8 @@ def heldout_accuracy(
         tasks: tasks with ``prompt`` and what the verifier needs (gold answer, tests).
         config: the run (``eval``, ``verifiers``, the correct threshold).
         task_type: the run's routing key (checked against the verifier's ``Describe``).
-        outcome_address: ``host:port`` of the running outcome verifier; None builds it here.
+        outcome_address: ``host:port`` of the running primary outcome verifier; None: the
+            endpoint of the run config, else the verifier built here.
         scorer: an outcome scorer to reuse (e.g. across SFT checks); not closed here.
         out_dir: folder for ``samples.jsonl`` and ``summary.json`` (None: not kept).
         resume, overwrite: for an ``out_dir`` that holds samples (see ``ResultsFile``).
@@ -90,14 +105,17 @@ def heldout_accuracy(
             outcome verifier.
         UnavailableError: the verifier was lost.
     """
-    active = outcome_scorer(config, outcome_address) if scorer is None else scorer
+    if scorer is None:
+        active = outcome_scorer(config, outcome_address, task_type=task_type)
+    else:
+        active = scorer
     try:
         check_verifier(
             active.describe(),
             task_type=task_type,
             kind=verifier_pb2.VERIFIER_KIND_OUTCOME,
             where=active.where,
-            hint="set verifiers.outcome to a verifier of this task type",
+            hint="set the first verifiers.outcome of this task type to a verifier of it",
         )
         return evaluate_model(
             model_dir,

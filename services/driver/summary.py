@@ -205,6 +205,7 @@ class RunSummary:
             "last_published_policy_version": self.last_published_policy_version,
             "last_published_step": self.last_published_step,
             "curriculum": dict(self.curriculum) if self.curriculum is not None else None,
+            "verifier_endpoints": {k: dict(v) for k, v in acc.verifier_endpoints.items()} or None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out

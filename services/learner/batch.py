@@ -17,24 +17,21 @@ from collections.abc import Sequence
 from grpo.errors import ContractError
 from grpo.learner.batch import GroupRows, RolloutRow, TrainingBatch, check_group_rows, pad_batch
 from grpo.learner.process import step_end_tokens
-from grpo.services.runtime.score_status import is_verdict
+from grpo.services.runtime.score_status import member_reward
 from grpo.v1 import common_pb2
 
 __all__ = ["build_batch", "check_group", "group_rows", "outcome_reward"]
 
 
 def outcome_reward(member: common_pb2.ScoredRollout) -> float | None:
-    """The outcome reward of a scored rollout, or None when it is missing.
+    """The outcome reward a scored rollout trains on, or None when it is missing.
 
-    A reward is valid only when the member is not ``missing``, the outcome status is a verdict
-    on the response (``grpo.services.runtime.score_status``) and the value is finite.
+    The combined reward of several weighted components when the record has one
+    (``ScoredRollout.reward``), else the outcome verifier's reward; valid only when the member
+    is not ``missing``, every status is a verdict on the response and the value is finite
+    (``grpo.services.runtime.score_status.member_reward``).
     """
-    if member.missing or not member.HasField("outcome"):
-        return None
-    if not is_verdict(member.outcome):
-        return None
-    value = float(member.outcome.reward)
-    return value if math.isfinite(value) else None
+    return member_reward(member)
 
 
 def _process_steps(

@@ -655,7 +655,10 @@ def _assembler_stats_rpc(address: str) -> Any:
     """A function returning the Assembler's GetStats counters (name -> number), {} on failure.
 
     ``generated_tokens`` there counts every sampled token, rejected groups included (the run's
-    real generation cost); without an assembler the result is empty.
+    real generation cost); without an assembler the result is empty. Each verifier address the
+    assembler calls adds ``verifier/<address>/calls``, ``failed_calls``, ``latency_mean_s``,
+    ``latency_max_s`` and one count per score status (``SCORE_STATUS_OK``, ...); the step's
+    record names them ``assembler/verifier/<address>/...``.
     """
     if not address:
         return dict
@@ -676,7 +679,22 @@ def _assembler_stats_rpc(address: str) -> Any:
         stats = reply.stats
         if not stats.groups_opened:
             return {}
-        return {f.name: float(getattr(stats, f.name)) for f in stats.DESCRIPTOR.fields}
+        out = {f.name: float(getattr(stats, f.name)) for f in stats.DESCRIPTOR.fields}
+        for ep in reply.verifiers:  # each verifier address the assembler calls
+            out.update(
+                {
+                    f"verifier/{ep.address}/calls": float(ep.calls),
+                    f"verifier/{ep.address}/failed_calls": float(
+                        sum(n for code, n in ep.codes.items() if code != "OK")
+                    ),
+                    f"verifier/{ep.address}/latency_mean_s": ep.latency_s_sum / max(ep.calls, 1),
+                    f"verifier/{ep.address}/latency_max_s": ep.latency_s_max,
+                }
+            )
+            out.update(
+                {f"verifier/{ep.address}/{status}": float(n) for status, n in ep.statuses.items()}
+            )
+        return out
 
     return fetch
 

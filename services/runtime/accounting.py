@@ -19,7 +19,8 @@ not a separate term.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +38,13 @@ __all__ = [
     "RewardAccounting",
     "RolloutAccounting",
     "RunAccounting",
+    "add_endpoint_stats",
+    "endpoint_summary",
+    "endpoints_key",
     "members_key",
     "open_key",
     "read_accounting",
+    "read_endpoint_stats",
     "read_run_accounting",
     "run_accounting",
     "stats_from_counters",
@@ -193,6 +198,8 @@ class RunAccounting:
         generated_tokens: every sampled token the assembler received (rejected groups
             included); kept_tokens: tokens of groups kept for training;
             zero_variance_tokens: tokens of groups whose rewards all agree.
+        verifier_endpoints: the assembler's calls per verifier address (summary.json's
+            ``verifier_endpoints``, ``endpoint_summary``); empty when not read.
     """
 
     groups: GroupAccounting
@@ -201,6 +208,7 @@ class RunAccounting:
     generated_tokens: int = 0
     kept_tokens: int = 0
     zero_variance_tokens: int = 0
+    verifier_endpoints: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_stats(
@@ -313,6 +321,7 @@ class RunAccounting:
             generated_tokens=int(flat.get("generated_tokens", 0)),
             kept_tokens=int(flat.get("kept_tokens", 0)),
             zero_variance_tokens=int(flat.get("zero_variance_tokens", 0)),
+            verifier_endpoints=dict(flat.get("verifier_endpoints") or {}),
         )
 
 
@@ -377,7 +386,8 @@ def read_run_accounting(
     client: redis.Redis, namespace: str, rollouts_stream: str, consumer_group: str
 ) -> RunAccounting:
     """``RunAccounting`` of the run, read from Redis as ``read_accounting`` does (one
-    MULTI/EXEC), with the missing rewards per reason (``MISSING_PREFIX`` counters).
+    MULTI/EXEC), with the missing rewards per reason (``MISSING_PREFIX`` counters) and the
+    calls per verifier address (``verifier_endpoints``, read after it).
 
     Raises:
         UnavailableError: Redis unreachable.
@@ -386,7 +396,9 @@ def read_run_accounting(
     values, stats, produced, queued = _read(client, namespace, rollouts_stream, consumer_group)
     reasons = {k.removeprefix(MISSING_PREFIX): v for k, v in values.items()
                if k.startswith(MISSING_PREFIX)}  # fmt: skip
-    return RunAccounting.from_stats(stats, produced, queued, reasons)
+    accounting = RunAccounting.from_stats(stats, produced, queued, reasons)
+    endpoints = endpoint_summary(read_endpoint_stats(client, namespace))
+    return dataclasses.replace(accounting, verifier_endpoints=endpoints)
 
 
 def _read(
@@ -448,3 +460,112 @@ def _recorded_pending(client: redis.Redis, namespace: str, stream: str, group: s
     for r in rollouts:
         pipe.hexists(members_key(namespace, r.group_id), str(r.index))
     return sum(1 for found in pipe.execute() if found)
+
+
+# -- Verifier endpoints: the assembler's calls per verifier address (issue 29), one Redis hash
+# ``<ns>:asm:verifiers`` with fields ``<address>|<what>``: calls, items, latency_us (sum),
+# latency_max_us, code:<gRPC code name>, status:<ScoreStatus name>. Kept across assembler
+# restarts; read by ``grpo run`` and the run driver into summary.json's ``verifier_endpoints``.
+
+# KEYS: the hash; ARGV: triples (op 'incr' | 'max', field, integer value).
+_ENDPOINT_SCRIPT = """
+for i = 1, #ARGV, 3 do
+  local f, v = ARGV[i + 1], tonumber(ARGV[i + 2])
+  if ARGV[i] == 'max' then
+    local old = tonumber(redis.call('HGET', KEYS[1], f) or '0')
+    if v > old then redis.call('HSET', KEYS[1], f, v) end
+  else
+    redis.call('HINCRBY', KEYS[1], f, v)
+  end
+end
+return 1
+"""
+
+
+def endpoints_key(namespace: str) -> str:
+    """Hash of the assembler's per-verifier-address call statistics."""
+    return f"{namespace}:asm:verifiers"
+
+
+def add_endpoint_stats(client: redis.Redis, namespace: str, deltas: Mapping[str, Any]) -> None:
+    """Add per-address call statistics to the run's record (one atomic script).
+
+    Args:
+        client: the run's Redis; namespace: the run's namespace.
+        deltas: address -> an ``EndpointStats`` (``VerifierClient.take_endpoint_stats``):
+            calls, items, latency_s_sum, latency_s_max, codes, statuses.
+
+    Raises:
+        UnavailableError: Redis unreachable.
+    """
+    args: list[Any] = []
+    for address, st in deltas.items():
+        pairs = [
+            ("incr", "calls", st.calls),
+            ("incr", "items", st.items),
+            ("incr", "latency_us", round(st.latency_s_sum * 1e6)),
+            ("max", "latency_max_us", round(st.latency_s_max * 1e6)),
+            *(("incr", f"code:{k}", n) for k, n in st.codes.items()),
+            *(("incr", f"status:{k}", n) for k, n in st.statuses.items()),
+        ]
+        for op, what, value in pairs:
+            args += [op, f"{address}|{what}", int(value)]
+    if not args:
+        return
+    try:
+        client.eval(_ENDPOINT_SCRIPT, 1, endpoints_key(namespace), *args)
+    except redis.exceptions.ConnectionError as exc:
+        raise UnavailableError(f"redis unreachable: {exc}") from exc
+
+
+def read_endpoint_stats(
+    client: redis.Redis, namespace: str
+) -> list[assembler_pb2.VerifierEndpointStats]:
+    """The per-address call statistics recorded so far, sorted by address.
+
+    Raises:
+        UnavailableError: Redis unreachable.
+    """
+    try:
+        raw = client.hgetall(endpoints_key(namespace))
+    except redis.exceptions.ConnectionError as exc:
+        raise UnavailableError(f"redis unreachable: {exc}") from exc
+    out: dict[str, assembler_pb2.VerifierEndpointStats] = {}
+    for key, value in raw.items():
+        address, _, what = text(key).rpartition("|")
+        st = out.setdefault(address, assembler_pb2.VerifierEndpointStats(address=address))
+        n = int(value)
+        if what == "calls":
+            st.calls = n
+        elif what == "items":
+            st.items = n
+        elif what == "latency_us":
+            st.latency_s_sum = n / 1e6
+        elif what == "latency_max_us":
+            st.latency_s_max = n / 1e6
+        elif what.startswith("code:"):
+            st.codes[what.removeprefix("code:")] = n
+        elif what.startswith("status:"):
+            st.statuses[what.removeprefix("status:")] = n
+    return [out[a] for a in sorted(out)]
+
+
+def endpoint_summary(
+    stats: Sequence[assembler_pb2.VerifierEndpointStats],
+) -> dict[str, dict[str, Any]]:
+    """summary.json's ``verifier_endpoints``: address -> calls (attempts), items, failed
+    calls (attempts whose code is not OK), latency_mean_ms / latency_max_ms (per attempt, as
+    the assembler measured it), codes and statuses (counts by name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for st in stats:
+        failed = sum(n for code, n in st.codes.items() if code != "OK")
+        out[st.address] = {
+            "calls": int(st.calls),
+            "items": int(st.items),
+            "failed_calls": int(failed),
+            "latency_mean_ms": round(1000 * st.latency_s_sum / st.calls, 3) if st.calls else None,
+            "latency_max_ms": round(1000 * st.latency_s_max, 3),
+            "codes": dict(sorted(st.codes.items())),
+            "statuses": dict(sorted(st.statuses.items())),
+        }
+    return out

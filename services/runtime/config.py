@@ -32,7 +32,7 @@ import os
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,7 +45,9 @@ __all__ = [
     "ENV_PREFIXES",
     "PROCESS_ENV",
     "child_environment",
+    "error_text",
     "load_settings",
+    "model_at",
     "settings_reference",
 ]
 
@@ -217,6 +219,8 @@ def load_settings(
         ]
 
         def origin(loc: str) -> str:
+            if not loc and any(keys for keys, _ in layers):
+                return ""  # a check of the whole model: any layer may have caused it
             for keys, name in layers:
                 if any(
                     loc == k or loc.startswith(k + ".") or k.startswith(loc + ".") for k in keys
@@ -225,11 +229,60 @@ def load_settings(
             return f" (file {config_file})" if config_file else ""
 
         problems = "; ".join(
-            f"{loc or '<root>'}: {err['msg']}{origin(loc)}"
+            f"{text}{origin(loc)}"
             for err in exc.errors()
-            for loc in [".".join(str(p) for p in err["loc"])]
+            for loc, text in [(".".join(str(p) for p in err["loc"]), error_text(cls, err))]
         )
         raise InvalidArgumentError(f"invalid {cls.__name__} settings: {problems}") from exc
+
+
+def model_at(cls: type[BaseModel], path: Sequence[Any]) -> type[BaseModel] | None:
+    """The model class reached from ``cls`` along a validation error's location ``path``
+    (field names; list indices and dict keys are stepped through), or None when the path
+    leaves the models (a free-form mapping, an unknown name)."""
+    annotation: Any = cls
+    for part in path:
+        model = _model_of(annotation)
+        if model is not None and isinstance(part, str) and part in model.model_fields:
+            annotation = model.model_fields[part].annotation
+            continue
+        container = _container_item(annotation)
+        if container is None:
+            return None
+        annotation = container
+    return _model_of(annotation) or _model_of(_container_item(annotation))
+
+
+def _container_item(annotation: Any) -> Any:
+    """The item type of ``list[X]``/``dict[K, X]`` (also through ``| None``), else None."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _container_item(arg)
+            if found is not None:
+                return found
+        return None
+    args = typing.get_args(annotation)
+    if origin in (list, tuple, set, frozenset) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
+
+
+def error_text(cls: type[BaseModel], err: Mapping[str, Any]) -> str:
+    """One pydantic error of validating ``cls`` as ``<dotted location>: <what is wrong>``;
+    an unknown key names the valid keys of its block, a model check's ``Value error, `` prefix
+    is dropped."""
+    loc = tuple(err.get("loc", ()))
+    where = ".".join(str(p) for p in loc)
+    msg = str(err.get("msg", ""))
+    if err.get("type") == "extra_forbidden":
+        parent = model_at(cls, loc[:-1])
+        valid = ", ".join(parent.model_fields) if parent is not None else ""
+        msg = f"unknown key {loc[-1]!r}" + (f" (valid: {valid})" if valid else "")
+    msg = msg.removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
 
 
 def _dotted_keys(tree: dict[str, Any], prefix: str = "") -> set[str]:

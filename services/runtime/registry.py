@@ -43,6 +43,7 @@ __all__ = [
     "BackgroundWorker",
     "ServiceParts",
     "ServiceSpec",
+    "VerifierDeclaration",
     "load_settings_cls",
     "load_spec",
     "serve",
@@ -55,6 +56,8 @@ SERVICES: dict[str, str] = {
     "verifier-math": "grpo.verifiers.math.service:SERVICE",
     "verifier-steps": "grpo.verifiers.steps.service:SERVICE",
     "verifier-code": "grpo.verifiers.code.service:SERVICE",
+    "verifier-format": "grpo.verifiers.shaping.service:FORMAT_SERVICE",
+    "verifier-length": "grpo.verifiers.shaping.service:LENGTH_SERVICE",
     "generation": "grpo.services.generation.service:SERVICE",
     "rollout-worker": "grpo.services.generation.worker_service:SERVICE",
     "assembler": "grpo.services.assembler.service:SERVICE",
@@ -190,6 +193,20 @@ class ServiceParts:
 
 
 @dataclass(frozen=True)
+class VerifierDeclaration:
+    """What a verifier service scores, known without starting it (its class attributes): what
+    ``Describe`` will answer, so ``grpo run`` checks its routes before any work.
+
+    Attributes:
+        kind: ``"outcome"`` (one reward per response) or ``"process"`` (one per step).
+        task_types: the task types it accepts; empty = any task type.
+    """
+
+    kind: str
+    task_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     """How to run one service.
 
@@ -197,11 +214,13 @@ class ServiceSpec:
         name: CLI name, e.g. ``"verifier-math"``.
         settings_cls: its pydantic settings model; must have a ``server: ServerSettings`` field.
         build: settings -> ``ServiceParts``; may start process pools (before gRPC starts).
+        verifier: for a verifier service, its kind and task types (None for other services).
     """
 
     name: str
     settings_cls: type[BaseModel]
     build: Callable[[Any], ServiceParts]
+    verifier: VerifierDeclaration | None = None
 
     def __post_init__(self) -> None:
         server_field = self.settings_cls.model_fields.get("server")

@@ -21,13 +21,27 @@ wrong one); so the math verifiers turn what a response controls (huge powers, de
 long answers) into verdicts before any comparison, and the assembler drops a group with more
 than ``dynamic_sampling.max_undecided_frac`` UNDECIDED members (counted as
 ``rejected_too_many_undecided``). See ``proto/grpo/v1/common.proto`` (``ScoreStatus``).
+
+Several rewards per task (``ScoredRollout.components``): the combined reward is
+``sum(weight_i * reward_i)`` over the components, and it exists only when every component is a
+verdict with a finite reward (:func:`combined_reward`); one missing component makes the
+combined reward missing, never a silent 0 (docs/learner-math.md, "Several rewards").
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+
 from grpo.v1 import common_pb2
 
-__all__ = ["VERDICT_STATUSES", "is_undecided", "is_verdict"]
+__all__ = [
+    "VERDICT_STATUSES",
+    "combined_reward",
+    "is_undecided",
+    "is_verdict",
+    "member_reward",
+]
 
 VERDICT_STATUSES = frozenset(
     {
@@ -49,3 +63,46 @@ def is_verdict(score: common_pb2.Score | None) -> bool:
 def is_undecided(score: common_pb2.Score | None) -> bool:
     """True when the verifier answered but could not decide (status ``UNDECIDED``)."""
     return score is not None and score.status == common_pb2.SCORE_STATUS_UNDECIDED
+
+
+def combined_reward(components: Iterable[tuple[float, common_pb2.Score | None]]) -> float | None:
+    """The combined reward ``sum(weight * score.reward)`` of weighted components.
+
+    Args:
+        components: ``(weight, score)`` pairs, the primary component first; a score of None is
+            a component whose verifier gave no answer.
+
+    Returns:
+        The weighted sum, or None when there is no component or any component is not a
+        verdict (``is_verdict``) or has a non-finite reward or weight: one missing component
+        makes the whole reward missing, never 0.
+    """
+    total = 0.0
+    seen = False
+    for weight, score in components:
+        if score is None or not is_verdict(score):
+            return None
+        value = float(weight) * float(score.reward)
+        if not math.isfinite(value):
+            return None
+        total += value
+        seen = True
+    return total if seen else None
+
+
+def member_reward(member: common_pb2.ScoredRollout) -> float | None:
+    """The reward a scored rollout trains on, or None when it is missing.
+
+    Records with ``reward`` set (several components, revision 2 of ``ScoredRollout``) give the
+    combined reward; older records (no ``reward``) give ``outcome.reward`` when the outcome is
+    a verdict. Never a reward for a member marked ``missing`` or a non-finite value.
+    """
+    if member.missing:
+        return None
+    if member.HasField("reward"):
+        value = float(member.reward)
+    elif member.HasField("outcome") and is_verdict(member.outcome):
+        value = float(member.outcome.reward)
+    else:
+        return None
+    return value if math.isfinite(value) else None

@@ -2,14 +2,16 @@
 
 Sections: ``data`` (tasks and the held-out set), ``model`` (policy path or a fresh tiny model,
 and the SFT warm start), ``generation`` (G, temperature, max tokens, backpressure),
-``verifiers`` (which verifier services score outcome and process), ``assembler`` (deadlines and
+``verifiers`` (which verifiers score outcome and process, by service name, ``module:SERVICE``
+or endpoint, with weights: ``grpo.services.settings.verifiers``), ``assembler`` (deadlines and
 dynamic sampling, ``grpo.services.settings.assembler.AssemblerConfig``), ``learner`` (trainer and
 algorithm settings, batch B groups per step, publish every K, checkpoint every M), ``eval``
 (held-out greedy accuracy every N steps) and ``budget`` (learner steps and wall clock).
 
 The orchestrator turns a RunConfig into one settings YAML per service (see
 ``grpo.services.settings.services``); each section's ``extra`` mapping is merged into
-that service's YAML verbatim, for settings this model does not name.
+that service's YAML, for settings this model does not name; each is validated at load time
+against that service's settings model (``check_extra_blocks``, ``check_verifiers_config``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.errors import InvalidArgumentError
 from grpo.learner.choices import SftScheduleName
 from grpo.learner.config import LearnerAlgoConfig, LoraConfig, TrainerConfig
 from grpo.learner.tracking import TrackingConfig
@@ -31,6 +34,7 @@ from grpo.services.settings.data import (
     DataConfig,
     DatasetSourceConfig,
 )
+from grpo.services.settings.verifiers import VerifiersConfig, check_verifiers_config
 
 __all__ = [
     "SHARED_WITH_GENERATION",
@@ -211,23 +215,6 @@ class GenerationRunConfig(BaseModel):
     workers: int = Field(default=1, ge=1, description="Rollout worker processes.")
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Merged verbatim into the rollout worker's YAML."
-    )
-
-
-class VerifiersConfig(BaseModel):
-    """Which verifier services score the run's task type."""
-
-    model_config = _FROZEN
-
-    outcome: str = Field(
-        default="verifier-math",
-        description="Service name of the outcome verifier (grpo serve NAME).",
-    )
-    process: str | None = Field(
-        default=None, description="Service name of the process verifier; None = outcome only."
-    )
-    extra: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="Service name -> mapping merged into its YAML."
     )
 
 
@@ -417,12 +404,60 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
-        if self.verifiers.process is not None and not self.learner.algo.process_weight:
+        process = [w for w, _ in self.verifiers.refs() if w.endswith(".process")]
+        if process and not self.learner.algo.process_weight:
             raise ValueError(
-                "verifiers.process is set but learner.algo.process_weight is 0: set a "
-                "process_weight > 0, or verifiers.process: null for an outcome-only run"
+                f"{process[0]} is set but learner.algo.process_weight is 0: set a "
+                f"process_weight > 0, or {process[0]}: null for an outcome-only run"
             )
+        try:
+            check_verifiers_config(self.verifiers)
+            check_extra_blocks(self)
+        except InvalidArgumentError as exc:
+            raise ValueError(str(exc)) from None
         return self
+
+
+EXTRA_BLOCKS: dict[str, str] = {
+    "generation.extra": "rollout-worker",
+    "learner.extra": "learner",
+    "assembler_extra": "assembler",
+}
+"""Config path of each free-form block -> the service whose settings it is merged into."""
+
+
+def check_extra_blocks(config: RunConfig) -> None:
+    """Validate ``generation.extra``, ``learner.extra`` and ``assembler_extra`` against the
+    settings model of the service each is merged into (``EXTRA_BLOCKS``), at load time:
+    an unknown key (named with the valid ones) or a bad value; settings the run derives itself
+    (addresses, Redis) are not required here. ``verifiers.extra`` is checked by
+    ``check_verifiers_config``.
+
+    Raises:
+        InvalidArgumentError: the message gives each problem's path under the block.
+    """
+    from pydantic import ValidationError
+
+    from grpo.services.runtime.config import error_text
+    from grpo.services.runtime.registry import load_settings_cls
+
+    blocks = {
+        "generation.extra": config.generation.extra,
+        "learner.extra": config.learner.extra,
+        "assembler_extra": config.assembler_extra,
+    }
+    for where, block in blocks.items():
+        if not block:
+            continue
+        cls = load_settings_cls(EXTRA_BLOCKS[where])
+        try:
+            cls.model_validate(block)
+        except ValidationError as exc:
+            problems = [
+                f"{where}.{error_text(cls, e)}" for e in exc.errors() if e["type"] != "missing"
+            ]
+            if problems:
+                raise InvalidArgumentError("; ".join(problems)) from None
 
 
 def load_run_config(

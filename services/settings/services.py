@@ -39,7 +39,8 @@ def _server(config: RunConfig) -> dict[str, Any]:
 
 
 def verifier_settings(config: RunConfig, service: str) -> dict[str, Any]:
-    """Settings of a verifier service (``verifiers.extra[service]`` merged in)."""
+    """Settings of a verifier service the run starts (``verifiers.extra[service]`` merged in;
+    ``service`` as the config names it: a built-in name or ``module:SERVICE``)."""
     return deep_merge({"server": _server(config)}, config.verifiers.extra.get(service, {}))
 
 
@@ -48,16 +49,28 @@ def assembler_settings(
     *,
     redis_url: str,
     namespace: str,
-    routing: Mapping[str, Mapping[str, list[str]]],
+    routing: Mapping[str, Mapping[str, Any]],
     group_log: Path,
+    endpoint_tls: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Settings of the assembler: Redis, routing table, assembly config, per-group log."""
+    """Settings of the assembler: Redis, routing table (``VerifierPlan.routing``), assembly
+    config, per-group log, and the TLS of the endpoints that have their own
+    (``assembler.verifier.endpoint_tls``; ``VerifierPlan.endpoint_tls``)."""
+    assembly = config.assembler.model_dump(mode="json")
+    if endpoint_tls:
+        assembly["verifier"]["endpoint_tls"] = {
+            **assembly["verifier"].get("endpoint_tls", {}),
+            **{
+                address: tls if isinstance(tls, dict) else tls.model_dump(mode="json")
+                for address, tls in endpoint_tls.items()
+            },
+        }
     base = {
         "server": _server(config),
         "redis_url": redis_url,
         "namespace": namespace,
         "routing": {k: dict(v) for k, v in routing.items()},
-        "assembler": config.assembler.model_dump(mode="json"),
+        "assembler": assembly,
         "group_log": str(group_log),
     }
     return deep_merge(base, config.assembler_extra)

@@ -70,7 +70,7 @@ def test_route_config_model_rejects_bad_addresses_and_extra_keys() -> None:
     with pytest.raises(ValueError, match="not 'host:port'"):
         RouteConfig(outcome=["nohost"])
     with pytest.raises(ValueError, match="Extra inputs"):
-        RouteConfig.model_validate({"outcome": ["a:1"], "weight": 2})
+        RouteConfig.model_validate({"outcome": ["a:1"], "weights": 2})
     assert validate_address("[::1]:50051") == "[::1]:50051"
 
 

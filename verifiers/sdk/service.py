@@ -26,9 +26,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from grpo.errors import InvalidArgumentError
-from grpo.services.runtime.registry import LoopWorker, ServiceParts, ServiceSpec
+from grpo.services.runtime.registry import (
+    LoopWorker,
+    ServiceParts,
+    ServiceSpec,
+    VerifierDeclaration,
+)
 from grpo.services.runtime.server import ServerSettings, ServiceBinding
-from grpo.v1 import verifier_pb2_grpc
+from grpo.v1 import verifier_pb2, verifier_pb2_grpc
 from grpo.verifiers.sdk.base import Verifier
 from grpo.verifiers.sdk.servicer import ScoringSettings, VerifierServicer
 
@@ -182,8 +187,10 @@ def verifier_service_spec(
 
     Returns:
         A ``ServiceSpec`` whose ``settings_cls`` is :func:`service_settings` (its
-        ``__module__`` is the calling module, the service module) and whose
-        ``build(settings)`` returns one ``grpo.v1.Verifier`` binding and a ``close`` hook.
+        ``__module__`` is the calling module, the service module), whose
+        ``build(settings)`` returns one ``grpo.v1.Verifier`` binding and a ``close`` hook, and
+        whose ``verifier`` declares the class's kind and task types (checked by ``grpo run``
+        against its routes before anything starts).
 
     Raises:
         InvalidArgumentError: ``verifier_cls`` is not a ``Verifier`` subclass; at build time,
@@ -216,4 +223,6 @@ def verifier_service_spec(
             bindings=[binding], workers=[checker], close=close, readiness=checker.readiness
         )
 
-    return ServiceSpec(name=name, settings_cls=settings_cls, build=build)
+    kind = "process" if verifier_cls.kind == verifier_pb2.VERIFIER_KIND_PROCESS else "outcome"
+    declared = VerifierDeclaration(kind=kind, task_types=tuple(verifier_cls.task_types))
+    return ServiceSpec(name=name, settings_cls=settings_cls, build=build, verifier=declared)
