@@ -221,7 +221,7 @@ class VerifiersConfig(BaseModel):
         "above) -> settings merged into its YAML (server, scoring, verifier blocks).",
     )
     check_timeout_s: float = Field(
-        default=2.0,
+        default=1.5,
         gt=0,
         le=30,
         description="How long each endpoint's Describe may take when the run checks its "
@@ -441,7 +441,7 @@ class VerifierPlan:
     """
 
     routes: Mapping[str, PlannedRoute]
-    check_timeout_s: float = 2.0
+    check_timeout_s: float = 1.5
 
     def verifiers(self) -> list[PlannedVerifier]:
         """Every distinct verifier of the plan, in route order."""

@@ -44,12 +44,18 @@ JUDGE = {
     },
 }
 EVAL_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "eval"}}}
+# A verifier running elsewhere (another language, another team's release): only routed to.
+EXTERNAL = {
+    "external": {"address": "verifier-js.judges.svc:50070", "egressTo": [EVAL_PEER]},
+    "taskTypes": ["exact"],
+}
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "default": None,
     "external-redis": {
         "redis": {"external": {"url": "rediss://:s3cret@redis.example.com:6380/0", "port": 6380}}
     },
     "extra-verifier": {"verifiers": {"judge": JUDGE}},
+    "external-verifier": {"verifiers": {"js": EXTERNAL}},
     "gpu-off": {
         "gpu": {"enabled": False},
         # a disabled verifier leaves no Deployment, Service or route behind
@@ -129,6 +135,11 @@ def config_files(objects: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any
 
 
 def enabled_verifiers(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The verifiers the release deploys (enabled, not ``external``)."""
+    return {n: v for n, v in enabled_routes(values).items() if not v.get("external")}
+
+
+def enabled_routes(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in values["verifiers"].items() if v.get("enabled", True)}
 
 
@@ -318,6 +329,8 @@ def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
         expected = {f"dns:///{PREFIX}-verifier-{v}.{fqdn}" for v in verifiers}
     else:
         expected = {f"{PREFIX}-verifier-{v}.{NAMESPACE}.svc:50051" for v in verifiers}
+    expected |= {v["external"]["address"] for v in enabled_routes(values).values()
+                 if v.get("external")}  # fmt: skip
     assert routed == expected
 
 
@@ -488,6 +501,34 @@ def test_extra_verifier_is_one_values_entry() -> None:
     math = f"dns:///{PREFIX}-verifier-math.{NAMESPACE}.svc.cluster.local:50051"
     assert table.lookup("math").outcome == (judge, math)
     assert base_values["verifiers"].keys() < values["verifiers"].keys()
+
+
+def test_an_external_verifier_is_only_routed_and_reached() -> None:
+    """``external: {address}``: no Deployment, Service or policy of its own; its routing
+    entry, the assembler's and the driver's egress to its port (toward ``egressTo``), and
+    plaintext to it even when the release's TLS would apply (its own ``tls`` otherwise)."""
+    _, base = render("default")
+    _, objects = render("external-verifier")
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == {
+        (o["kind"], o["metadata"]["name"]) for o in base
+    }
+    files = config_files(objects)
+    address = EXTERNAL["external"]["address"]
+    assert RoutingTable.from_config(files["routing.yaml"]).lookup("exact").outcome == (address,)
+    assert files["assembler.yaml"]["assembler"]["verifier"]["endpoint_tls"] == {
+        address: {"enabled": False}
+    }
+    policies = of_kind(objects, "NetworkPolicy")
+    for component in ("assembler", "driver"):
+        rules = policies[f"{PREFIX}-{component}"]["spec"]["egress"]
+        assert {"ports": [{"port": 50070, "protocol": "TCP"}], "to": [EVAL_PEER]} in rules
+    assert not any(
+        r.get("ports") == [{"port": 50070, "protocol": "TCP"}]
+        for r in policies[f"{PREFIX}-rollout-worker"]["spec"]["egress"]
+    )
+    with pytest.raises(helm.HelmValuesError, match="address"):
+        chart().render(values={"verifiers": {"js": {"external": {}, "taskTypes": ["exact"]}}},
+                       name=RELEASE, namespace=NAMESPACE, is_install=True)  # fmt: skip
 
 
 def test_gpu_switch() -> None:

@@ -259,3 +259,32 @@ def test_grpo_run_refuses_before_any_work_with_one_line(
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(lines) == 1 and line in lines[0], lines
     assert not (tmp_path / "run").exists()  # no run dir, no model, no SFT
+
+
+def _doc_blocks() -> list[dict[str, Any]]:
+    import re
+
+    import yaml
+
+    text = (REPO / "docs" / "add-a-verifier.md").read_text()
+    return [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+
+
+def test_the_docs_examples_use_only_documented_keys() -> None:
+    """Every YAML example of docs/add-a-verifier.md loads into what it configures: a run
+    config's ``verifiers`` section, an assembler's settings, or the chart's values."""
+    from grpo.services.assembler.service import AssemblerSettings
+
+    blocks = _doc_blocks()
+    kinds = []
+    for block in blocks:
+        if "routing" in block:
+            AssemblerSettings.model_validate(block)
+            kinds.append("assembler")
+        elif any("taskTypes" in v for v in block["verifiers"].values() if isinstance(v, dict)):
+            kinds.append("chart")  # validated by tests/helm (docs/kubernetes.md carries it too)
+        else:
+            cfg = _config({"verifiers": block["verifiers"]})
+            assert cfg.verifiers.outcome
+            kinds.append("run")
+    assert kinds.count("run") >= 3 and "assembler" in kinds and "chart" in kinds

@@ -54,7 +54,8 @@ rolloutWorker -> rollout-worker, or verifier-<key>) -> its block merged over `de
   role: rollout-worker | assembler | learner | driver | verifier
   workloadKind: StatefulSet (the learner: stable pod names, one checkpoint claim per pod) |
     Job (the driver: runs to completion, restarted on failure) | Deployment
-  verifierName: the key under `verifiers` (verifiers only)
+  verifierName: the key under `verifiers` (verifiers only; an `external` verifier is no
+    workload: it runs elsewhere and is only routed to, grpo.routing / grpo.externalVerifiers)
   redisClient: true for the pipeline services that use Redis (never for verifiers)
 Templates read it with: include "grpo.workloads" . | fromYaml
 */}}
@@ -74,7 +75,7 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- end -}}
 {{- end -}}
 {{- range $name, $v := .Values.verifiers -}}
-{{- if or (not (hasKey $v "enabled")) $v.enabled -}}
+{{- if and (or (not (hasKey $v "enabled")) $v.enabled) (not $v.external) -}}
 {{- $w := mergeOverwrite (deepCopy $.Values.defaults) (dict "grpcService" "grpo.v1.Verifier") (deepCopy $v) -}}
 {{- $_ := set $w "role" "verifier" -}}
 {{- $_ := set $w "verifierName" $name -}}
@@ -133,12 +134,14 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- if eq .Values.weights.transfer "grpc" -}}true{{- end -}}
 {{- end -}}
 
-{{/* The routing table (task type -> outcome/process addresses) built from `verifiers`. */}}
+{{/* The routing table (task type -> outcome/process addresses) built from `verifiers`: a
+     deployed verifier at its Service, an `external` one at its address. */}}
 {{- define "grpo.routing" -}}
 {{- $routes := dict -}}
 {{- range $name, $v := .Values.verifiers -}}
 {{- if or (not (hasKey $v "enabled")) $v.enabled -}}
 {{- $addr := include "grpo.verifierAddress" (dict "root" $ "component" (printf "verifier-%s" $name)) -}}
+{{- if $v.external }}{{ $addr = $v.external.address }}{{ end -}}
 {{- $kind := default "outcome" $v.kind -}}
 {{- range $t := $v.taskTypes -}}
 {{- $r := get $routes $t | default (dict "outcome" (list) "process" (list)) -}}
@@ -148,6 +151,18 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- end -}}
 {{- end -}}
 {{- toYaml $routes -}}
+{{- end -}}
+
+{{/* Enabled `external` verifiers (name -> their `external` block): verifiers running
+     elsewhere, any language, reached at external.address (docs/add-a-verifier.md). */}}
+{{- define "grpo.externalVerifiers" -}}
+{{- $out := dict -}}
+{{- range $name, $v := .Values.verifiers -}}
+{{- if and (or (not (hasKey $v "enabled")) $v.enabled) $v.external -}}
+{{- $_ := set $out $name $v.external -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
 {{- end -}}
 
 {{/* Bundled Redis in use? */}}
