@@ -51,7 +51,10 @@ class RolloutRow:
         stopped: the sampler ended the response on EOS or a stop string (finish reason
             STOP); a response without EOS that did not stop was cut at the length limit.
         policy_version: the policy version that sampled it.
-        reward: the outcome reward, or None when it is missing (never 0 for missing).
+        reward: the outcome reward, or None when it is missing (never 0 for missing); with
+            several weighted rewards per task, the combined one (what trains).
+        primary_reward: the primary (first) reward when ``reward`` combines several (what
+            correct counts read); None = ``reward`` itself.
         step_ends: token index (0-based, within the response) ending each process step.
         step_rewards: the reward of each process step (same length as ``step_ends``).
         top_k: the top-k the sampler used (0 = off).
@@ -69,6 +72,7 @@ class RolloutRow:
     step_rewards: Sequence[float] = ()
     top_k: int = 0
     top_p: float = 1.0
+    primary_reward: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ class TrainingBatch:
         step_rewards: per row, the reward of each process step (same length as ``step_ends``).
         group_ids, prompt_ids, task_types: per group.
         group_metadata: per group, the task's metadata labels (source, difficulty, ...).
+        correct_rewards: [P, G] float32, the rewards correct counts read: each row's
+            ``primary_reward`` where given, else its reward; NaN where the reward is missing.
     """
 
     input_ids: torch.Tensor
@@ -147,6 +153,7 @@ class TrainingBatch:
     prompt_ids: list[str] = field(default_factory=list)
     task_types: list[str] = field(default_factory=list)
     group_metadata: list[dict[str, str]] = field(default_factory=list)
+    correct_rewards: torch.Tensor | None = None
 
     @property
     def num_rows(self) -> int:
@@ -315,6 +322,7 @@ def pad_batch(
         prompt_ids=[g.prompt_id for g in groups],
         task_types=[g.task_type for g in groups],
         group_metadata=[dict(g.metadata) for g in groups],
+        correct_rewards=_correct_rewards(groups, rewards),
     )
 
 
@@ -330,6 +338,17 @@ def _rewards(groups: Sequence[GroupRows]) -> tuple[torch.Tensor, torch.Tensor]:
                 rewards[p, int(row.slot)] = float(row.reward)
                 valid[p, int(row.slot)] = True
     return rewards, valid
+
+
+def _correct_rewards(groups: Sequence[GroupRows], rewards: torch.Tensor) -> torch.Tensor:
+    """``rewards`` with each valid cell's ``primary_reward`` where the row gives one."""
+    out = rewards.clone()
+    for p, group in enumerate(groups):
+        for row in group.rows:
+            slot = int(row.slot)
+            if row.primary_reward is not None and not math.isnan(float(out[p, slot])):
+                out[p, slot] = float(row.primary_reward)
+    return out
 
 
 def _pad_rows(

@@ -116,6 +116,7 @@ def group_records(
     std: StdConvention = "population",
     eps: float = 1e-6,
     correct_threshold: float = 1.0,
+    correct_rewards: torch.Tensor | None = None,
 ) -> list[GroupRecord]:
     """Per-group records (id, mean, std, correct, missing) of rewards [P, G].
 
@@ -125,6 +126,9 @@ def group_records(
         group_ids: P ids; default the row index.
         std, eps: the advantage conventions (see :mod:`grpo.learner.advantages`).
         correct_threshold: a valid reward ≥ this counts as correct.
+        correct_rewards: Tensor[P, G] the correct counts read instead of ``rewards`` (the
+            primary reward when ``rewards`` combines several weighted ones); None =
+            ``rewards``.
 
     Returns:
         P :class:`GroupRecord` in row order.
@@ -134,7 +138,8 @@ def group_records(
     """
     stats = group_stats(rewards, std=std, eps=eps, valid=valid)
     ok = _valid(rewards, valid)
-    correct = (ok & (torch.where(ok, rewards, 0) >= correct_threshold)).sum(1)
+    graded = rewards if correct_rewards is None else correct_rewards
+    correct = (ok & (torch.where(ok, graded, 0) >= correct_threshold)).sum(1)
     ids = [str(i) for i in range(rewards.shape[0])] if group_ids is None else list(group_ids)
     if len(ids) != rewards.shape[0]:
         raise ValueError(f"group_ids has {len(ids)} entries for {rewards.shape[0]} groups")
@@ -212,6 +217,7 @@ def batch_diagnostics(
     reduction: str = "token_mean",
     max_response_length: int | None = None,
     correct_threshold: float = 1.0,
+    correct_rewards: torch.Tensor | None = None,
     slices: Mapping[str, Sequence[str]] | None = None,
     loss_stats: Mapping[str, float] | None = None,
     entropy_mean: float | None = None,
@@ -235,6 +241,9 @@ def batch_diagnostics(
         std, eps, estimator: the advantage conventions used (for the zero-variance count).
         reduction, max_response_length: the loss reduction (for effective weights).
         correct_threshold: a valid reward ≥ this counts as correct.
+        correct_rewards: float Tensor[P, G] the correct counts (``groups/correct_frac``, the
+            all-correct/all-wrong/mixed shares) read instead of ``rewards``: the primary
+            reward when ``rewards`` combines several weighted ones; None = ``rewards``.
         slices: per-response labels by slice name, e.g. ``{"task": [...N...]}``.
         loss_stats: merged ``policy_loss`` stats, copied in.
         entropy_mean: mean entropy over loss tokens (nats), copied to ``entropy/mean``.
@@ -265,7 +274,8 @@ def batch_diagnostics(
     r64 = torch.where(ok, rewards, 0).to(torch.float64)
     a64 = advantages.detach().to(torch.float64)
     valid_n = max(int(ok.sum()), 1)
-    correct = ok & (r64 >= correct_threshold)
+    graded = r64 if correct_rewards is None else torch.where(ok, correct_rewards, 0).double()
+    correct = ok & (graded >= correct_threshold)
     n_correct = correct.sum(1)
     has = stats.count > 0
     groups_with_valid = max(int(has.sum()), 1)

@@ -804,6 +804,7 @@ class Trainer:
             plan.outcome_advantages,
             mask,
             valid=batch.reward_valid,
+            correct_rewards=batch.correct_rewards,
             row_prompt=batch.row_prompt,
             row_slot=batch.row_slot,
             token_advantages=plan.advantages,

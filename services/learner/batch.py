@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from grpo.errors import ContractError
 from grpo.learner.batch import GroupRows, RolloutRow, TrainingBatch, check_group_rows, pad_batch
 from grpo.learner.process import step_end_tokens
-from grpo.services.runtime.score_status import member_reward
+from grpo.services.runtime.score_status import is_verdict, member_reward
 from grpo.v1 import common_pb2
 
 __all__ = ["build_batch", "check_group", "group_rows", "outcome_reward"]
@@ -32,6 +32,15 @@ def outcome_reward(member: common_pb2.ScoredRollout) -> float | None:
     (``grpo.services.runtime.score_status.member_reward``).
     """
     return member_reward(member)
+
+
+def _primary_reward(member: common_pb2.ScoredRollout) -> float | None:
+    """The primary component's reward of a member whose reward combines several weighted
+    rewards (what correct counts read); None for a single-reward member (its reward is it)."""
+    if len(member.components) < 2 or not is_verdict(member.outcome):
+        return None
+    value = float(member.outcome.reward)
+    return value if math.isfinite(value) else None
 
 
 def _process_steps(
@@ -105,6 +114,7 @@ def group_rows(group: common_pb2.Group) -> GroupRows:
                 stopped=comp.finish_reason == common_pb2.FINISH_REASON_STOP,
                 policy_version=int(comp.policy_version),
                 reward=outcome_reward(member),
+                primary_reward=_primary_reward(member),
                 step_ends=ends,
                 step_rewards=step_rewards if ends else [],
                 top_k=int(comp.sampling.top_k),

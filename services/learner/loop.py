@@ -112,8 +112,9 @@ def group_records_for(
 ) -> list[dict[str, Any]]:
     """The ``groups.jsonl`` records of one step's groups.
 
-    Fields: step, group_id, prompt_id, task_type, status, round, rewards (None = missing),
-    mean, std (the algo's convention), correct, missing, zero_variance (from
+    Fields: step, group_id, prompt_id, task_type, status, round, rewards (None = missing; the
+    combined reward with several weighted rewards), mean, std (the algo's convention), correct
+    (read from the primary reward), missing, zero_variance (from
     ``grpo.learner.diagnostics.group_records``), response_tokens, policy_versions,
     straggler_wait_s (seconds).
     """
@@ -126,8 +127,17 @@ def group_records_for(
             r = outcome_reward(m)
             if r is not None and m.rollout.index < rewards.shape[1]:
                 rewards[p, m.rollout.index] = r
+    graded = rewards.clone()  # correct counts read the primary reward (several rewards)
+    for p, g in enumerate(groups):
+        for m in g.members:
+            if len(m.components) > 1 and m.rollout.index < graded.shape[1]:
+                graded[p, m.rollout.index] = float(m.outcome.reward)
     stats = group_records(
-        rewards, group_ids=[g.group_id for g in groups], std=algo.std, eps=algo.eps
+        rewards,
+        group_ids=[g.group_id for g in groups],
+        std=algo.std,
+        eps=algo.eps,
+        correct_rewards=graded,
     )
     out = []
     for g, st in zip(groups, stats, strict=True):

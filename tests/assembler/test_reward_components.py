@@ -343,3 +343,34 @@ def test_combined_reward_trains_and_old_records_still_read() -> None:
     batch = build_batch([group], pad_token_id=0, eos_token_id=1)
     assert batch.rewards[0].tolist() == pytest.approx([1.0, 0.4])
     assert torch.equal(batch.reward_valid[0], torch.tensor([True, True]))
+
+
+def test_the_learners_correct_counts_read_the_primary_reward() -> None:
+    """Combined rewards 0.9..0.97 of all-correct primaries: the learner trains on the combined
+    ones and counts every member correct (groups/correct_frac, groups.jsonl's correct)."""
+    from grpo.learner import metric_names as mn
+    from grpo.learner.diagnostics import batch_diagnostics
+    from grpo.services.learner.loop import group_records_for
+
+    group = _group([0.9, 0.95, 0.97, 0.9], [1, 1, 1, 1])
+    batch = build_batch([group], pad_token_id=0, eos_token_id=1)
+    assert batch.rewards[0].tolist() == pytest.approx([0.9, 0.95, 0.97, 0.9])
+    assert batch.correct_rewards is not None and batch.correct_rewards[0].tolist() == [1.0] * 4
+    adv = group_advantages(batch.rewards, valid=batch.reward_valid)
+    mask = batch.response_mask
+    metrics = batch_diagnostics(
+        batch.rewards, adv, mask, valid=batch.reward_valid, row_prompt=batch.row_prompt,
+        row_slot=batch.row_slot, correct_rewards=batch.correct_rewards,
+    )  # fmt: skip
+    assert metrics[mn.GROUPS_CORRECT_FRAC] == 1.0 and metrics[mn.GROUPS_ALL_CORRECT_FRAC] == 1.0
+    without = batch_diagnostics(
+        batch.rewards, adv, mask, valid=batch.reward_valid, row_prompt=batch.row_prompt,
+        row_slot=batch.row_slot,
+    )  # fmt: skip
+    assert without[mn.GROUPS_CORRECT_FRAC] == 0.0  # the combined rewards are all below 1
+
+    class Algo:
+        std, eps = "population", 1e-6
+
+    (record,) = group_records_for([group], step=1, algo=Algo())
+    assert record["correct"] == 4 and record["rewards"] == pytest.approx([0.9, 0.95, 0.97, 0.9])
