@@ -353,6 +353,7 @@ def find_claims(step: str) -> list[Claim]:
 
 
 _FUNCTION_CHARS = "".join(FUNCTIONS.values())
+_NOT_ARITH = re.compile("[π" + _FUNCTION_CHARS + "]")
 _MAX_ARGUMENT = 10**6  # a function argument beyond it (sin(10^9999)) is not computed
 
 
@@ -455,7 +456,7 @@ def _exact(side: str) -> Fraction | Magnitude | None:
     """The side read by the shared number reader: its exact value, the bounds of its whole
     value when it is too large to compute (``arith.Magnitude``), or None (use sympy). A side
     with ``π`` or a function goes to sympy only when :func:`_size_check` passes."""
-    if "π" in side or any(f in side for f in _FUNCTION_CHARS):
+    if _NOT_ARITH.search(side):
         _size_check(side)
         return None
     text = side.replace("$", "").replace("×", "*").replace("÷", "/")

@@ -179,24 +179,31 @@ _WORD_PAREN = re.compile(r"\(\s*[A-Za-z]{2,}[A-Za-z\s,.'-]*\)")  # "(sum)", "(in
 _PERCENT_WORD = re.compile(r"(\d+(?:\.\d+)?)\s*(?:percent|per\s+cent|pct)\b", re.IGNORECASE)
 _N = r"(\$?\s*\d+(?:\.\d+)?%?|\([^()]*\))"
 _PHRASES = [  # each operand whole: not part of a longer expression ("8 more than 15*2")
-    (re.compile(r"(?<![-+*/^\d.)]\s)(?<![-+*/^\d.)])" + p + r"(?!\s*[-+*/^\d(])", re.IGNORECASE), r)
-    for p, r in (
-        (r"\b(?:the\s+)?sum\s+of\s+" + _N + r"\s+and\s+" + _N, r"(\1 + \2)"),
-        (r"\b(?:the\s+)?product\s+of\s+" + _N + r"\s+and\s+" + _N, r"(\1 * \2)"),
-        (r"\b(?:the\s+)?difference\s+(?:between|of)\s+" + _N + r"\s+and\s+" + _N, r"(\1 - \2)"),
-        (r"\b(?:the\s+)?quotient\s+of\s+" + _N + r"\s+(?:and|by)\s+" + _N, r"(\1 / \2)"),
-        (_N + r"\s+subtracted\s+from\s+" + _N, r"(\2 - \1)"),
-        (_N + r"\s+(?:increased|raised)\s+by\s+" + _N, r"(\1 + \2)"),
-        (_N + r"\s+(?:decreased|reduced)\s+by\s+" + _N, r"(\1 - \2)"),
-        (_N + r"\s+(?:more|greater)\s+than\s+" + _N, r"(\2 + \1)"),
-        (_N + r"\s+(?:less|fewer)\s+than\s+" + _N, r"(\2 - \1)"),
+    (
+        keyword,
+        re.compile(r"(?<![-+*/^\d.)]\s)(?<![-+*/^\d.)])" + p + r"(?!\s*[-+*/^\d(])", re.IGNORECASE),
+        r,
+    )
+    for keyword, p, r in (
+        ("sum", r"\b(?:the\s+)?sum\s+of\s+" + _N + r"\s+and\s+" + _N, r"(\1 + \2)"),
+        ("product", r"\b(?:the\s+)?product\s+of\s+" + _N + r"\s+and\s+" + _N, r"(\1 * \2)"),
+        (
+            "difference",
+            r"\b(?:the\s+)?difference\s+(?:between|of)\s+" + _N + r"\s+and\s+" + _N,
+            r"(\1 - \2)",
+        ),
+        (
+            "quotient",
+            r"\b(?:the\s+)?quotient\s+of\s+" + _N + r"\s+(?:and|by)\s+" + _N,
+            r"(\1 / \2)",
+        ),
+        ("subtracted", _N + r"\s+subtracted\s+from\s+" + _N, r"(\2 - \1)"),
+        ("by", _N + r"\s+(?:increased|raised)\s+by\s+" + _N, r"(\1 + \2)"),
+        ("by", _N + r"\s+(?:decreased|reduced)\s+by\s+" + _N, r"(\1 - \2)"),
+        ("than", _N + r"\s+(?:more|greater)\s+than\s+" + _N, r"(\2 + \1)"),
+        ("than", _N + r"\s+(?:less|fewer)\s+than\s+" + _N, r"(\2 - \1)"),
     )
 ]
-_PHRASE_ANY = re.compile(
-    r"\b(?:sum|product|difference|quotient|subtracted|increased|raised|decreased|reduced"
-    r"|more|greater|less|fewer)\b",
-    re.IGNORECASE,
-)
 _ROOTS = {"square": 2, "cube": 3, "fourth": 4, "fifth": 5}
 _ROOT_WORDS = re.compile(
     r"\b(?:the\s+)?(square|cube|fourth|fifth)\s+root\s+of\s+(\d+(?:\.\d+)?|\([^()]*\))",
@@ -227,9 +234,10 @@ _RELATION_WORD_RE = re.compile(
     re.IGNORECASE,
 )
 _RELATION_REPL = {f"r{k}": repl for k, (_, repl) in enumerate(_RELATION_WORDS)}
-_OPERATOR_ANY = re.compile(
-    r"\b(?:multiplied|times|divided|plus|added|minus|squared|cubed|power)\b", re.IGNORECASE
-)
+_OPERATOR_KEYWORDS = (
+    ("multiplied", "times"), ("divided",), ("plus", "added"), ("minus",), ("squared",),
+    ("cubed",), ("power",), ("power",),
+)  # fmt: skip
 
 
 _FRACTION_OF = re.compile(
@@ -557,15 +565,17 @@ def _words(text: str) -> str:
     text = _WHICH_IS.sub(" ", text)
     if _PERCENT_WORD.search(text):
         text = _PERCENT_WORD.sub(r"\1%", text)
-    if _PHRASE_ANY.search(text):
-        for pattern, repl in _PHRASES:
+    lower = text.lower()
+    for keyword, pattern, repl in _PHRASES:
+        if keyword in lower:
             text = pattern.sub(repl, text)
     if "root" in text:
         text = _ROOT_WORDS.sub(lambda m: f"(({m.group(2)})^(1/{_ROOTS[m.group(1).lower()]}))", text)
     if "wice" in text:
         text = _TWICE.sub("2 * ", text)
-    if _OPERATOR_ANY.search(text):
-        for pattern, repl in _OPERATOR_WORDS:
+    lower = text.lower()
+    for keywords, (pattern, repl) in zip(_OPERATOR_KEYWORDS, _OPERATOR_WORDS, strict=True):
+        if any(k in lower for k in keywords):
             text = pattern.sub(repl, text)
     text = _RELATION_WORD_RE.sub(lambda m: _RELATION_REPL[m.lastgroup or ""], text)
     if " of" in text:

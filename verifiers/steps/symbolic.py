@@ -27,6 +27,7 @@ from grpo.verifiers.steps.rewrite import ARGUMENT_SEPARATOR, FUNCTIONS
 __all__ = ["holds", "numeric", "numeric_gap", "order", "to_sympy"]
 
 _MAX_EXPONENT_CHARS = 4
+_MAX_CHARS = 2000  # as the math verifier's answers: longer sides are not parsed
 _SYMBOLS: dict[str, sympy.Basic] = {c: sympy.Symbol(c) for c in string.ascii_letters}
 _SYMBOLS["pi"] = sympy.pi  # "π" is written "pi" before parsing (words never reach here)
 _DIGITS = 40  # significant digits of numeric evaluations
@@ -53,9 +54,12 @@ def to_sympy(side: str) -> sympy.Expr:
     """Parse one side of a claim (already reduced to plain arithmetic by ``claims``).
 
     Raises:
-        ValueError: an exponent of more than 4 digits, or text that is not an expression.
+        ValueError: a side over 2,000 characters, an exponent of more than 4 digits, or text
+            that is not an expression.
         SyntaxError, TypeError and sympy's own errors for text it cannot parse.
     """
+    if len(side) > _MAX_CHARS:
+        raise ValueError(f"a side of {len(side)} characters is not handed to sympy")
     text = side.replace("$", "").replace("×", "*").replace("÷", "/").replace("%", "/100")
     text = text.replace("π", " pi ")
     for char, name in _FUNCTION_CHARS.items():
