@@ -121,7 +121,7 @@ _PARTIAL = re.compile(r"^(?:[+*/^]|-\s)|[+\-*/^(]$")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d])")
 _DECIMALS = re.compile(r"\d\.(\d+)")
 _DECIMAL_NUMBER = re.compile(r"\d+\.\d+")
-_OPERATOR = re.compile(r"[+*/^]|(?<=[\d)π\s])-")
+_OPERATOR = re.compile(r"[+*/^]|(?<=[\d)π\s])-|[\d)]\s*\(")  # 2(21): a product too
 _HAS_VALUE = re.compile(r"[\dπ]")
 _BREAK = "\x00"  # replaces words so that they end a run
 _TRAILING_WORD = re.compile(r"\s*([A-Za-z]{2,})")

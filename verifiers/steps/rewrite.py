@@ -4,7 +4,8 @@
 
 1. markdown: ``**``, ``__``, backticks, ``*italics*``, a leading bullet (``-``, ``*``,
    ``•``, ``1.``, ``1)``, ``a)``), heading ``#`` or quote ``>`` are dropped; the pipes of a
-   table row separate its cells;
+   table row separate its cells; a parenthesized remark with a word, after a space (``= 4
+   (15 minutes)``, ``(to 2 d.p.)``) or of words alone (``(sum)``), is dropped;
 2. LaTeX layout: ``\\begin{..}``/``\\end{..}`` of any environment, the alignment ``&`` of
    ``align``/``aligned``/``eqnarray`` rows, row breaks ``\\\\`` (and their ``[2pt]``),
    ``\\tag{}``, ``\\label{}``, ``\\nonumber``; math delimiters ``\\(`` ``\\)`` ``\\[`` ``\\]``
@@ -176,6 +177,8 @@ _OPERATOR_WORDS = (
     ),
 )
 _WORD_PAREN = re.compile(r"\(\s*[A-Za-z]{2,}[A-Za-z\s,.'-]*\)")  # "(sum)", "(in dollars)"
+# "4 (15 minutes)", "2.24 (to 2 d.p.)": after a space, a remark; "2(21 inches)" is a factor
+_REMARK_PAREN = re.compile(r"(?<=\s)\((?=[^()]*[A-Za-z]{2})[A-Za-z\d\s,.'-]*\)")
 _PERCENT_WORD = re.compile(r"(\d+(?:\.\d+)?)\s*(?:percent|per\s+cent|pct)\b", re.IGNORECASE)
 _N = r"(\$?\s*\d+(?:\.\d+)?%?|\([^()]*\))"
 _PHRASES = [  # each operand whole: not part of a longer expression ("8 more than 15*2")
@@ -322,7 +325,7 @@ _UNIT_WORD = (
 )
 _UNIT_AFTER_NUMBER = re.compile(
     r"(?<=[\d%)])(\s*)(" + _UNIT_WORD + r"(?:\s+" + _UNIT_WORD + r")?)"
-    r"(?=\s*(?:[-+*/=≈<>≤≥≠]|" + WEAK_EQ + r"|$|[.,;:!?](?:\s|$)))"
+    r"(?=\s*(?:[-+*/=≈<>≤≥≠)]|" + WEAK_EQ + r"|$|[.,;:!?](?:\s|$)))"
 )
 _LETTER_UNIT_AFTER_NUMBER = re.compile(  # "1.5 L", "5 s", "3 m": after a number and a space
     r"(?<=\d)\s+([mgshLl])(?=\s*(?:[-+*/=≈<>≤≥≠]|" + WEAK_EQ + r"|$|[.,;:!?](?:\s|$)))"
@@ -561,6 +564,7 @@ def _words(text: str) -> str:
     if not _LETTER.search(text):
         return text
     text = _WORD_PAREN.sub(" ", text)
+    text = _REMARK_PAREN.sub(" ", text)
     text = words_to_digits(text)
     text = _WHICH_IS.sub(" ", text)
     if _PERCENT_WORD.search(text):

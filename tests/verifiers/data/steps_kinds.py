@@ -649,4 +649,10 @@ ROWS: list[Row] = [
     Row("markdown", "***5 + 5 = 11***", "I"),
     Row("approx", "$\\pi \\approx \\frac{22}{7}$", "V"),
     Row("approx", "$\\pi \\approx \\frac{25}{7}$", "I"),
+    Row("approx", "$\\sqrt{5} \\approx 2.24$ (to 2 d.p.)", "V"),
+    Row("approx", "$\\sqrt{5} \\approx 2.31$ (to 2 decimal places)", "I"),
+    Row("units", "The perimeter is $2(21\\text{ inches}) = 42$ inches.", "V"),
+    Row("units", "The perimeter is $2(21\\text{ inches}) = 44$ inches.", "I"),
+    Row("units", "In one hour there are 60 / 15 = 4 (15 minutes).", "V"),
+    Row("units", "In one hour there are 60 / 15 = 5 (15 minutes).", "I"),
 ]
