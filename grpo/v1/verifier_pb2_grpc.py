@@ -55,7 +55,8 @@ class VerifierServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Describe(self, request, context):
-        """What this verifier checks and how it is configured.
+        """What this verifier checks and how it is configured. `grpo run` calls it before any work
+        and refuses a route this answer does not cover (task type, kind).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -69,7 +70,8 @@ class VerifierServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ScoreBatch(self, request, context):
-        """Score many responses concurrently; scores come back in request order.
+        """Score many responses concurrently; scores come back in request order. A batch that fails
+        with anything but UNAVAILABLE or DEADLINE_EXCEEDED is retried item by item with Score.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

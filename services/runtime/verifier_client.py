@@ -36,6 +36,7 @@ statuses) accumulate in the client (``take_endpoint_stats``) and in Prometheus
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -539,13 +540,9 @@ class VerifierClient:
         for k, item in enumerate(items):
             address = addresses[(start + k) % len(addresses)]
             stub = self._stub(address)
+            call = functools.partial(stub.Score, item, timeout=self._config.timeout_s)
             try:
-                reply = self._timed(
-                    address,
-                    1,
-                    lambda stub=stub, item=item: stub.Score(item, timeout=self._config.timeout_s),  # type: ignore[misc]
-                    lambda r: [r.score],
-                )
+                reply = self._timed(address, 1, call, lambda r: [r.score])
             except grpc.RpcError as exc:
                 code, text = rpc_status(exc)
                 with self._lock:
