@@ -49,6 +49,21 @@ def chat_renderer(
                 "with one, or drop the system message"
             )
         return None
+    local = Path(model).is_absolute() or str(model).startswith(".")
+    if local and not Path(model).exists():
+        # A pod that builds the tasks without the policy's files (the chart's run driver: the
+        # initial model lives on the learner's claim) cannot read the template.
+        if system is not None:
+            raise FailedPreconditionError(
+                f"{system_name} needs the chat template of {model}, which this process cannot "
+                "read: mount the model here, or use a hub id"
+            )
+        log.warning(
+            "the policy's tokenizer at %s is not readable from this process: plain prompts "
+            "(data.chat.template auto); mount the model here to render its chat template",
+            model,
+        )
+        return None
     from grpo.chat import has_chat_template, render_prompt
     from grpo.model import load_tokenizer
 

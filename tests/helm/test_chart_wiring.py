@@ -81,7 +81,7 @@ RUN: dict[str, Any] = {
     "data": {
         "source": "jsonl",
         "heldout_size": 4,
-        "jsonl": {
+        "dataset": {
             "path": "/data/arith.jsonl",
             "prompt_field": "question",
             "gold_field": "answer",

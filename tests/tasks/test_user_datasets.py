@@ -139,3 +139,20 @@ def test_a_system_message_without_a_template_is_refused(tmp_path: Path) -> None:
         RunConfig.model_validate({"data": {"chat": {"template": "none", "system": "x"}}})
     # the tiny character model has no template: plain prompts, no error
     assert load_run_tasks(RunConfig.model_validate({"data": {"train_size": 4}})).train[0].prompt
+
+
+def test_a_policy_folder_this_process_cannot_read_keeps_plain_prompts_unless_a_system_message(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The chart's run driver builds the tasks without the policy's files (the initial model is
+    on the learner's claim): ``auto`` then keeps the plain prompts and says why; a system
+    message, which needs the template, is refused."""
+    from grpo.errors import FailedPreconditionError
+    from grpo.services.tasks.chat import chat_renderer
+
+    missing = tmp_path / "not-mounted"
+    with caplog.at_level("WARNING"):
+        assert chat_renderer(missing, template="auto", system=None, system_name="s") is None
+    assert "not readable from this process" in caplog.text
+    with pytest.raises(FailedPreconditionError, match="cannot read"):
+        chat_renderer(missing, template="auto", system="be brief", system_name="data.chat.system")
