@@ -1339,11 +1339,31 @@ def _joined_segments(text: str, close: int, line_end: int) -> int:
 
 
 def _hedged(text: str, at: int, end: int) -> bool:
-    """A hedge after a stated value: "7, or perhaps 9", "7 (or maybe 9)"."""
+    """A hedge after a stated value: "7, or perhaps 9", "7 (or maybe 9)", or a next sentence
+    that offers another value: "7. Or maybe 9.", "7. Maybe it's 9.", "7. It could also be 9"."""
     sentence = _SENTENCE_END.search(text, at, end)
     rest = text[at : sentence.start() if sentence else end].lstrip(" (")
     m = _HEDGE.match(rest)
-    return m is not None and any(c.isdigit() for c in rest[m.end() :])
+    if m is not None and any(c.isdigit() for c in rest[m.end() :]):
+        return True
+    if sentence is None:
+        return False
+    following = _SENTENCE_END.search(text, sentence.end(), end)
+    after = text[sentence.end() : following.start() if following else end]
+    m = _NEXT_HEDGE.match(after)
+    if m is None:
+        return False
+    offered = _NUMBER_TOKEN.search(after, m.end(), m.end() + 40)
+    stated = _NUMBER_TOKEN.findall(text, max(0, at - 40), at)
+    return offered is not None and bool(stated) and offered.group() != stated[-1]
+
+
+_NUMBER_TOKEN = re.compile(r"-?\d+(?:[.,/]\d+)*")
+_NEXT_HEDGE = re.compile(
+    r"\s*(?:or\b(?!\s*,)|alternatively\b|it\s+(?:could|might)\s+(?:also\s+)?be\b"
+    r"|(?:perhaps|maybe)\s+(?:it\s*(?:'s|is)\s+|the\s+answer\s+is\s+)?(?=[-$\\\d]))",
+    re.IGNORECASE,
+)
 
 
 def _answer_is(text: str, start: int, end: int, want: _Want) -> Extraction | None:

@@ -200,6 +200,14 @@ ROWS: list[Row] = [
     R("clock_hedge", "12", r"It is either \boxed{12} or \boxed{13}.", 0),
     R("clock_hedge", "12, 13", r"The roots are \boxed{12} or \boxed{13}.", 1),
     R("clock_hedge", "12", "The answer is 12, because 3 * 4 = 12.", 1),
+    # a hedge in the next sentence (found by a fresh-user trial): another value offered
+    R("clock_hedge", "5", "The answer is 5. Or maybe 7.", 0),
+    R("clock_hedge", "5", "The answer is 5. Maybe it's 7.", 0),
+    R("clock_hedge", "5", "So the answer is 5. It could also be 7.", 0),
+    R("clock_hedge", "5", "The answer is 5. Alternatively, 6 if we count the start.", 0),
+    R("clock_hedge", "5", "The answer is 5. Or, to check, 2 + 3 = 5 works.", 1),
+    R("clock_hedge", "5", "The answer is 5. Perhaps 5 apples is a lot, but it is right.", 1),
+    R("clock_hedge", "5", "The answer is 5. Maybe we should double-check: 2 + 3 = 5.", 1),
     # ---- 10. missing forms ----
     R("forms", "(3,-2)", r"\boxed{a=3, b=-2}", 1),
     R("forms", "(3,-2)", r"\boxed{a=-2, b=3}", 0),
