@@ -71,14 +71,10 @@ def run(
     import logging
 
     from rich.console import Console
-    from rich.live import Live
-    from rich.table import Table
 
-    from grpo.errors import GrpoError
     from grpo.local.policy import builds_model
     from grpo.local.processes import become_subreaper
     from grpo.local.run import default_run_dir, run_local
-    from grpo.local.rundir import RunRefusedError
     from grpo.services.driver.driver import Progress
 
     logging.basicConfig(level=logging.WARNING)
@@ -104,54 +100,79 @@ def run(
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
 
-    def fmt(x: float, spec: str = ".3f") -> str:
-        return "-" if math.isnan(x) else format(x, spec)
-
-    def table(p: Progress) -> Table:
-        s = p.stats
-        t = Table(title=f"grpo run {cfg.name}  ({out})", show_header=True)
-        cols = (
-            "step",
-            "ver",
-            "reward",
-            "acc",
-            "tok/s",
-            "kept",
-            "rej ✓/✗/few/und",
-            "open",
-            "short",
-            "s",
-        )
-        for col in cols:
-            t.add_column(col, justify="right")
-        t.add_row(
-            f"{p.step}/{cfg.budget.steps if steps is None else steps}",
-            str(p.policy_version),
-            fmt(p.reward),
-            fmt(p.heldout_accuracy),
-            f"{p.tokens_per_s:.0f}",
-            str(s.groups_accepted),
-            f"{s.groups_rejected_all_correct}/{s.groups_rejected_all_wrong}/"
-            f"{s.groups_rejected_too_few_valid}/{s.groups_rejected_too_many_undecided}",
-            str(s.groups_pending),
-            str(s.groups_closed_short),
-            f"{p.elapsed_s:.0f}",
-        )
-        return t
-
-    live = Live(table(Progress()), console=console, refresh_per_second=2, transient=False)
-    console.log(f"run dir {out}")
-    try:
-        live.start()
-        summary = run_local(
+    total = cfg.budget.steps if steps is None else steps
+    summary = _run_live(
+        console,
+        lambda live: run_local(
             cfg,
             out,
             steps=steps,
-            on_progress=lambda p: live.update(table(p)),
+            on_progress=lambda p: live.update(_progress_table(p, cfg.name, out, total)),
             log_fn=console.log,
             resume=resume is not None,
             lock=lock,
-        )
+        ),
+        _progress_table(Progress(), cfg.name, out, total),
+        out,
+    )
+    _report(console, summary, out)
+    if summary.stop_reason == "interrupted":
+        raise typer.Exit(code=130)
+
+
+def _fmt(x: float, spec: str = ".3f") -> str:
+    return "-" if math.isnan(x) else format(x, spec)
+
+
+def _progress_table(p: Any, name: str, out: Path, total_steps: int) -> Any:
+    """The live table of ``grpo run``: one row of ``p`` (a driver ``Progress``)."""
+    from rich.table import Table
+
+    s = p.stats
+    t = Table(title=f"grpo run {name}  ({out})", show_header=True)
+    cols = (
+        "step",
+        "ver",
+        "reward",
+        "acc",
+        "tok/s",
+        "kept",
+        "rej ✓/✗/few/und",
+        "open",
+        "short",
+        "s",
+    )
+    for col in cols:
+        t.add_column(col, justify="right")
+    t.add_row(
+        f"{p.step}/{total_steps}",
+        str(p.policy_version),
+        _fmt(p.reward),
+        _fmt(p.heldout_accuracy),
+        f"{p.tokens_per_s:.0f}",
+        str(s.groups_accepted),
+        f"{s.groups_rejected_all_correct}/{s.groups_rejected_all_wrong}/"
+        f"{s.groups_rejected_too_few_valid}/{s.groups_rejected_too_many_undecided}",
+        str(s.groups_pending),
+        str(s.groups_closed_short),
+        f"{p.elapsed_s:.0f}",
+    )
+    return t
+
+
+def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
+    """``start(live)`` (the run) under a live progress table; its errors become exit codes:
+    2 a refused run dir, 1 a failed run, 130 an interrupt before GRPO started."""
+    from rich.live import Live
+
+    from grpo.errors import GrpoError
+    from grpo.local.rundir import RunRefusedError
+
+    live = Live(first_table, console=console, refresh_per_second=2, transient=False)
+    console.log(f"run dir {out}")
+    try:
+        live.start()
+        return start(live)
     except RunRefusedError as exc:
         live.stop()
         console.print(f"[red]error:[/red] {exc}")
@@ -169,9 +190,6 @@ def run(
         raise typer.Exit(code=130) from None
     finally:
         live.stop()
-    _report(console, summary, out)
-    if summary.stop_reason == "interrupted":
-        raise typer.Exit(code=130)
 
 
 def _checked_config(path: Path, values: dict[str, Any], console: Any, lock: Any) -> Any:
