@@ -19,10 +19,25 @@ from grpo.errors import InternalError
 from grpo.local.cluster import LocalCluster
 from grpo.local.processes import ProcessSupervisor
 from grpo.services.driver.service import DriverSettings, DriverWorker
+from grpo.services.driver.summary import RunSummary
+from grpo.services.runtime.accounting import RunAccounting
 from grpo.services.runtime.registry import ServiceParts, ServiceSpec, serve
 from grpo.services.settings.run import RunConfig
+from grpo.v1 import assembler_pb2
 
 HANG_GUARD_S = 60.0  # only a bound on a hang; no assertion is about time
+SUMMARY = RunSummary(
+    config="t",
+    stop_reason="interrupted",
+    sft_accuracy=0.5,
+    final_accuracy=0.5,
+    steps=3,
+    final_policy_version=3,
+    final_policy_step=3,
+    accounting=RunAccounting.from_stats(assembler_pb2.AssemblerStats()),
+    grpo_wall_clock_s=1.0,
+    wall_clock_s=1.0,
+)
 
 
 class _FakeDriver:
@@ -35,14 +50,14 @@ class _FakeDriver:
         self.final = final
         self.never = threading.Event()
 
-    def drive(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+    def drive(self, *_args: Any, **_kwargs: Any) -> RunSummary:
         self.driving.set()
         self.stop_requested.wait(HANG_GUARD_S)
         if self.final == "raise":
             raise RuntimeError("final evaluation failed: generation backend gone")
         if self.final == "hang":
             self.never.wait(HANG_GUARD_S)
-        return {"stop_reason": "interrupted", "steps": 3}
+        return SUMMARY
 
 
 def _settings_dict(tmp_path: Path, grace_s: float) -> dict[str, Any]:
@@ -88,7 +103,7 @@ def _serve_and_sigterm(driver: _FakeDriver, settings: DriverSettings) -> DriverW
 def test_a_clean_stop_returns_normally(tmp_path: Path) -> None:
     driver = _FakeDriver("summary")
     worker = _serve_and_sigterm(driver, _settings(tmp_path, grace_s=HANG_GUARD_S))
-    assert worker.summary == {"stop_reason": "interrupted", "steps": 3}
+    assert worker.summary == SUMMARY
     assert worker.failure is None
 
 
