@@ -63,6 +63,30 @@ def serve(
         Path | None,
         typer.Option("--config", "-c", help="YAML settings file (see docs/configuration.md)."),
     ] = None,
+    run_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--run-config",
+            help="Derive the settings from this run config (a RunConfig YAML with its namespace "
+            "set), as grpo run does; --placement and --config are then laid over them "
+            "(grpo.services.settings.services).",
+        ),
+    ] = None,
+    placement: Annotated[
+        Path | None,
+        typer.Option(
+            "--placement",
+            help="With --run-config: YAML of what the deployment decides (server, Redis, "
+            "paths, addresses); a key the run config decides is refused.",
+        ),
+    ] = None,
+    print_settings: Annotated[
+        bool,
+        typer.Option(
+            "--print-settings",
+            help="Print the effective settings as YAML (passwords in URLs masked) and exit.",
+        ),
+    ] = False,
     port: Annotated[
         int | None, typer.Option("--port", "-p", help="gRPC port (0 = pick a free one).")
     ] = None,
@@ -83,11 +107,13 @@ def serve(
     """Run one gRPC service until SIGTERM/SIGINT, then drain and exit 0.
 
     Settings come from defaults < --config YAML < GRPO_* environment variables < these flags.
-    Health (grpc.health.v1) and reflection are always served, and a Prometheus endpoint unless
-    --metrics-port -1.
+    With --run-config: defaults < what the run decides < --placement < the run's block for
+    this service < --config < environment < flags (the derivation grpo run uses). The
+    settings' SHA-256 is logged at start ("settings_sha256"). Health (grpc.health.v1) and
+    reflection are always served, and a Prometheus endpoint unless --metrics-port -1.
     """
     from grpo.errors import GrpoError
-    from grpo.services.runtime.config import load_settings
+    from grpo.services.runtime.config import load_settings, settings_digest, settings_text
     from grpo.services.runtime.logging import configure_logging
     from grpo.services.runtime.registry import load_spec
     from grpo.services.runtime.registry import serve as serve_service
@@ -96,12 +122,32 @@ def serve(
     try:
         spec = load_spec(service)
         flags = {"server.port": port, "server.host": host, "server.metrics_port": metrics_port}
-        settings = load_settings(
-            spec.settings_cls, config, {k: v for k, v in flags.items() if v is not None}
-        )
+        given = {k: v for k, v in flags.items() if v is not None}
+        if run_config is not None:
+            from grpo.services.settings.services import load_service_settings
+
+            settings = load_service_settings(
+                service,
+                spec.settings_cls,
+                run_config,
+                placement=placement,
+                config_files=[config] if config is not None else [],
+                overrides=given,
+            )
+        elif placement is not None:
+            raise typer.BadParameter("--placement needs --run-config")
+        else:
+            settings = load_settings(spec.settings_cls, config, given)
     except (GrpoError, ImportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
+    if print_settings:
+        typer.echo(settings_text(settings), nl=False)
+        return
+    log.info(
+        "settings loaded",
+        extra={"service": spec.name, "settings_sha256": settings_digest(settings)},
+    )
     try:
         serve_service(spec, settings, port_file=port_file)
     except (GrpoError, OSError, RuntimeError) as exc:

@@ -22,6 +22,7 @@ behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import time
@@ -44,18 +45,11 @@ from grpo.services.runtime.redis_server import (
 )
 from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.services.settings.run import RunConfig
-from grpo.services.settings.services import (
-    assembler_settings,
-    driver_settings,
-    learner_settings,
-    rollout_worker_settings,
-    verifier_settings,
-    write_service_config,
-)
+from grpo.services.settings.services import resolve_run, service_settings, write_service_config
 from grpo.services.settings.verifiers import VerifierPlan, plan_verifiers
 from grpo.v1 import assembler_pb2, learner_pb2
 
-__all__ = ["LocalCluster", "RedisWatch", "namespace_for"]
+__all__ = ["LOCAL_SERVER", "LocalCluster", "RedisWatch", "local_placement", "namespace_for"]
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +133,78 @@ class RedisWatch:
         self._probe.close()
 
 
+LOCAL_SERVER: dict[str, Any] = {"host": "127.0.0.1", "metrics_port": -1, "grace_s": 5.0}
+"""The gRPC server block of every local service (loopback, no metrics port); the driver's
+``grace_s`` is the run's (``DRIVER_GRACE_S``)."""
+
+
+def local_placement(
+    service: str,
+    *,
+    run_dir: Path,
+    model: Path | str,
+    addresses: dict[str, str],
+    routing: dict[str, dict[str, Any]] | None = None,
+    endpoint_tls: dict[str, Any] | None = None,
+    verifier_addresses: dict[str, str] | None = None,
+    index: int = 0,
+    initial_policy: Path | str | None = None,
+    steps: int | None = None,
+) -> dict[str, Any]:
+    """What ``grpo run`` decides for ``service`` on this machine (its placement,
+    ``grpo.services.settings.services.PLACEMENT_KEYS``): loopback server, run dir paths, the
+    started services' addresses, stable consumer names.
+
+    Args:
+        service: the ``grpo serve`` name (a verifier: any name but the pipeline's four).
+        run_dir: the run folder; model: the initial policy's folder (or hub id).
+        addresses: ``learner`` and ``assembler`` -> ``127.0.0.1:<port>`` once started.
+        routing: the assembler's routing table (``VerifierPlan.routing``).
+        endpoint_tls: address -> TLS of the endpoints with their own (the assembler's).
+        verifier_addresses: the driver's verifier services -> their addresses.
+        index: the rollout worker's index; initial_policy, steps: the driver's.
+
+    Raises:
+        KeyError: an address the placement needs is not in ``addresses``.
+    """
+    if service == "learner":
+        return {
+            "server": dict(LOCAL_SERVER),
+            "model_path": str(model),
+            "run_dir": str(run_dir),
+            "assembler_address": addresses["assembler"],
+        }
+    if service == "rollout-worker":
+        return {
+            "server": dict(LOCAL_SERVER),
+            "backend": {"model_path": str(model), "torch_threads": 1},
+            "worker": {"consumer": f"worker-{index}"},
+        }
+    if service == "assembler":
+        out: dict[str, Any] = {
+            "server": dict(LOCAL_SERVER),
+            "routing": routing or {},
+            "group_log": str(run_dir / "assembler_groups.jsonl"),
+            # A stable consumer name: a restarted assembler takes its own pending rollouts back.
+            "consumer_name": "assembler-0",
+        }
+        if endpoint_tls:
+            out["assembler"] = {"verifier": {"endpoint_tls": dict(endpoint_tls)}}
+        return out
+    if service == "driver":
+        server = {k: v for k, v in LOCAL_SERVER.items() if k != "grace_s"}
+        return {
+            "server": server,
+            "out_dir": str(run_dir),
+            "learner_address": addresses["learner"],
+            "assembler_address": addresses["assembler"],
+            "verifier_addresses": dict(verifier_addresses or {}),
+            "initial_policy": str(initial_policy) if initial_policy is not None else None,
+            "steps": steps or 0,
+        }
+    return {"server": dict(LOCAL_SERVER)}
+
+
 class LocalCluster:
     """Redis plus every service of a run as a local process (see the module docstring)."""
 
@@ -171,6 +237,7 @@ class LocalCluster:
         self.client: Any = None
         self.streams: Streams | None = None
         self.model: Path | str | None = None
+        self.task_type = ""
         self._services_stopped = False
         self._status = StatusClient()
         self.plan: VerifierPlan | None = None
@@ -204,8 +271,10 @@ class LocalCluster:
         return url
 
     # ---------------------------------------------------------------- services
-    def _service_yaml(self, name: str, settings: dict[str, Any], service: str) -> Path:
-        return write_service_config(service, settings, self.run_dir / "services" / f"{name}.yaml")
+    def _service_yaml(self, name: str, settings: dict[str, Any], service: str = "") -> Path:
+        return write_service_config(
+            service or name, settings, self.run_dir / "services" / f"{name}.yaml"
+        )
 
     def start(self, model: Path | str, task_type: str) -> None:
         """Write each service's YAML and launch verifiers, assembler, learner and workers.
@@ -221,36 +290,66 @@ class LocalCluster:
         """
         cfg = self.config
         self.model = model
+        self.task_type = task_type
         if not self.redis_url:
             self.start_redis()
         sup = self.supervisor
         plan = self.plan = plan_verifiers(cfg.verifiers, [task_type])
         for name, verifier in plan.services().items():  # endpoints run elsewhere
-            settings = verifier_settings(cfg, verifier.text)
-            path = self._service_yaml(name, settings, verifier.text)
+            path = self._service_yaml(name, self.settings_for(verifier.text), verifier.text)
             sup.start(name, path, service=verifier.text)
-        settings = assembler_settings(
-            cfg,
-            redis_url=self.redis_url,
-            namespace=self.namespace,
-            routing=plan.routing(self.verifier_address),
-            group_log=self.run_dir / "assembler_groups.jsonl",
-            endpoint_tls=plan.endpoint_tls(),
-        )
-        # A stable consumer name: a restarted assembler takes its own pending rollouts back.
-        settings.setdefault("consumer_name", "assembler-0")
-        sup.start("assembler", self._service_yaml("assembler", settings, "assembler"))
+        sup.start("assembler", self._service_yaml("assembler", self.settings_for("assembler")))
         self.start_learner()
         for i in range(cfg.generation.workers):
             name = f"rollout-worker-{i}"
-            settings = rollout_worker_settings(
-                cfg, redis_url=self.redis_url, namespace=self.namespace, model_path=model, index=i
-            )
+            settings = self.settings_for("rollout-worker", index=i)
             sup.start(
                 name, self._service_yaml(name, settings, "rollout-worker"), service="rollout-worker"
             )
         sup.wait_healthy(list(sup.services), cfg.budget.startup_timeout_s)
         self._log("services: " + ", ".join(f"{n}@{p.port}" for n, p in sup.services.items()))
+
+    def settings_for(
+        self,
+        service: str,
+        *,
+        index: int = 0,
+        initial_policy: Path | str | None = None,
+        steps: int | None = None,
+    ) -> dict[str, Any]:
+        """The settings document of ``service`` (a ``grpo serve`` name, or how the run config
+        names a verifier) in this cluster: the one derivation
+        (``grpo.services.settings.services.service_settings``) over the resolved run and this
+        machine's placement (``local_placement``).
+
+        Raises:
+            FailedPreconditionError: ``start`` has not run (no model, Redis or plan yet), or
+                an address it needs is of a service not started.
+            InvalidArgumentError: the run's settings for it are invalid.
+        """
+        if self.model is None or not self.redis_url or self.plan is None:
+            raise FailedPreconditionError("LocalCluster.settings_for before start()")
+        run = resolve_run(self.config, namespace=self.namespace, redis_url=self.redis_url)
+        plan = self.plan
+        addresses = {}
+        for name in ("learner", "assembler"):
+            with contextlib.suppress(FailedPreconditionError):  # not started (yet)
+                addresses[name] = self.address(name)
+        placement = local_placement(
+            service,
+            run_dir=self.run_dir,
+            model=self.model,
+            addresses=addresses,
+            routing=plan.routing(self.verifier_address) if service == "assembler" else None,
+            endpoint_tls={a: t.model_dump(mode="json") for a, t in plan.endpoint_tls().items()},
+            verifier_addresses=(
+                {n: self.address(n) for n in plan.services()} if service == "driver" else None
+            ),
+            index=index,
+            initial_policy=initial_policy,
+            steps=steps,
+        )
+        return service_settings(run, service, placement, index=index)
 
     def start_driver(self, initial_policy: Path | str, steps: int | None = None) -> None:
         """Launch the run driver (``grpo serve driver``) against the started services and wait
@@ -264,18 +363,7 @@ class LocalCluster:
         if self.model is None:
             raise FailedPreconditionError("LocalCluster.start_driver before start()")
         cfg = self.config
-        verifiers = self.plan.services() if self.plan is not None else {}
-        settings = driver_settings(
-            cfg,
-            redis_url=self.redis_url,
-            namespace=self.namespace,
-            out_dir=self.run_dir,
-            learner_address=self.address("learner"),
-            assembler_address=self.address("assembler"),
-            verifier_addresses={n: self.address(n) for n in verifiers},
-            initial_policy=initial_policy,
-            steps=steps,
-        )
+        settings = self.settings_for("driver", initial_policy=initial_policy, steps=steps)
         self.supervisor.start("driver", self._service_yaml("driver", settings, "driver"))
         try:
             self.supervisor.wait_healthy(["driver"], cfg.budget.startup_timeout_s)
@@ -306,14 +394,7 @@ class LocalCluster:
         """(Re)start the learner process; it resumes from its last checkpoint in the run dir."""
         if self.model is None:
             raise FailedPreconditionError("LocalCluster.start_learner before start()")
-        settings = learner_settings(
-            self.config,
-            redis_url=self.redis_url,
-            namespace=self.namespace,
-            model_path=self.model,
-            run_dir=self.run_dir,
-        )
-        settings.setdefault("assembler_address", self.address("assembler"))
+        settings = self.settings_for("learner")
         self.supervisor.start("learner", self._service_yaml("learner", settings, "learner"))
 
     def check(self) -> None:

@@ -51,7 +51,7 @@ def outcome_scorer(
         InvalidArgumentError: the ``verifiers`` section does not resolve for ``task_type``.
     """
     from grpo.services.evaluation.scorers import LocalScorer, RemoteScorer
-    from grpo.services.settings.services import verifier_settings
+    from grpo.services.settings.services import service_settings
     from grpo.services.settings.verifiers import plan_verifiers
 
     plan = plan_verifiers(config.verifiers, [task_type])
@@ -64,7 +64,7 @@ def outcome_scorer(
             }
         )
         return RemoteScorer(outcome_address or primary.address, client)
-    settings = verifier_settings(config, primary.text)
+    settings = service_settings(config, primary.text)
     settings.pop("server", None)
     return LocalScorer.from_service(primary.text, settings)
 

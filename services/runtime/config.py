@@ -27,8 +27,10 @@ is made).
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import os
+import re
 import sys
 import types
 import typing
@@ -47,8 +49,11 @@ __all__ = [
     "child_environment",
     "error_text",
     "load_settings",
+    "mask_secrets",
     "model_at",
+    "settings_digest",
     "settings_reference",
+    "settings_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -171,8 +176,10 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     env_prefix: str = "GRPO_",
     environ: Mapping[str, str] | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> SettingsT:
-    """Build ``cls`` from defaults < ``config_file`` (YAML) < environment < ``overrides``.
+    """Build ``cls`` from defaults < ``base`` < ``config_file`` (YAML) < environment <
+    ``overrides``.
 
     Args:
         cls: the service's settings model (a pydantic ``BaseModel``).
@@ -182,6 +189,8 @@ def load_settings(
             leave unset CLI flags out of the mapping.
         env_prefix: prefix of the environment variables that feed the settings.
         environ: the environment to read (default ``os.environ``; tests pass a dict).
+        base: a settings document below the file (``grpo serve --run-config``: the settings
+            derived from the run, ``grpo.services.settings.services.load_service_settings``).
 
     Returns:
         The validated settings object.
@@ -191,7 +200,7 @@ def load_settings(
         InvalidArgumentError: the file is not valid YAML or not a mapping, or a value/name is
             invalid (the message lists every bad field with its dotted path).
     """
-    merged: dict[str, Any] = {}
+    merged: dict[str, Any] = deep_merge({}, base or {})
     if config_file is not None:
         path = Path(config_file)
         if not path.is_file():
@@ -226,7 +235,9 @@ def load_settings(
                     loc == k or loc.startswith(k + ".") or k.startswith(loc + ".") for k in keys
                 ):
                     return f" (from {name})"
-            return f" (file {config_file})" if config_file else ""
+            if config_file:
+                return f" (file {config_file})"
+            return " (run config, placement or config files)" if base else ""
 
         problems = "; ".join(
             f"{text}{origin(loc)}"
@@ -283,6 +294,33 @@ def error_text(cls: type[BaseModel], err: Mapping[str, Any]) -> str:
         msg = f"unknown key {loc[-1]!r}" + (f" (valid: {valid})" if valid else "")
     msg = msg.removeprefix("Value error, ")
     return f"{where}: {msg}" if where else msg
+
+
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+(?P<at>@)")
+
+
+def mask_secrets(value: Any) -> Any:
+    """``value`` (a settings document) with the password of every ``scheme://user:pw@host``
+    URL replaced by ``***`` (e.g. ``redis://:***@redis:6379/0``)."""
+    if isinstance(value, dict):
+        return {k: mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_secrets(v) for v in value]
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(r"\g<head>***\g<at>", value)
+    return value
+
+
+def settings_text(settings: BaseModel) -> str:
+    """Validated settings as YAML (keys sorted, passwords in URLs masked): what
+    ``grpo serve ... --print-settings`` prints."""
+    return yaml.safe_dump(mask_secrets(settings.model_dump(mode="json")), sort_keys=True)
+
+
+def settings_digest(settings: BaseModel) -> str:
+    """SHA-256 (hex) of ``settings_text``: logged by ``grpo serve`` at start, so two pods (or
+    two restarts) can be told to run the same settings or not."""
+    return hashlib.sha256(settings_text(settings).encode()).hexdigest()
 
 
 def _dotted_keys(tree: dict[str, Any], prefix: str = "") -> set[str]:

@@ -12,7 +12,7 @@ from grpo.services.driver.driver import FeedLoop
 from grpo.services.driver.feeder import PromptFeeder
 from grpo.services.runtime.streams import Outage, OutageBudgetExceededError, StreamNames, Streams
 from grpo.services.settings.run import RunConfig, load_run_config
-from grpo.services.settings.services import learner_settings, rollout_worker_settings
+from grpo.services.settings.services import service_settings
 from grpo.services.tasks.run_tasks import load_run_tasks
 from grpo.v1 import common_pb2
 from tests.helpers import wait_until
@@ -91,14 +91,10 @@ def test_values_shared_with_generation_are_derived_once_and_conflicts_fail() -> 
     with pytest.raises(InvalidArgumentError, match="bypass"):
         load_run_config(path, {"learner.extra": {"trainer": {"max_response_length": 3}}})
     # What the learner is told is what the run config says.
-    settings = learner_settings(
-        cfg, redis_url="redis://x", namespace="n", model_path=Path("m"), run_dir=Path("r")
-    )
+    settings = service_settings(cfg, "learner", {"model_path": "m", "run_dir": "r"})
     assert settings["trainer"]["temperature"] == 0.7
     assert settings["trainer"]["max_response_length"] == 9
-    worker = rollout_worker_settings(
-        cfg, redis_url="redis://x", namespace="n", model_path=Path("m"), index=0
-    )
+    worker = service_settings(cfg, "rollout-worker", {"backend": {"model_path": "m"}})
     assert worker["worker"]["sampling"]["temperature"] == 0.7
 
 

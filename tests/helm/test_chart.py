@@ -4,6 +4,7 @@ the rendered objects, for the default values and several value sets."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import json
@@ -17,11 +18,13 @@ import pytest
 import yaml
 from kubernetes.client import V1ObjectMeta, V1Service, V1ServicePort, V1ServiceSpec
 
+from grpo.errors import InvalidArgumentError
 from grpo.services.runtime.config import load_settings
 from grpo.services.runtime.discovery import verifier_from_service
 from grpo.services.runtime.registry import load_spec
 from grpo.services.runtime.routing import RoutingTable
 from grpo.services.runtime.server import ServerSettings
+from grpo.services.settings.services import load_service_settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "grpo-pipeline"
 KUBE_LATEST = kubernetes_validate.utils.latest_version()  # newest schemas shipped (1.37 here)
@@ -49,6 +52,20 @@ EXTERNAL = {
     "external": {"address": "verifier-js.judges.svc:50070", "egressTo": [EVAL_PEER]},
     "taskTypes": ["exact"],
 }
+# What an install must give: the run and the bundled Redis' password (or an existing Secret).
+REQUIRED: dict[str, Any] = {
+    "run": {"name": "chart-test", "data": {"train_size": 1000}},
+    "redis": {"auth": {"password": "test-password-1"}},
+}
+
+
+def with_required(values: dict[str, Any] | None) -> dict[str, Any]:
+    """``values`` over REQUIRED (nested mappings merged)."""
+    from grpo.services.runtime.config import deep_merge
+
+    return deep_merge(REQUIRED, values or {})
+
+
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "default": None,
     "external-redis": {
@@ -98,7 +115,7 @@ def chart() -> helm.Chart:
 @functools.cache
 def render(name: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
     """(merged values, rendered objects) for a value set; cached across tests."""
-    values = copy.deepcopy(VALUE_SETS[name])
+    values = with_required(copy.deepcopy(VALUE_SETS[name]))
     merged = chart().merge_values(values)
     files = chart().render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
     return merged, manifests(files)
@@ -146,7 +163,7 @@ def enabled_routes(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("name", list(VALUE_SETS))
 def test_lint_is_clean(name: str) -> None:
     report = helm.lint(
-        CHART, copy.deepcopy(VALUE_SETS[name]), strict=True, kube_version=f"v{KUBE_LATEST}"
+        CHART, with_required(VALUE_SETS[name]), strict=True, kube_version=f"v{KUBE_LATEST}"
     )
     problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
     assert problems == [], problems
@@ -198,7 +215,7 @@ def test_every_manifest_validates_strictly(name: str) -> None:
 
 
 def test_install_notes_list_workloads_and_routes() -> None:
-    files = chart().render(values=None, name=RELEASE, namespace=NAMESPACE)
+    files = chart().render(values=with_required(None), name=RELEASE, namespace=NAMESPACE)
     notes = files["grpo-pipeline/templates/NOTES.txt"]
     assert "- rollout-worker (grpo serve rollout-worker), Deployment" in notes
     assert "- learner (grpo serve learner), StatefulSet of 1" in notes
@@ -286,7 +303,7 @@ def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
     values, objects = render(name)
     files = config_files(objects)
     routing = files["routing.yaml"]
-    assert files["assembler.yaml"]["routing"] == routing
+    assert files["assembler.placement.yaml"]["routing"] == routing
     table = RoutingTable.from_config(routing)  # the assembler's own parser accepts it
     services = of_kind(objects, "Service")
     verifiers = enabled_verifiers(values)
@@ -347,10 +364,56 @@ def test_config_files_load_into_each_services_settings(name: str, tmp_path: Path
     check_config_files(values, objects, tmp_path)
 
 
+def pod_env(container: dict[str, Any]) -> dict[str, str]:
+    """A container's environment as the kubelet gives it (Secret values stand in; the Redis
+    URL expanded)."""
+    env = {e["name"]: e.get("value", "from-a-secret") for e in container["env"]}
+    if "REDIS_URL" in env:  # Kubernetes expands $(REDIS_PASSWORD) / $(REDIS_URL)
+        env["REDIS_URL"] = "redis://:pw@redis:6379/0"
+        if "GRPO_REDIS_URL" in env:
+            env["GRPO_REDIS_URL"] = env["REDIS_URL"]
+    return env
+
+
+def effective_settings(
+    objects: tuple[dict[str, Any], ...], workload: dict[str, Any], tmp_path: Path
+) -> tuple[str, Any]:
+    """(serve name, settings) of a workload's pod: its mounted ConfigMap files at the paths of
+    its rendered command, loaded as `grpo serve` loads them, with the pod's environment."""
+    files = config_files(objects)
+    pod = workload["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    argv = container["command"]
+    assert argv[:2] == ["grpo", "serve"], argv
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "config"]
+    keys = {item["path"]: item["key"] for item in volume["configMap"]["items"]}
+    mounts = {
+        m["mountPath"]: keys[m["subPath"]]
+        for m in container["volumeMounts"]
+        if m["name"] == "config"
+    }
+    folder = tmp_path / workload["metadata"]["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    local: dict[str, Path] = {}
+    for mount_path, key in mounts.items():
+        local[mount_path] = folder / key
+        local[mount_path].write_text(yaml.safe_dump(files[key]))
+    opts = dict(zip(argv[3::2], argv[4::2], strict=True))
+    serve = argv[2]
+    settings = load_service_settings(
+        serve,
+        settings_class(serve),
+        local[opts["--run-config"]],
+        placement=local[opts["--placement"]],
+        config_files=[local[opts["--config"]]],
+        environ=pod_env(container),
+    )
+    return serve, settings
+
+
 def check_config_files(
     values: dict[str, Any], objects: tuple[dict[str, Any], ...], tmp_path: Path
 ) -> None:
-    files = config_files(objects)
     deployments = workloads(objects)
     namespaces = set()
     checked = 0
@@ -358,16 +421,7 @@ def check_config_files(
         (container,) = dep["spec"]["template"]["spec"]["containers"]
         if container.get("command", [""])[0] != "grpo":
             continue  # a verifier with its own entrypoint reads its own config format
-        serve = container["command"][2]
-        component = dep["metadata"]["labels"]["app.kubernetes.io/component"]
-        path = tmp_path / f"{component}.yaml"
-        path.write_text(yaml.safe_dump(files[f"{component}.yaml"]))
-        env = {e["name"]: e.get("value", "from-a-secret") for e in container["env"]}
-        if "REDIS_URL" in env:  # Kubernetes expands $(REDIS_PASSWORD) / $(REDIS_URL)
-            env["REDIS_URL"] = "redis://:pw@redis:6379/0"
-            if "GRPO_REDIS_URL" in env:
-                env["GRPO_REDIS_URL"] = env["REDIS_URL"]
-        settings: Any = load_settings(settings_class(serve), path, environ=env)
+        _, settings = effective_settings(objects, dep, tmp_path)
         assert settings.server.port == 50051
         if hasattr(settings, "redis_url"):
             assert settings.redis_url == "redis://:pw@redis:6379/0"
@@ -406,18 +460,25 @@ def test_docs_examples_are_valid_values(tmp_path: Path) -> None:
     ]
     assert [e for e in errors if e is not None] == []
     check_config_files(merged, objects, tmp_path)
-    generation = config_files(objects)["rollout-worker.yaml"]
-    assert generation["worker"]["namespace"] == "grpo"  # chart wiring kept beside user config
-    assert generation["worker"]["sampling"]["max_new_tokens"] == 256
+    worker = workloads(objects)[f"{PREFIX}-rollout-worker"]
+    _, generation = effective_settings(objects, worker, tmp_path)
+    assert generation.worker.namespace == "grpo"  # chart wiring kept beside user config
+    assert generation.worker.sampling.max_new_tokens == 256
+    assert generation.backend.dtype == "bfloat16"  # the workload's own config
 
 
 @pytest.mark.parametrize("name", list(VALUE_SETS))
 def test_server_config_is_valid_for_the_runtime(name: str) -> None:
     values, objects = render(name)
     files = config_files(objects)
-    for key, cfg in files.items():
-        if key == "routing.yaml":
-            continue
+    placements = {k: v for k, v in files.items() if k.endswith(".placement.yaml")}
+    serving = [
+        w
+        for w in workloads(objects).values()
+        if w["spec"]["template"]["spec"]["containers"][0].get("command", [""])[0] == "grpo"
+    ]
+    assert len(placements) == len(serving)  # a verifier with its own entrypoint has none
+    for cfg in placements.values():
         server = ServerSettings.model_validate(cfg["server"])
         assert (server.host, server.port, server.metrics_port) == ("0.0.0.0", 50051, 9090)
         assert (server.tls_cert_file is not None) is values["tls"]["enabled"]
@@ -515,7 +576,7 @@ def test_an_external_verifier_is_only_routed_and_reached() -> None:
     files = config_files(objects)
     address = EXTERNAL["external"]["address"]
     assert RoutingTable.from_config(files["routing.yaml"]).lookup("exact").outcome == (address,)
-    assert files["assembler.yaml"]["assembler"]["verifier"]["endpoint_tls"] == {
+    assert files["assembler.placement.yaml"]["assembler"]["verifier"]["endpoint_tls"] == {
         address: {"enabled": False}
     }
     policies = of_kind(objects, "NetworkPolicy")
@@ -540,7 +601,7 @@ def test_gpu_switch() -> None:
     assert code["spec"]["replicas"] == 2 and f"{PREFIX}-verifier-code" not in of_kind(
         off, "HorizontalPodAutoscaler"
     )
-    assert config_files(off)["rollout-worker.yaml"]["backend"]["device"] == "cpu"
+    assert config_files(off)["rollout-worker.placement.yaml"]["backend"]["device"] == "cpu"
     for objects, gpus in ((on, 1), (off, None)):
         for dep_name, dep in workloads(objects).items():
             pod = dep["spec"]["template"]["spec"]
@@ -595,12 +656,12 @@ def test_weights_travel_over_grpc_by_default() -> None:
     # generation pulls from learner rank 0 through the learner's headless Service
     service = of_kind(objects, "Service")[f"{PREFIX}-learner"]["spec"]
     assert service["clusterIP"] == "None" and service["publishNotReadyAddresses"] is True
-    pull = config_files(objects)["rollout-worker.yaml"]["weights"]
+    pull = config_files(objects)["rollout-worker.placement.yaml"]["weights"]
     host = f"{PREFIX}-learner-0.{PREFIX}-learner.{NAMESPACE}.svc.cluster.local"
     cache = "/var/cache/grpo-weights"
     assert pull == {"mode": "grpc", "address": f"{host}:50051", "cache_dir": cache}
     _, tls = render("tls-on")
-    pull = config_files(tls)["rollout-worker.yaml"]["weights"]
+    pull = config_files(tls)["rollout-worker.placement.yaml"]["weights"]
     assert pull["tls_ca_file"] == "/etc/grpo/tls/ca.crt" and pull["tls_cert_file"]
 
 
@@ -619,7 +680,8 @@ def test_shared_volume_mode_mounts_one_claim() -> None:
             "readOnly": read_only,
         }
         assert mounts["weights"]["readOnly"] is read_only
-    assert "weights" not in config_files(objects)["rollout-worker.yaml"]  # shared_volume default
+    # shared_volume default
+    assert "weights" not in config_files(objects)["rollout-worker.placement.yaml"]
 
 
 def test_data_parallel_learner_spans_pods() -> None:
@@ -634,7 +696,7 @@ def test_data_parallel_learner_spans_pods() -> None:
     assert env["WORLD_SIZE"]["value"] == "3" and env["MASTER_PORT"]["value"] == "29500"
     host = f"{PREFIX}-learner-0.{PREFIX}-learner.{NAMESPACE}.svc.cluster.local"
     assert env["MASTER_ADDR"]["value"] == host
-    cfg = config_files(objects)["learner.yaml"]
+    cfg = config_files(objects)["learner.placement.yaml"]
     assert (cfg["world_size"], cfg["dist_init"]) == (3, "env://")
     # ranks reach each other on any port (rendezvous, gloo/NCCL); nobody else gains access
     policy = of_kind(objects, "NetworkPolicy")[f"{PREFIX}-learner"]["spec"]
@@ -651,7 +713,7 @@ def test_data_parallel_learner_spans_pods() -> None:
     _, single = render("default")
     single_policy = of_kind(single, "NetworkPolicy")[f"{PREFIX}-learner"]["spec"]
     assert {"from": [ranks]} not in single_policy["ingress"]
-    assert "world_size" not in config_files(single)["learner.yaml"]
+    assert "world_size" not in config_files(single)["learner.placement.yaml"]
 
 
 def test_evaluation_peers_may_call_the_verifiers() -> None:
@@ -698,7 +760,7 @@ def test_tls_discovery_and_monitoring_options() -> None:
     secret = of_kind(tls, "Secret")[f"{PREFIX}-tls"]
     assert secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
-    server = config_files(tls)["verifier-math.yaml"]["server"]
+    server = config_files(tls)["verifier-math.placement.yaml"]["server"]
     assert server["tls_client_ca_file"] == "/etc/grpo/tls/ca.crt"
 
     _, objects = render("discovery-monitoring-gvisor")
@@ -713,7 +775,7 @@ def test_tls_discovery_and_monitoring_options() -> None:
     assert deps[f"{PREFIX}-assembler"]["spec"]["template"]["spec"]["serviceAccountName"] == (
         f"{PREFIX}-discovery"
     )
-    discovery = config_files(objects)["assembler.yaml"]["discovery"]
+    discovery = config_files(objects)["assembler.placement.yaml"]["discovery"]
     assert discovery["enabled"] is True and discovery["namespace"] == NAMESPACE
     code = deps[f"{PREFIX}-verifier-code"]["spec"]["template"]["spec"]
     assert code["runtimeClassName"] == "gvisor"
@@ -879,3 +941,186 @@ def test_values_keys_are_camel_case_and_commented() -> None:
             f"values.yaml:{i + 1}: key {key!r} is not camelCase"
         )
         assert lines[i - 1].strip().startswith("#"), f"values.yaml:{i + 1}: {key!r} has no comment"
+
+
+# ---------------------------------------------------------------------------- one derivation
+SHIPPED_CONFIGS = sorted((CHART.parents[1] / "configs").glob("*.yaml"))
+
+
+def grpo_run_settings(run: Any, service: str, redis_url: str) -> dict[str, Any]:
+    """What `grpo run` gives ``service`` for ``run`` (grpo.local.cluster's placement and the
+    one derivation), validated and dumped; loopback addresses stand in for started services."""
+    from grpo.local.cluster import local_placement
+    from grpo.services.settings.services import resolve_run, service_settings
+    from grpo.services.settings.verifiers import plan_verifiers
+
+    plan = plan_verifiers(run.verifiers, ["arith"])
+    names = ["learner", "assembler", *plan.services()]
+    addresses = {n: f"127.0.0.1:{50100 + i}" for i, n in enumerate(names)}
+    placement = local_placement(
+        service,
+        run_dir=Path("/runs/x"),
+        model=Path("/runs/x/model/sft"),
+        addresses=addresses,
+        routing=plan.routing(addresses.__getitem__),
+        endpoint_tls={a: t.model_dump(mode="json") for a, t in plan.endpoint_tls().items()},
+        verifier_addresses={n: addresses[n] for n in plan.services()},
+        initial_policy=Path("/runs/x/model/sft"),
+    )
+    resolved = resolve_run(run, namespace="grpo", redis_url=redis_url)
+    doc = service_settings(resolved, service, placement)
+    return load_settings(settings_class(service), None, environ={}, base=doc).model_dump(
+        mode="json"
+    )
+
+
+def differences(service: str, chart: dict[str, Any], local: dict[str, Any], own: Any) -> list[str]:
+    """Dotted keys whose values differ, except what the deployment decides (its placement:
+    PLACEMENT_KEYS, and the driver's run.redis_url / run.model.path, which resolve_run and the
+    chart resolve each their way) and the workload's own `config:` values."""
+    from grpo.services.settings.services import PLACEMENT_KEYS, flatten, role_of
+
+    skip = list(PLACEMENT_KEYS[role_of(service)]) + list(flatten(own or {}))
+    if service == "driver":
+        skip += ["run.redis_url", "run.model.path"]
+    a, b = flatten(chart), flatten(local)
+    return [
+        f"{k}: chart {a.get(k)!r} != grpo run {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if not any(k == s or k.startswith(s + ".") for s in skip) and a.get(k) != b.get(k)
+    ]
+
+
+@pytest.mark.parametrize("config", SHIPPED_CONFIGS, ids=lambda p: p.stem)
+def test_every_service_gets_grpo_runs_settings_from_a_shipped_config(
+    config: Path, tmp_path: Path
+) -> None:
+    """The chart with `run:` = a shipped run config: every pod's effective settings (its
+    mounted files loaded as `grpo serve --run-config` loads them) equal what `grpo run` gives
+    that service for the same file, key by key, but for what each deployment places."""
+    from grpo.services.settings.run import load_run_config
+
+    run = load_run_config(config, environ={})
+    values = {**REQUIRED, "run": yaml.safe_load(config.read_text()), "gpu": {"enabled": False}}
+    files = chart().render(values=copy.deepcopy(values), name=RELEASE, namespace=NAMESPACE)
+    objects = manifests(files)
+    merged = chart().merge_values(copy.deepcopy(values))
+    from grpo.services.settings.verifiers import plan_verifiers
+
+    started = {"learner", "assembler", "rollout-worker", "driver"}
+    started |= set(plan_verifiers(run.verifiers, ["arith"]).services())
+    compared = set()
+    for workload in workloads(objects).values():
+        serve, settings = effective_settings(objects, workload, tmp_path)
+        component = workload["metadata"]["labels"]["app.kubernetes.io/component"]
+        is_verifier = component.startswith("verifier-")
+        block = (
+            merged["verifiers"][component.removeprefix("verifier-")]
+            if is_verifier
+            else merged["services"][values_key(component)]
+        )
+        if serve not in started:
+            continue  # a verifier of the chart that this run does not use
+        local = grpo_run_settings(run, serve, settings.model_dump(mode="json").get("redis_url"))
+        diff = differences(serve, settings.model_dump(mode="json"), local, block.get("config"))
+        assert diff == [], (config.name, serve, diff)
+        compared.add(serve)
+    assert started == compared
+
+
+def test_the_comparison_sees_a_derivation_the_chart_makes_itself(tmp_path: Path) -> None:
+    """A chart that writes a key the run decides into a placement (as the chart's own
+    derivation did: max_rollout_lag 512 and a 60 s reclaim delay where grpo run derived 64
+    and 75 s) is refused by `grpo serve`; a workload's own `config:` is not, and the
+    comparison reports the difference it makes."""
+    from grpo.services.settings.run import RunConfig
+
+    run = RunConfig(data={"train_size": 100})  # G, prompts_ahead, group deadline: defaults
+    values = {**REQUIRED, "run": {"data": {"train_size": 100}}, "gpu": {"enabled": False}}
+    objects = manifests(chart().render(values=values, name=RELEASE, namespace=NAMESPACE))
+    cm = of_kind(objects, "ConfigMap")[f"{PREFIX}-config"]
+    placement = yaml.safe_load(cm["data"]["rollout-worker.placement.yaml"])
+    placement["worker"] = {"max_rollout_lag": 512, "reclaim_idle_ms": 60000}
+    cm["data"]["rollout-worker.placement.yaml"] = yaml.safe_dump(placement)
+    worker = workloads(objects)[f"{PREFIX}-rollout-worker"]
+    with pytest.raises(InvalidArgumentError, match=r"worker\.max_rollout_lag, worker\.reclaim"):
+        effective_settings(objects, worker, tmp_path)
+    cm["data"]["rollout-worker.placement.yaml"] = yaml.safe_dump(
+        {k: v for k, v in placement.items() if k != "worker"}
+    )
+    cm["data"]["rollout-worker.yaml"] = yaml.safe_dump({"worker": {"max_rollout_lag": 512}})
+    serve, settings = effective_settings(objects, worker, tmp_path)
+    local = grpo_run_settings(run, serve, settings.redis_url)
+    assert local["worker"]["max_rollout_lag"] == 64  # 2 x G 8 x prompts_ahead 4
+    assert local["worker"]["reclaim_idle_ms"] == 75000 == settings.worker.reclaim_idle_ms
+    assert differences(serve, settings.model_dump(mode="json"), local, None) == [
+        "worker.max_rollout_lag: chart 512 != grpo run 64"
+    ]
+
+
+def test_two_renders_give_identical_secrets_and_the_password_is_required() -> None:
+    """No generated Redis password (no `lookup`, no randAlphaNum): `helm template` twice gives
+    the same Secrets, so a GitOps sync changes nothing; without a password or an existing
+    Secret the render fails naming both keys; an existing Secret renders none."""
+
+    def secrets(values: dict[str, Any]) -> list[dict[str, Any]]:
+        files = chart().render(values=values, name=RELEASE, namespace=NAMESPACE)
+        return [o for o in manifests(files) if o["kind"] == "Secret"]
+
+    first = secrets(with_required({"tls": VALUE_SETS["tls-on"]["tls"]}))  # type: ignore[index]
+    second = secrets(with_required({"tls": VALUE_SETS["tls-on"]["tls"]}))  # type: ignore[index]
+    assert len(first) == 2 and first == second
+    (redis,) = [o for o in first if o["metadata"]["name"] == f"{PREFIX}-redis"]
+    assert base64.b64decode(redis["data"]["redis-password"]).decode() == "test-password-1"
+    templates = "".join(p.read_text() for p in (CHART / "templates").iterdir())
+    assert "lookup" not in templates and "randAlpha" not in templates
+    no_password = copy.deepcopy(REQUIRED)
+    no_password["redis"]["auth"]["password"] = ""
+    required = r"redis\.auth\.password or redis\.auth\.existingSecret"
+    with pytest.raises(helm.HelmError, match=required):
+        chart().render(values=no_password, name=RELEASE, namespace=NAMESPACE)
+    existing = copy.deepcopy(no_password)
+    existing["redis"]["auth"]["existingSecret"] = "my-redis"
+    assert [o["metadata"]["name"] for o in secrets(existing)] == []
+    with pytest.raises(helm.HelmError, match="run is required"):
+        chart().render(values={"redis": REQUIRED["redis"]}, name=RELEASE, namespace=NAMESPACE)
+
+
+def config_checksums(values: dict[str, Any]) -> dict[str, str]:
+    """checksum/config of every Deployment's and StatefulSet's pod template."""
+    files = chart().render(values=with_required(values), name=RELEASE, namespace=NAMESPACE)
+    return {
+        name: w["spec"]["template"]["metadata"]["annotations"].get("checksum/config", "")
+        for name, w in workloads(manifests(files)).items()
+        if w["kind"] != "Job"
+    }
+
+
+def test_editing_one_workloads_config_changes_only_its_checksum() -> None:
+    """Each pod's checksum covers what it derives its settings from: its own files, and the
+    whole run for the pipeline services but only its own run.verifiers.extra entry for a
+    verifier. So a verifier's edit restarts that verifier only, never the learner or the
+    rollout workers."""
+    base = config_checksums({})
+    assert all(base.values()) and len(set(base.values())) == len(base)
+
+    def changed(values: dict[str, Any]) -> set[str]:
+        now = config_checksums(values)
+        return {name.removeprefix(PREFIX + "-") for name in base if now[name] != base[name]}
+
+    math = {"verifiers": {"math": {"config": {"scoring": {"max_batch_items": 64}}}}}
+    assert changed(math) == {"verifier-math"}
+    entry = {"verifier-steps": {"scoring": {"max_batch_items": 8}}}
+    assert changed({"run": {"verifiers": {"extra": entry}}}) == {"verifier-steps"}
+    # ... which holds because no other service's derivation reads verifiers.extra
+    from grpo.services.settings.run import RunConfig
+    from grpo.services.settings.services import service_settings
+
+    plain = RunConfig.model_validate(REQUIRED["run"])
+    extra = RunConfig.model_validate({**REQUIRED["run"], "verifiers": {"extra": entry}})
+    for service in ("learner", "rollout-worker", "assembler", "verifier-math"):
+        assert service_settings(plain, service) == service_settings(extra, service), service
+    learner = {"services": {"learner": {"config": {"keep_weights": 2}}}}
+    assert changed(learner) == {"learner"}
+    run = {"run": {"learner": {"batch_groups": 4}}}
+    assert changed(run) == {"learner", "rollout-worker", "assembler"}

@@ -112,6 +112,7 @@ RUN: dict[str, Any] = {
 DATA_CLAIM = "wiring-data"
 LOCAL_VALUES: dict[str, Any] = {
     "gpu": {"enabled": False},
+    "redis": {"auth": {"password": "wiring-password"}},
     "grpc": {"graceSeconds": 5, "drainDelaySeconds": 0},
     "run": RUN,
     "services": {
@@ -579,6 +580,45 @@ def run_release(
     return rel, rel.wait_for_job(RUN_TIMEOUT_S)
 
 
+def printed_settings(pod: Pod) -> dict[str, Any]:
+    """The pod's effective settings: its own command with ``--print-settings``, in its
+    environment and working directory (what it runs with, derived from its mounted files)."""
+    proc = subprocess.run(
+        [*pod.argv, "--print-settings"],
+        env=pod.env,
+        cwd=pod.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise WiringError(f"{pod.name} --print-settings exited {proc.returncode}: {proc.stderr}")
+    doc: dict[str, Any] = yaml.safe_load(proc.stdout)
+    return doc
+
+
+def settings_against_grpo_run(rel: LocalRelease) -> dict[str, list[str]]:
+    """Per `grpo serve` pod: the keys whose effective value differs from what `grpo run` gives
+    that service for the run file the pod mounts (tests/helm/test_chart.py: but for what each
+    deployment places)."""
+    from grpo.services.settings.run import load_run_config
+
+    from .test_chart import differences, grpo_run_settings
+
+    out: dict[str, list[str]] = {}
+    for pod in rel.pods.values():
+        if pod.container["command"][:2] != ["grpo", "serve"]:
+            continue
+        serve = pod.container["command"][2]
+        run = load_run_config(pod.path("/etc/grpo/run.yaml"), environ={})
+        printed = printed_settings(pod)
+        own = yaml.safe_load(pod.path("/etc/grpo/config.yaml").read_text())
+        local = grpo_run_settings(run, serve, printed.get("redis_url"))
+        out[serve] = differences(serve, printed, local, own)
+    return out
+
+
 def mutate(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (obj,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     return obj
@@ -592,6 +632,17 @@ def test_the_rendered_release_trains_end_to_end(
 ) -> None:
     objects = render(LOCAL_VALUES)
     rel, job = run_release(objects, tmp_path, tiny_model, running)
+    # every pod ran with the settings grpo run gives its service for the same run file
+    compared = settings_against_grpo_run(rel)
+    assert set(compared) == {
+        "learner",
+        "assembler",
+        "rollout-worker",
+        "verifier-math",
+        "verifier-steps",
+        "driver",
+    }
+    assert all(diff == [] for diff in compared.values()), compared
     started = {p.name for p in rel.pods.values() if p.proc is not None}
     assert started == {
         f"{PREFIX}-redis-0",
@@ -645,7 +696,7 @@ def _drop_env(name: str) -> Callable[[list[dict[str, Any]]], None]:
 
 def _config_key_typo(objects: list[dict[str, Any]]) -> None:
     cm = mutate(objects, "ConfigMap", f"{PREFIX}-config")
-    cm["data"]["learner.yaml"] = cm["data"]["learner.yaml"].replace("batch_groups:", "batch_group:")
+    cm["data"]["run.yaml"] = cm["data"]["run.yaml"].replace("batch_groups:", "batch_group:")
 
 
 def _configmap_key_renamed(objects: list[dict[str, Any]]) -> None:
@@ -655,7 +706,7 @@ def _configmap_key_renamed(objects: list[dict[str, Any]]) -> None:
 
 def _wrong_address(objects: list[dict[str, Any]]) -> None:
     cm = mutate(objects, "ConfigMap", f"{PREFIX}-config")
-    cm["data"]["driver.yaml"] = cm["data"]["driver.yaml"].replace(
+    cm["data"]["driver.placement.yaml"] = cm["data"]["driver.placement.yaml"].replace(
         f"{PREFIX}-assembler.{NAMESPACE}.svc", f"{PREFIX}-assembly.{NAMESPACE}.svc"
     )
 

@@ -21,7 +21,11 @@ SERVER_NAME = "rl-grpo-pipeline-verifier-math.ml.svc"
 
 def rendered_readiness_probe() -> list[str]:
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-    values = {"tls": {"enabled": True, "cert": pem, "key": pem, "ca": pem}}
+    values = {
+        "tls": {"enabled": True, "cert": pem, "key": pem, "ca": pem},
+        "run": {"data": {"train_size": 10}},
+        "redis": {"auth": {"password": "p"}},
+    }
     with helm.Chart.load(CHART) as chart:
         files = chart.render(values=values, name="rl", namespace="ml")
     for doc in yaml.safe_load_all(files["grpo-pipeline/templates/deployment.yaml"]):

@@ -35,7 +35,7 @@ metadata:
     {{- end }}
   annotations:
     {{- if ne $w.workloadKind "Job" }}{{/* a Job's pod template is immutable: no checksum */}}
-    checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    checksum/config: {{ include "grpo.configInputs" (dict "root" $root "w" $w "component" $component "workloads" (include "grpo.workloads" $root | fromYaml)) | sha256sum }}
     {{- end }}
     {{- if $root.Values.metrics.podAnnotations }}
     prometheus.io/scrape: "true"
@@ -106,7 +106,7 @@ spec:
       image: {{ include "grpo.image" (dict "root" $root "image" $w.image) | quote }}
       imagePullPolicy: {{ default $root.Values.image.pullPolicy $w.image.pullPolicy }}
       {{- if $w.serve }}
-      command: [grpo, serve, {{ $w.serve | quote }}, --config, /etc/grpo/config.yaml]
+      command: [grpo, serve, {{ $w.serve | quote }}, --run-config, /etc/grpo/run.yaml, --placement, /etc/grpo/placement.yaml, --config, /etc/grpo/config.yaml]
       {{- else }}
       {{- with $w.command }}
       command:
@@ -150,6 +150,16 @@ spec:
         {{- end }}
         {{- toYaml $sc | nindent 8 }}
       volumeMounts:
+        {{- if $w.serve }}
+        - name: config
+          mountPath: /etc/grpo/run.yaml
+          subPath: run.yaml
+          readOnly: true
+        - name: config
+          mountPath: /etc/grpo/placement.yaml
+          subPath: placement.yaml
+          readOnly: true
+        {{- end }}
         - name: config
           mountPath: /etc/grpo/config.yaml
           subPath: config.yaml
@@ -185,6 +195,12 @@ spec:
         items:
           - key: {{ $component }}.yaml
             path: config.yaml
+          {{- if $w.serve }}
+          - key: run.yaml
+            path: run.yaml
+          - key: {{ $component }}.placement.yaml
+            path: placement.yaml
+          {{- end }}
     - name: tmp
       emptyDir:
         sizeLimit: {{ $w.tmpSizeLimit }}
