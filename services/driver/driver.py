@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from grpo.errors import GrpoError
 from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.learner.metric_names import GROUPS_REWARD_MEAN, LEARNER_REDIS_OUTAGE_S
 from grpo.services.driver.curriculum import PassRateCurriculum
@@ -61,6 +62,7 @@ __all__ = [
     "Endpoints",
     "Progress",
     "RunDriver",
+    "RunYieldedError",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,11 @@ job at ``prompts_ahead`` groups per 0.5 s (docs/generation.md)."""
 REDIS_OUTAGE_S = 300.0
 """Longest Redis outage the driver rides out (feeding paused, retried with backoff) before it
 fails the run (seconds)."""
+
+
+class RunYieldedError(GrpoError):
+    """The driver left its run to another driver (``RunDriver.yield_requested``): nothing was
+    finished, the next driver resumes from the run's record."""
 
 
 class DriverRecord:
@@ -287,6 +294,9 @@ class RunDriver:
         self.record = record
         self._elapsed_before = record.elapsed_s() if record is not None else 0.0
         self.stop_requested = threading.Event()
+        self.yield_requested = threading.Event()
+        """With ``stop_requested``: leave the run to another driver (``drive`` raises
+        ``RunYieldedError`` instead of pausing the learner and evaluating the final policy)."""
         self.redis_outage = Outage(REDIS_OUTAGE_S, backoff_max_s=1.0, what="redis (run driver)")
         self._unanswered_since = 0.0  # monotonic s of the first failed poll in a row (0: none)
 
@@ -661,6 +671,11 @@ class RunDriver:
         sft_accuracy = self.evaluate(initial_model, "sft")
         self._pause_learner(False)  # a driver restarted after the pause below trains again
         stop_reason = self.train(steps)
+        if stop_reason == "interrupted" and self.yield_requested.is_set():
+            raise RunYieldedError(
+                "left the run to the next driver: no pause, no final evaluation, no summary "
+                f"(training seconds spent so far: {self.progress.elapsed_s:.1f}, recorded)"
+            )
         paused_at = self._pause_learner(True)
         try:
             self.poll()

@@ -25,12 +25,14 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import FailedPreconditionError, GrpoError, InternalError
-from grpo.services.driver.driver import DriverRecord, RunDriver
+from grpo.services.driver.driver import DriverRecord, RunDriver, RunYieldedError
+from grpo.services.driver.lease import DriverLease
+from grpo.services.driver.release import ReleaseSettings, release_workloads
 from grpo.services.driver.status_client import StatusClient
 from grpo.services.driver.summary import RunSummary
 from grpo.services.runtime.registry import ServiceParts, ServiceSpec
@@ -92,6 +94,25 @@ class DriverSettings(BaseModel):
         description="How the evaluated policies arrive: shared_volume (read the published "
         "folder) or grpc (pull each evaluated version from the learner's weight server into "
         "cache_dir; a cluster without a shared volume).",
+    )
+    on_stop: Literal["finish", "yield"] = Field(
+        default="finish",
+        description="What SIGTERM means: finish (stop training, evaluate the final policy, "
+        "write the summary: grpo run's Ctrl-C) or yield (leave the run to the next driver: "
+        "record the spent seconds, free the lease and exit non-zero at once; a Kubernetes "
+        "Job's pod being replaced by an upgrade or a drain).",
+    )
+    lease_ttl_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="Time to live of the run's driver lease (at most one driver drives a run; "
+        "grpo.services.driver.lease): how long a driver that died elsewhere without freeing it "
+        "keeps the next one waiting (seconds).",
+    )
+    release: ReleaseSettings = Field(
+        default_factory=ReleaseSettings,
+        description="Workloads scaled to zero once the run is complete (their GPUs given "
+        "back; grpo.services.driver.release).",
     )
 
     @model_validator(mode="after")
@@ -255,21 +276,35 @@ class PullingRunDriver(RunDriver):
 class DriverWorker:
     """Runs ``RunDriver.drive`` in a thread (a ``BackgroundWorker`` of ``grpo serve``).
 
+    The drive starts once this driver holds the run's lease (``DriverLease``: a second driver
+    of the run waits for the first to stop); the lease is renewed while it runs and freed when
+    it ends. Once the summary is written and the run ended on a budget, the workloads of
+    ``settings.release`` are scaled to zero (``release_workloads``), then the process exits 0.
+
     A drive that fails while the service runs ends the thread: ``serve`` sees it dead and
-    exits non-zero (the process is restarted and resumes). A drive that fails while the
-    service stops (SIGTERM: the final evaluation and the summary) or does not end within the
-    stop's timeout makes :meth:`stop` raise, so ``serve`` exits non-zero then as well: the
-    run has no summary, and exit 0 would report it complete. A driver stopped before its
-    run began (still waiting for the learner's version 0) exits 0: nothing failed.
+    exits non-zero (the process is restarted and resumes). On SIGTERM (``stop``), with
+    ``on_stop: finish`` training stops and the final evaluation and the summary still run; a
+    drive that fails then, or does not end within the stop's timeout, makes ``stop`` raise,
+    so ``serve`` exits non-zero: the run has no summary, and exit 0 would report it complete.
+    With ``on_stop: yield`` (or when the lease was lost to another driver) the driver leaves
+    the run to the next one: no pause, no final evaluation, no summary; ``stop`` raises so the
+    process exits non-zero. A driver stopped before its run began (waiting for the lease or
+    for the learner's version 0) exits 0: nothing failed.
     """
 
-    def __init__(self, driver: RunDriver, settings: DriverSettings) -> None:
-        """Args: driver: the run driver; settings: its settings (initial policy, steps)."""
+    def __init__(
+        self, driver: RunDriver, settings: DriverSettings, lease: DriverLease | None = None
+    ) -> None:
+        """Args: driver: the run driver; settings: its settings (initial policy, steps,
+        on_stop, release); lease: the run's driver lease (None: none taken, a test)."""
         self.driver = driver
         self._settings = settings
+        self._lease = lease
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.summary: RunSummary | None = None
+        self.released: list[str] = []
+        """``Kind/name`` of the workloads scaled to zero after the run."""
         self.failure: Exception | None = None
         """What ``drive`` raised (None while it runs or after it succeeded)."""
 
@@ -278,13 +313,39 @@ class DriverWorker:
         self._thread = threading.Thread(target=self._run, name="run-driver", daemon=True)
         self._thread.start()
 
+    def _yield(self) -> None:
+        """Leave the run to another driver: stop feeding and skip the final evaluation."""
+        self.driver.yield_requested.set()
+        self.driver.stop_requested.set()
+
     def _run(self) -> None:
+        s = self._settings
+        lease = self._lease
+        if lease is not None:
+            if not lease.acquire(self._stop):
+                log.info("run driver stopped while waiting for the run's lease")
+                return
+            lease.keep(on_lost=self._yield)
+        try:
+            self._drive()
+        finally:
+            if lease is not None:
+                lease.release()
+        if s.exit_when_done and not self._stop.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)  # serve drains and returns: exit code 0
+        self._stop.wait()  # alive until stopped, so serve never takes "done" for "died"
+
+    def _drive(self) -> None:
         s = self._settings
         try:
             self.summary = self.driver.drive(s.initial_policy, s.steps or None, started=time.time())
         except StoppedBeforeRunError as exc:
             log.info("run driver stopped: %s", exc)
             return
+        except RunYieldedError as exc:
+            self.failure = exc
+            log.warning("run driver yielded: %s", exc)
+            raise
         except Exception as exc:
             self.failure = exc
             if self._stop.is_set():
@@ -293,6 +354,13 @@ class DriverWorker:
                 log.exception("run driver failed; exiting to be restarted")
             raise
         done = self.summary
+        if done.stop_reason != "interrupted":
+            try:
+                self.released = release_workloads(s.release)
+            except GrpoError as exc:
+                self.failure = exc
+                log.exception("releasing the run's workloads failed; exiting to retry")
+                raise
         log.info(  # the line `kubectl logs job/<release>-driver` ends with
             "run driver done",
             extra={
@@ -302,19 +370,21 @@ class DriverWorker:
                 "final_accuracy": done.final_accuracy,
                 "generated_tokens": done.accounting.generated_tokens,
                 "summary": str(s.out_dir / "summary.json"),
+                "released": self.released,
             },
         )
-        if s.exit_when_done and not self._stop.is_set():
-            os.kill(os.getpid(), signal.SIGTERM)  # serve drains and returns: exit code 0
-        self._stop.wait()  # alive until stopped, so serve never takes "done" for "died"
 
     def stop(self, timeout_s: float) -> None:
-        """Stop training (the final evaluation and summary still run), join in ``timeout_s``.
+        """Stop training and join in ``timeout_s``: with ``on_stop: finish`` the final
+        evaluation and summary still run; with ``yield`` the run is left to the next driver.
 
         Raises:
-            InternalError: ``drive`` failed (the message holds its error), or it was still
-                running after ``timeout_s`` seconds; either way no summary was written.
+            InternalError: ``drive`` failed (the message holds its error), it was still
+                running after ``timeout_s`` seconds, or it yielded; in each case no summary
+                was written.
         """
+        if self._settings.on_stop == "yield":
+            self._yield()
         self.driver.stop_requested.set()
         self._stop.set()
         if self._thread is None:
@@ -380,7 +450,9 @@ def build(settings: DriverSettings) -> ServiceParts:
         if puller is not None:
             puller.close()
 
-    return ServiceParts(bindings=[], workers=[DriverWorker(driver, settings)], close=close)
+    lease = DriverLease(client, names, ttl_s=settings.lease_ttl_s)
+    worker = DriverWorker(driver, settings, lease)
+    return ServiceParts(bindings=[], workers=[worker], close=close)
 
 
 SERVICE = ServiceSpec(name="driver", settings_cls=DriverSettings, build=build)

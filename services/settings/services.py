@@ -112,6 +112,7 @@ PLACEMENT_KEYS: dict[str, tuple[str, ...]] = {
         "initial_policy",
         "steps",
         "weights",
+        "on_stop",
         "release",
     ),
     "verifier": ("server",),

@@ -232,8 +232,11 @@ def test_default_release_has_every_kind() -> None:
         counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
     # 3 services + the driver + 3 verifiers; the learner and Redis are StatefulSets with their
     # own claims (volumeClaimTemplates): no shared PersistentVolumeClaim by default; the driver
-    # is a Job (no Service, no PDB); the code verifier's seccomp profile is a SeccompProfile.
+    # is a Job (no Service, no PDB); the code verifier's seccomp profile is a SeccompProfile;
+    # the driver's own ServiceAccount, Role and RoleBinding scale the GPU workloads to zero.
     assert counts == {
+        "Role": 1,
+        "RoleBinding": 1,
         "ConfigMap": 1,
         "SeccompProfile": 1,
         "Deployment": 5,
@@ -243,7 +246,7 @@ def test_default_release_has_every_kind() -> None:
         "PodDisruptionBudget": 5,
         "Secret": 1,
         "Service": 7,
-        "ServiceAccount": 1,
+        "ServiceAccount": 2,
         "StatefulSet": 2,
     }
 
@@ -259,8 +262,13 @@ def test_deployments_have_probes_resources_and_hardened_security(name: str) -> N
         # gVisor pod with the capabilities that takes (examples/code-verifier-gvisor.yaml)
         runtime = dep_name.endswith("-verifier-code") and name == "code-gvisor"
         assert pod["securityContext"]["runAsNonRoot"] is not runtime, dep_name
+        # the API token only where the API is used: discovery, the driver's release
         assert pod["automountServiceAccountToken"] is (
-            dep_name.endswith("-assembler") and values["discovery"]["enabled"]
+            (dep_name.endswith("-assembler") and values["discovery"]["enabled"])
+            or (
+                dep["kind"] == "Job"
+                and values["services"]["driver"]["releaseOnComplete"]["enabled"]
+            )
         )
         (container,) = pod["containers"]
         sc = container["securityContext"]
@@ -291,7 +299,7 @@ def test_deployments_have_probes_resources_and_hardened_security(name: str) -> N
             assert argv[3:] == [
                 "127.0.0.1:50051",
                 service,
-                f"{dep_name}.{NAMESPACE}.svc",
+                f"{PREFIX}-{component}.{NAMESPACE}.svc",
                 "/etc/grpo/tls",
             ]
         else:
@@ -764,7 +772,7 @@ def test_tls_discovery_and_monitoring_options() -> None:
     assert server["tls_client_ca_file"] == "/etc/grpo/tls/ca.crt"
 
     _, objects = render("discovery-monitoring-gvisor")
-    assert set(of_kind(objects, "Role")) == {f"{PREFIX}-discovery"}
+    assert set(of_kind(objects, "Role")) == {f"{PREFIX}-discovery", f"{PREFIX}-driver"}
     rules = of_kind(objects, "Role")[f"{PREFIX}-discovery"]["rules"]
     assert rules == [
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]}
@@ -1087,13 +1095,18 @@ def test_two_renders_give_identical_secrets_and_the_password_is_required() -> No
 
 
 def config_checksums(values: dict[str, Any]) -> dict[str, str]:
-    """checksum/config of every Deployment's and StatefulSet's pod template."""
+    """checksum/config of every workload's pod template, by component (the driver's Job is
+    named after its template: ``job`` holds that name)."""
     files = chart().render(values=with_required(values), name=RELEASE, namespace=NAMESPACE)
-    return {
-        name: w["spec"]["template"]["metadata"]["annotations"].get("checksum/config", "")
-        for name, w in workloads(manifests(files)).items()
-        if w["kind"] != "Job"
-    }
+    out = {}
+    for name, w in workloads(manifests(files)).items():
+        component = w["metadata"]["labels"]["app.kubernetes.io/component"]
+        out[f"{PREFIX}-{component}"] = w["spec"]["template"]["metadata"]["annotations"][
+            "checksum/config"
+        ]
+        if w["kind"] == "Job":
+            out["job"] = name
+    return out
 
 
 def test_editing_one_workloads_config_changes_only_its_checksum() -> None:
@@ -1103,6 +1116,7 @@ def test_editing_one_workloads_config_changes_only_its_checksum() -> None:
     rollout workers."""
     base = config_checksums({})
     assert all(base.values()) and len(set(base.values())) == len(base)
+    assert re.fullmatch(rf"{PREFIX}-driver-[0-9a-f]{{8}}", base["job"])
 
     def changed(values: dict[str, Any]) -> set[str]:
         now = config_checksums(values)
@@ -1111,7 +1125,9 @@ def test_editing_one_workloads_config_changes_only_its_checksum() -> None:
     math = {"verifiers": {"math": {"config": {"scoring": {"max_batch_items": 64}}}}}
     assert changed(math) == {"verifier-math"}
     entry = {"verifier-steps": {"scoring": {"max_batch_items": 8}}}
-    assert changed({"run": {"verifiers": {"extra": entry}}}) == {"verifier-steps"}
+    # its entry in the run: it, and the driver, whose settings hold the whole run (a new Job
+    # takes the run over); never the learner, the rollout worker or the assembler
+    assert changed({"run": {"verifiers": {"extra": entry}}}) == {"verifier-steps", "driver", "job"}
     # ... which holds because no other service's derivation reads verifiers.extra
     from grpo.services.settings.run import RunConfig
     from grpo.services.settings.services import service_settings
@@ -1123,4 +1139,6 @@ def test_editing_one_workloads_config_changes_only_its_checksum() -> None:
     learner = {"services": {"learner": {"config": {"keep_weights": 2}}}}
     assert changed(learner) == {"learner"}
     run = {"run": {"learner": {"batch_groups": 4}}}
-    assert changed(run) == {"learner", "rollout-worker", "assembler"}
+    # the driver's Job is immutable: a new template is a new Job (its driver takes over)
+    assert changed(run) == {"learner", "rollout-worker", "assembler", "driver", "job"}
+    assert changed({"image": {"tag": "0.1.1"}}) == {"job"}  # pods restart for the image

@@ -56,6 +56,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
+from fake_kube import FakeKubeApi
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "grpo-pipeline"
@@ -73,6 +74,7 @@ IMAGE_ENV = {
 }
 IMAGE_WORKDIR = "/tmp"
 RUN_TIMEOUT_S = 300.0
+SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 # The e2e-tiny sizes (configs/e2e-tiny.yaml) on a JSONL dataset: 3 learner steps of B=2 groups.
 RUN: dict[str, Any] = {
@@ -139,10 +141,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def render(values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The release's Kubernetes objects for ``values`` (offline, as `helm install` would)."""
+def render(values: dict[str, Any], *, upgrade: bool = False) -> list[dict[str, Any]]:
+    """The release's Kubernetes objects for ``values`` (offline, as `helm install` or, with
+    ``upgrade``, `helm upgrade` would)."""
     files = helm.Chart.load(CHART).render(
-        values=copy.deepcopy(values), name=RELEASE, namespace=NAMESPACE, is_install=True
+        values=copy.deepcopy(values),
+        name=RELEASE,
+        namespace=NAMESPACE,
+        is_install=not upgrade,
+        is_upgrade=upgrade,
     )
     return [
         doc
@@ -181,6 +188,7 @@ class Pod:
     restarts: int = 0
     exits: list[int] = field(default_factory=list)
     done: bool = False
+    gone: bool = False  # its workload was scaled to zero or replaced: stopped, never restarted
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -220,6 +228,18 @@ class Pod:
         return "\n".join(lines[-n:])
 
 
+def decoded_secrets(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Secret name -> its keys' decoded values."""
+    return {
+        o["metadata"]["name"]: {
+            **{k: base64.b64decode(v).decode() for k, v in o.get("data", {}).items()},
+            **o.get("stringData", {}),
+        }
+        for o in objects
+        if o["kind"] == "Secret"
+    }
+
+
 class LocalRelease:
     """The rendered objects of a release run as local processes (see the module docstring)."""
 
@@ -235,42 +255,44 @@ class LocalRelease:
         self.root = root  # pods/<pod>/ (volumes, image root, log) and claims/<claim>/
         self.claims = claims  # persistentVolumeClaim claimName -> folder (pre-populated)
         self.max_restarts = max_restarts
-        self.secrets = {
-            o["metadata"]["name"]: {
-                **{k: base64.b64decode(v).decode() for k, v in o.get("data", {}).items()},
-                **o.get("stringData", {}),
-            }
-            for o in objects
-            if o["kind"] == "Secret"
-        }
+        self.secrets = decoded_secrets(objects)
         self.config_maps = {
             o["metadata"]["name"]: dict(o.get("data", {}))
             for o in objects
             if o["kind"] == "ConfigMap"
         }
-        self.pods = self._pods()
+        # the API server (the driver's release; service account tokens of automounting pods)
+        self.scaled: dict[tuple[str, str], int] = {}
+        self.api = FakeKubeApi(list(objects), NAMESPACE, on_scale=self._on_scale)
+        self.api_host, self.api_port = self.api.start(root / "apiserver")
+        self.revision = 1
+        self.pods = {pod.name: pod for pod in map(self._new_pod, self._workload_objects())}
         self.addresses = self._addresses()
         for pod in self.pods.values():
             self._prepare(pod)
 
     # ------------------------------------------------------------------ layout
-    def _pods(self) -> dict[str, Pod]:
-        pods: dict[str, Pod] = {}
-        for obj in self.objects:
-            kind = obj["kind"]
-            if kind not in ("Deployment", "StatefulSet", "Job"):
-                continue
-            name = obj["metadata"]["name"]
-            replicas = 1 if kind == "Job" else obj["spec"].get("replicas", 1)
-            if replicas != 1:
-                raise WiringError(f"{kind}/{name}: local values must give one replica")
-            pod_name = f"{name}-0" if kind == "StatefulSet" else f"{name}-local"
-            pod = Pod(pod_name, kind, obj, 0, self.root / "pods" / pod_name)
-            pod.image_root.mkdir(parents=True)
-            for port in pod.container.get("ports", []):
-                pod.local_ports[int(port["containerPort"])] = free_port()
-            pods[pod_name] = pod
-        return pods
+    def _workload_objects(self) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] in ("Deployment", "StatefulSet", "Job")]
+
+    def _new_pod(self, obj: dict[str, Any], ports: dict[int, int] | None = None) -> Pod:
+        """The pod of a workload object (fresh folders; ``ports``: keep a replaced pod's
+        loopback ports, which its Service's address maps to)."""
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        replicas = 1 if kind == "Job" else obj["spec"].get("replicas", 1)
+        if replicas != 1:
+            raise WiringError(f"{kind}/{name}: local values must give one replica")
+        pod_name = f"{name}-0" if kind == "StatefulSet" else f"{name}-local"
+        pod = Pod(pod_name, kind, obj, 0, self.root / "pods" / f"{pod_name}@{self.revision}")
+        pod.image_root.mkdir(parents=True)
+        for port in pod.container.get("ports", []):
+            number = int(port["containerPort"])
+            pod.local_ports[number] = (ports or {}).get(number) or free_port()
+        return pod
+
+    def _on_scale(self, kind: str, name: str, replicas: int) -> None:
+        """The API server scaled a workload (called from its thread; ``step`` acts on it)."""
+        self.scaled[(kind, name)] = replicas
 
     def _addresses(self) -> dict[tuple[str, int], str]:
         """(DNS name, port) -> 127.0.0.1:<local port>, from the rendered Services."""
@@ -279,7 +301,9 @@ class LocalRelease:
             name = svc["metadata"]["name"]
             selector = svc["spec"].get("selector", {})
             targets = [
-                p for p in self.pods.values() if selector.items() <= p.labels.items() and selector
+                p
+                for p in self.pods.values()
+                if selector and selector.items() <= p.labels.items() and not p.gone
             ]
             if len(targets) != 1:
                 raise WiringError(f"Service/{name} selects {len(targets)} pods, expected 1")
@@ -389,6 +413,10 @@ class LocalRelease:
                 raise WiringError(f"{pod.name}: mount of unknown volume {mount['name']!r}")
             host = hosts[mount["name"]] / mount.get("subPath", "")
             mounts.append((mount["mountPath"], host))
+        if pod.spec.get("automountServiceAccountToken"):  # the kubelet's projected token
+            account = pod.spec.get("serviceAccountName", "default")
+            folder = self.api.service_account_dir(pod.root / "serviceaccount", account)
+            mounts.append((SERVICE_ACCOUNT_MOUNT, folder))
         pod.mounts = sorted(mounts, key=lambda m: -len(m[0]))
         # config files: the pod's view of paths, ports and addresses
         for mount_path, host in pod.mounts:
@@ -408,6 +436,9 @@ class LocalRelease:
         pod.env = {
             **{k: self.localise(pod, v, k) for k, v in IMAGE_ENV.items()},
             "PATH": f"{VENV_BIN}:/usr/bin:/bin",
+            # the kubelet gives every container the API server's address
+            "KUBERNETES_SERVICE_HOST": self.api_host,
+            "KUBERNETES_SERVICE_PORT": str(self.api_port),
             **env,
         }
         command = [expand(a, env) for a in pod.container.get("command", [])]
@@ -479,10 +510,27 @@ class LocalRelease:
             if pod.proc is None:
                 self._start(pod)
 
+    def _terminate(self, pod: Pod) -> None:
+        """What the kubelet does to a deleted pod: SIGTERM, SIGKILL after its grace."""
+        pod.gone = True
+        if pod.proc is None or pod.proc.poll() is not None:
+            return
+        os.killpg(pod.proc.pid, signal.SIGTERM)
+        try:
+            pod.proc.wait(int(pod.spec.get("terminationGracePeriodSeconds", 30)))
+        except subprocess.TimeoutExpired:
+            os.killpg(pod.proc.pid, signal.SIGKILL)
+            pod.proc.wait()
+        pod.exits.append(pod.proc.returncode)
+
     def step(self) -> None:
-        """Apply each pod's restart policy to exited processes (raise past max_restarts)."""
+        """Apply each pod's restart policy to exited processes (raise past max_restarts);
+        stop the pods of workloads scaled to zero."""
         for pod in self.pods.values():
-            if pod.done or pod.proc is None or pod.proc.poll() is None:
+            key = (pod.kind, pod.workload["metadata"]["name"])
+            if not pod.gone and self.scaled.get(key) == 0:
+                self._terminate(pod)
+            if pod.gone or pod.done or pod.proc is None or pod.proc.poll() is None:
                 continue
             code = pod.proc.returncode
             pod.exits.append(code)
@@ -499,7 +547,7 @@ class LocalRelease:
 
     def wait_for_job(self, timeout_s: float) -> Pod:
         """Run until the Job's pod exits 0; returns it."""
-        (job,) = [p for p in self.pods.values() if p.kind == "Job"]
+        (job,) = [p for p in self.pods.values() if p.kind == "Job" and not p.gone]
         deadline = time.monotonic() + timeout_s
         while not job.done:
             self.step()
@@ -508,6 +556,71 @@ class LocalRelease:
                 raise WiringError(f"the Job did not complete in {timeout_s} s\n{tails}")
             time.sleep(0.2)
         return job
+
+    def running(self) -> set[str]:
+        """Names of the pods whose process runs."""
+        return {p.name for p in self.pods.values() if p.proc is not None and p.proc.poll() is None}
+
+    def run_until(self, done: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Step the pods until ``done()`` (raise WiringError with the logs after timeout_s)."""
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            self.step()
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- {p.name}\n{p.log_tail(15)}" for p in self.pods.values())
+                raise WiringError(f"{what} did not happen in {timeout_s} s\n{tails}")
+            time.sleep(0.2)
+
+    # ------------------------------------------------------------------ helm upgrade
+    def upgrade(self, objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+        """``helm upgrade`` to ``objects`` as the API server and the controllers apply it:
+        an update of an immutable field fails (before anything changes); ConfigMaps and
+        Secrets are updated (running pods keep their subPath-mounted files); a workload whose
+        pod template changed gets a new pod (the old one terminated first; a Deployment's and
+        a StatefulSet's pod keep the loopback ports their Services map to); a workload that
+        left the manifest is deleted (a renamed Job: its pod terminated) and a new one created.
+
+        Returns:
+            {"replaced": [...], "deleted": [...], "created": [...], "kept": [...]} pod names.
+        """
+        old = {(o["kind"], o["metadata"]["name"]): o for o in self.objects}
+        new = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+        for key in old.keys() & new.keys():
+            check_update(old[key], new[key])
+        self.objects = objects
+        self.revision += 1
+        self.secrets = decoded_secrets(objects)
+        self.config_maps = {
+            o["metadata"]["name"]: dict(o.get("data", {}))
+            for o in objects
+            if o["kind"] == "ConfigMap"
+        }
+        self.api.objects[:] = objects
+        report: dict[str, list[str]] = {"replaced": [], "deleted": [], "created": [], "kept": []}
+        by_workload = {(p.kind, p.workload["metadata"]["name"]): p for p in self.pods.values()}
+        fresh: list[Pod] = []
+        for key, pod in by_workload.items():
+            if key not in new:
+                self._terminate(pod)
+                report["deleted"].append(pod.name)
+            elif new[key]["spec"]["template"] != pod.workload["spec"]["template"]:
+                self._terminate(pod)
+                fresh.append(self._new_pod(new[key], ports=pod.local_ports))
+                report["replaced"].append(pod.name)
+            else:
+                pod.workload = new[key]
+                report["kept"].append(pod.name)
+        for key, obj in new.items():
+            if obj["kind"] in ("Deployment", "StatefulSet", "Job") and key not in by_workload:
+                fresh.append(self._new_pod(obj))
+                report["created"].append(fresh[-1].name)
+        for pod in fresh:
+            self.pods[pod.name] = pod  # a replaced pod's name now names its successor
+        self.addresses = self._addresses()
+        for pod in fresh:
+            self._prepare(pod)
+            self._start(pod)
+        return report
 
     def stop(self) -> None:
         """SIGTERM every process group (Redis last), SIGKILL after the grace."""
@@ -525,6 +638,34 @@ class LocalRelease:
                 except subprocess.TimeoutExpired:
                     os.killpg(pod.proc.pid, signal.SIGKILL)
                     pod.proc.wait()
+        self.api.stop()
+
+
+IMMUTABLE: dict[str, tuple[tuple[str, ...], ...]] = {
+    "Job": (("spec", "template"), ("spec", "selector"), ("spec", "completions")),
+    "StatefulSet": (
+        ("spec", "selector"),
+        ("spec", "serviceName"),
+        ("spec", "volumeClaimTemplates"),
+        ("spec", "podManagementPolicy"),
+    ),
+    "Deployment": (("spec", "selector"),),
+    "Service": (("spec", "clusterIP"),),
+    "PersistentVolumeClaim": (("spec", "accessModes"), ("spec", "storageClassName")),
+}
+"""Fields the API server refuses to change on an update (``field is immutable``)."""
+
+
+def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Raise WiringError where the API server would refuse ``new`` as an update of ``old``."""
+    for path in IMMUTABLE.get(old["kind"], ()):
+        a, b = old, new
+        for key in path:
+            a, b = (a or {}).get(key), (b or {}).get(key)
+        if a != b:
+            raise WiringError(
+                f"{old['kind']}/{old['metadata']['name']}: {'.'.join(path)}: field is immutable"
+            )
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -643,6 +784,23 @@ def test_the_rendered_release_trains_end_to_end(
         "driver",
     }
     assert all(diff == [] for diff in compared.values()), compared
+    # the GPU workloads are gone: the driver scaled them to zero through its scale-only Role
+    learner_0, worker = f"{PREFIX}-learner-0", f"{PREFIX}-rollout-worker-local"
+    rel.run_until(lambda: not rel.running() & {learner_0, worker}, 60, "the release of the GPUs")
+    assert rel.scaled == {
+        ("Deployment", f"{PREFIX}-rollout-worker"): 0,
+        ("StatefulSet", f"{PREFIX}-learner"): 0,
+    }
+    assert rel.running() == {
+        f"{PREFIX}-redis-0",
+        f"{PREFIX}-assembler-local",
+        f"{PREFIX}-verifier-math-local",
+        f"{PREFIX}-verifier-steps-local",
+    }
+    assert {(r.method, r.account, r.status) for r in rel.api.requests} == {
+        ("PATCH", f"{PREFIX}-driver", 200)
+    }
+    assert rel.pods[learner_0].exits == [0] and rel.pods[worker].exits == [0]  # drained
     started = {p.name for p in rel.pods.values() if p.proc is not None}
     assert started == {
         f"{PREFIX}-redis-0",
@@ -651,8 +809,9 @@ def test_the_rendered_release_trains_end_to_end(
         f"{PREFIX}-rollout-worker-local",
         f"{PREFIX}-verifier-math-local",
         f"{PREFIX}-verifier-steps-local",
-        f"{PREFIX}-driver-local",
+        job.name,
     }
+    assert re.fullmatch(rf"{PREFIX}-driver-[0-9a-f]{{8}}-local", job.name)
     summary = json.loads(job.path("/var/lib/grpo-driver/summary.json").read_text())
     assert summary["config"] == "chart-wiring"
     assert summary["stop_reason"] == "steps" and summary["steps"] >= 3
@@ -663,12 +822,11 @@ def test_the_rendered_release_trains_end_to_end(
     # the driver evaluated verified copies pulled from the learner (no shared volume) ...
     assert summary["evals"][0]["model_dir"] == str(job.path("/var/cache/grpo-weights/v0"))
     # ... and so did the rollout worker, which started from the published version
-    worker = rel.pods[f"{PREFIX}-rollout-worker-local"]
-    pulled = [p.name for p in worker.path("/var/cache/grpo-weights").iterdir()]
+    pulled = [p.name for p in rel.pods[worker].path("/var/cache/grpo-weights").iterdir()]
     assert pulled and all(re.fullmatch(r"v\d+", v) for v in pulled), pulled
     assert max(int(v[1:]) for v in pulled) >= 1  # it followed the learner past version 0
     # the learner loaded run.model.path and wrote its run dir on its own claim
-    learner = rel.pods[f"{PREFIX}-learner-0"]
+    learner = rel.pods[learner_0]
     assert any(learner.path("/var/lib/grpo/run/checkpoints").glob("step-*"))
     # the accounting identity of the run
     acc = summary["accounting"]
@@ -683,6 +841,91 @@ def test_the_rendered_release_trains_end_to_end(
     assert all(p.restarts == 0 for p in rel.pods.values()), {
         p.name: p.exits for p in rel.pods.values() if p.restarts
     }
+    assert "released" in job.log.read_text()
+
+
+def checkpoint_steps(pod: Pod) -> list[int]:
+    """Steps of the learner's checkpoints on its claim."""
+    folder = pod.path("/var/lib/grpo/run/checkpoints")
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name.split("-")[1]) for p in folder.glob("step-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.wiring
+def test_an_upgrade_mid_run_loses_nothing(
+    tmp_path: Path, tiny_model: Path, running: list[LocalRelease]
+) -> None:
+    """`helm upgrade` of a running release (docs/kubernetes.md, "Upgrade a release"): a new
+    image tag and a verifier's config. Every pod is replaced, the driver's Job under a new
+    name (its template is immutable): the old driver yields, the new one takes the run's
+    lease and resumes; the learner resumes from its checkpoint. The run completes with every
+    group trained once, the accounting identity, the first evaluation not run again, and the
+    GPU workloads released. An upgrade that changes the learner's claim template is refused
+    before anything changes, as the API server refuses it."""
+    values = copy.deepcopy(LOCAL_VALUES)
+    values["run"]["budget"] = {"steps": 6, "wall_clock_s": 400}
+    rel = release(render(values), tmp_path, tiny_model)
+    running.append(rel)
+    rel.start()
+    learner_0 = f"{PREFIX}-learner-0"
+    rel.run_until(lambda: bool(checkpoint_steps(rel.pods[learner_0])), RUN_TIMEOUT_S, "step 1")
+    (old_job,) = [p for p in rel.pods.values() if p.kind == "Job"]
+
+    claims = copy.deepcopy(values)
+    claims["weights"] = {"size": "100Gi"}
+    before = {p.name: p.proc for p in rel.pods.values()}
+    with pytest.raises(WiringError, match="volumeClaimTemplates: field is immutable"):
+        rel.upgrade(render(claims, upgrade=True))
+    assert {p.name: p.proc for p in rel.pods.values()} == before and not rel.scaled
+
+    upgraded = copy.deepcopy(values)
+    upgraded["image"] = {"tag": "0.1.1"}
+    upgraded["verifiers"]["math"]["config"] = {"scoring": {"max_batch_items": 32}}
+    step_at_upgrade = max(checkpoint_steps(rel.pods[learner_0]))
+    report = rel.upgrade(render(upgraded, upgrade=True))
+    assert step_at_upgrade < 6
+    (new_job_name,) = report["created"]
+    assert report["deleted"] == [old_job.name] and new_job_name != old_job.name
+    assert set(report["replaced"]) == {
+        learner_0,
+        f"{PREFIX}-rollout-worker-local",
+        f"{PREFIX}-assembler-local",
+        f"{PREFIX}-verifier-math-local",
+        f"{PREFIX}-verifier-steps-local",
+    }
+    assert report["kept"] == [f"{PREFIX}-redis-0"]  # its pod template did not change
+    job = rel.wait_for_job(RUN_TIMEOUT_S)
+    assert job.name == new_job_name
+    # the old driver left the run to the new one, which took the lease and resumed
+    assert old_job.exits and old_job.exits[-1] != 0
+    assert "run driver yielded" in old_job.log.read_text()
+    assert "driver lease acquired" in job.log.read_text()
+    summary = json.loads(job.path("/var/lib/grpo-driver/summary.json").read_text())
+    assert summary["stop_reason"] == "steps" and summary["steps"] >= 6
+    labels = [e["label"] for e in summary["evals"]]
+    assert labels.count("sft") == 1 and labels[-1] == "final"
+    acc = summary["accounting"]
+    assert acc["groups"]["identity_gap"] == 0 and summary["rewards_missing"] == 0
+    rollouts = acc["rollouts"]
+    assert rollouts["scored"] + rollouts["late"] + rollouts["held"] <= rollouts["produced"]
+    # every group the learner trained, trained in one step only; every step 1..N trained
+    learner = rel.pods[learner_0]
+    rows = [json.loads(line) for line in learner.path("/var/lib/grpo/run/groups.jsonl").open()]
+    steps_of: dict[str, set[int]] = {}
+    for row in rows:
+        steps_of.setdefault(row["group_id"], set()).add(row["step"])
+    assert all(len(steps) == 1 for steps in steps_of.values()), steps_of
+    assert {s for steps in steps_of.values() for s in steps} >= set(range(1, 7))
+    assert max(checkpoint_steps(learner)) >= 6
+    # the new verifier config is what the new pod runs with
+    math = rel.pods[f"{PREFIX}-verifier-math-local"]
+    assert printed_settings(math)["scoring"]["max_batch_items"] == 32
+    assert all(diff == [] for diff in settings_against_grpo_run(rel).values())
+    # and the GPUs are given back at the end
+    rel.run_until(lambda: not rel.running() & {learner_0, f"{PREFIX}-rollout-worker-local"},
+                  60, "the release of the GPUs")  # fmt: skip
 
 
 def _drop_env(name: str) -> Callable[[list[dict[str, Any]]], None]:
@@ -712,7 +955,7 @@ def _wrong_address(objects: list[dict[str, Any]]) -> None:
 
 
 def _secret_key(objects: list[dict[str, Any]]) -> None:
-    job = mutate(objects, "Job", f"{PREFIX}-driver")
+    (job,) = [o for o in objects if o["kind"] == "Job"]
     (container,) = job["spec"]["template"]["spec"]["containers"]
     for entry in container["env"]:
         if entry["name"] == "REDIS_PASSWORD":

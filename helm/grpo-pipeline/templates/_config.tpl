@@ -118,6 +118,12 @@ nothing itself. The Redis URL comes from the environment (GRPO_REDIS_URL / REDIS
 {{- if include "grpo.weights.grpc" $root -}}
 {{- $_ := set $cfg "weights" $pull -}}
 {{- end -}}
+{{- /* SIGTERM (an upgrade replacing the Job, a drain): leave the run to the next driver */ -}}
+{{- $_ := set $cfg "on_stop" "yield" -}}
+{{- $targets := (include "grpo.releaseTargets" $root | fromYaml).targets -}}
+{{- if $targets -}}
+{{- $_ := set $cfg "release" (dict "workloads" $targets "service_account_dir" "/var/run/secrets/kubernetes.io/serviceaccount") -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}

@@ -288,3 +288,23 @@ failureThreshold: {{ $p.failureThreshold }}
 {{- define "grpo.tlsHealthScript" -}}
 import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; r = lambda n: open(sys.argv[4] + '/' + n, 'rb').read(); c = grpc.ssl_channel_credentials(r('ca.crt'), r('tls.key'), r('tls.crt')); ch = grpc.secure_channel(sys.argv[1], c, options=[('grpc.ssl_target_name_override', sys.argv[3])]); s = g.HealthStub(ch).Check(h.HealthCheckRequest(service=sys.argv[2]), timeout=4).status; sys.exit(0 if s == h.HealthCheckResponse.SERVING else 1)
 {{- end -}}
+
+
+{{/* The driver's release targets as YAML (a list of {kind, name}), empty when the driver or
+     releaseOnComplete is off; fails on a component that is no Deployment or StatefulSet of
+     this release. */}}
+{{- define "grpo.releaseTargets" -}}
+{{- $workloads := include "grpo.workloads" . | fromYaml -}}
+{{- $out := list -}}
+{{- $driver := get $workloads "driver" -}}
+{{- if and $driver $driver.releaseOnComplete $driver.releaseOnComplete.enabled -}}
+{{- range $component := $driver.releaseOnComplete.workloads -}}
+{{- $w := get $workloads $component -}}
+{{- if not (and $w (has $w.workloadKind (list "Deployment" "StatefulSet"))) -}}
+{{- fail (printf "services.driver.releaseOnComplete.workloads: %s is no Deployment or StatefulSet of this release" $component) -}}
+{{- end -}}
+{{- $out = append $out (dict "kind" $w.workloadKind "name" (include "grpo.componentName" (dict "root" $ "component" $component))) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "targets" $out) -}}
+{{- end -}}

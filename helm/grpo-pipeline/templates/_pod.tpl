@@ -34,9 +34,7 @@ metadata:
     grpo.dev/redis-client: "true"
     {{- end }}
   annotations:
-    {{- if ne $w.workloadKind "Job" }}{{/* a Job's pod template is immutable: no checksum */}}
     checksum/config: {{ include "grpo.configInputs" (dict "root" $root "w" $w "component" $component "workloads" (include "grpo.workloads" $root | fromYaml)) | sha256sum }}
-    {{- end }}
     {{- if $root.Values.metrics.podAnnotations }}
     prometheus.io/scrape: "true"
     prometheus.io/port: {{ $root.Values.metrics.port | quote }}
@@ -48,6 +46,9 @@ metadata:
 spec:
   {{- if and (eq $w.role "assembler") $root.Values.discovery.enabled }}
   serviceAccountName: {{ include "grpo.fullname" $root }}-discovery
+  automountServiceAccountToken: true
+  {{- else if and (eq $w.role "driver") (include "grpo.releaseTargets" $root | fromYaml).targets }}
+  serviceAccountName: {{ include "grpo.fullname" $root }}-driver
   automountServiceAccountToken: true
   {{- else }}
   serviceAccountName: {{ include "grpo.fullname" $root }}
