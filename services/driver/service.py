@@ -196,15 +196,19 @@ class PullingRunDriver(RunDriver):
         *args: Any,
         puller: WeightPuller | None,
         initial_wait_s: float = 0.0,
+        render_with_published: bool = False,
         **kwargs: Any,
     ) -> None:
         """Args: as ``RunDriver``; puller: pulls evaluated versions (None: read the published
         folders directly, a shared volume); initial_wait_s: how long ``drive`` waits for the
         learner to publish version 0 when no initial policy is given (every pod of a release
-        starts at once)."""
+        starts at once); render_with_published: the tasks' prompts are still plain and are
+        rendered through the chat template of the published version 0's tokenizer (pulled)
+        once it is there: ``model.path`` is not on this pod (it is on the learner's claim)."""
         super().__init__(*args, **kwargs)
         self.puller = puller
         self.initial_wait_s = initial_wait_s
+        self.render_with_published = render_with_published
 
     def drive(
         self,
@@ -234,7 +238,30 @@ class PullingRunDriver(RunDriver):
                 raise StoppedBeforeRunError(
                     "stopped while waiting for the learner's version 0: no run began"
                 )
+        if self.render_with_published:
+            self._render_with_published()
         return super().drive(initial_model, steps, started=started)
+
+    def _render_with_published(self) -> None:
+        """Render the plain tasks with the chat template of the published version 0 (its
+        pulled copy holds the policy's tokenizer; ``grpo.services.tasks.run_tasks.render_chat``).
+
+        Raises:
+            FailedPreconditionError: version 0 is not published (or no puller).
+            NotFoundError / UnavailableError / ContractError: the pull failed.
+        """
+        from grpo.services.tasks.run_tasks import render_chat
+
+        first = self.published_policy()
+        if self.puller is None or first is None or not first.path:
+            raise FailedPreconditionError(
+                "the prompts need the policy's chat template and model.path is not on this "
+                "pod: the learner's version 0 must be published to read its tokenizer"
+            )
+        local = self._pull(published_version_of(first.path))
+        model = self.config.model.model_copy(update={"path": str(local)})
+        self.tasks = render_chat(self.tasks, self.config.model_copy(update={"model": model}))
+        self.render_with_published = False
 
     def evaluate(self, model: Path | str, label: str, *, due: int | None = None) -> float:
         """``RunDriver.evaluate`` of the local copy of ``model`` (pulled unless recorded).
@@ -250,8 +277,29 @@ class PullingRunDriver(RunDriver):
         done = self.record.evaluation(label) if self.record is not None else None
         recorded = done is not None and (label != "final" or done.get("model_dir") == str(local))
         if not recorded and self.tasks.heldout:
-            local = self.puller.pull(version).path
+            local = self._pull(version)
         return super().evaluate(local, label, due=due)
+
+    def _pull(self, version: int) -> Path:
+        """Pull ``version``, waiting (up to ``initial_wait_s``) while the learner's weight
+        server is unreachable: a learner pod being replaced (an upgrade, a lost node) serves
+        again once it restored its checkpoint.
+
+        Raises:
+            UnavailableError: still unreachable after ``initial_wait_s``, or stopped meanwhile.
+            NotFoundError / ContractError: as ``WeightPuller.pull``.
+        """
+        from grpo.errors import UnavailableError
+
+        assert self.puller is not None
+        deadline = time.monotonic() + self.initial_wait_s
+        while True:
+            try:
+                return self.puller.pull(version).path
+            except UnavailableError as exc:
+                if time.monotonic() > deadline or self.stop_requested.wait(2.0):
+                    raise
+                log.info("waiting for the learner's weight server: %s", exc)
 
     def summary(self, **kwargs: Any) -> RunSummary:
         """``RunDriver.summary`` with the run's accounting read from Redis now
@@ -431,9 +479,17 @@ def build(settings: DriverSettings) -> ServiceParts:
     names = StreamNames(run.namespace)
     puller = WeightPuller(settings.weights) if settings.weights.mode == "grpc" else None
     endpoints = RemoteEndpoints(settings)
+    # On Kubernetes model.path is on the learner's claim, not here: the chat template is read
+    # from the published version 0 once it is pulled (PullingRunDriver.drive).
+    later = (
+        puller is not None
+        and run.data.chat.template != "none"
+        and run.model.path is not None
+        and not Path(run.model.path).is_dir()
+    )
     driver = PullingRunDriver(
         run,
-        load_run_tasks(run),
+        load_run_tasks(run, render=not later),
         streams=Streams(client),
         names=names,
         endpoints=endpoints,
@@ -442,6 +498,7 @@ def build(settings: DriverSettings) -> ServiceParts:
         record=DriverRecord(client, names),
         puller=puller,
         initial_wait_s=settings.weights.startup_wait_s,
+        render_with_published=later,
     )
 
     def close() -> None:

@@ -104,9 +104,11 @@ def render_chat(tasks: RunTasks, config: RunConfig) -> RunTasks:
     )
 
 
-def load_run_tasks(config: RunConfig) -> RunTasks:
+def load_run_tasks(config: RunConfig, *, render: bool = True) -> RunTasks:
     """Build the task sets described by ``config.data`` (and ``config.model.sft``), their
-    prompts rendered through the chat template as ``data.chat`` says (:func:`render_chat`).
+    prompts rendered through the chat template as ``data.chat`` says (:func:`render_chat`;
+    ``render=False``: plain prompts, for a caller that renders them later, e.g. the run
+    driver on Kubernetes once it has the published policy's tokenizer).
 
     Arithmetic: the held-out set is drawn first (seed + 1), then training, SFT (seed + 2) and
     dev (seed + 3, only with ``model.sft.target_accuracy``) tasks are drawn excluding its ids.
@@ -119,7 +121,8 @@ def load_run_tasks(config: RunConfig) -> RunTasks:
         NotFoundError: the dataset folder or file is missing.
         FailedPreconditionError: a system message without a chat template.
     """
-    return render_chat(_plain_run_tasks(config), config)
+    plain = _plain_run_tasks(config)
+    return render_chat(plain, config) if render else plain
 
 
 def _plain_run_tasks(config: RunConfig) -> RunTasks:

@@ -38,6 +38,7 @@ and wiring; about 2 minutes on 2 cores), run by .ci/run.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import os
@@ -510,18 +511,29 @@ class LocalRelease:
             if pod.proc is None:
                 self._start(pod)
 
-    def _terminate(self, pod: Pod) -> None:
-        """What the kubelet does to a deleted pod: SIGTERM, SIGKILL after its grace."""
-        pod.gone = True
-        if pod.proc is None or pod.proc.poll() is not None:
-            return
-        os.killpg(pod.proc.pid, signal.SIGTERM)
-        try:
-            pod.proc.wait(int(pod.spec.get("terminationGracePeriodSeconds", 30)))
-        except subprocess.TimeoutExpired:
-            os.killpg(pod.proc.pid, signal.SIGKILL)
-            pod.proc.wait()
-        pod.exits.append(pod.proc.returncode)
+    def _terminate(self, *pods: Pod) -> None:
+        """What the kubelets do to deleted pods, all at once: SIGTERM to each container's
+        main process (its children, e.g. a verifier's worker pool, are left to it), SIGKILL
+        to whatever is left of the container after the pod's grace or once the main process
+        has exited."""
+        signalled = []
+        for pod in pods:
+            pod.gone = True
+            if pod.proc is not None and pod.proc.poll() is None:
+                pod.proc.send_signal(signal.SIGTERM)
+                signalled.append(pod)
+        start = time.monotonic()
+        for pod in signalled:
+            assert pod.proc is not None
+            grace = int(pod.spec.get("terminationGracePeriodSeconds", 30))
+            try:
+                pod.proc.wait(max(0.1, start + grace - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pod.proc.kill()
+                pod.proc.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pod.proc.pid, signal.SIGKILL)  # the container's leftovers
+            pod.exits.append(pod.proc.returncode)
 
     def step(self) -> None:
         """Apply each pod's restart policy to exited processes (raise past max_restarts);
@@ -596,20 +608,28 @@ class LocalRelease:
             if o["kind"] == "ConfigMap"
         }
         self.api.objects[:] = objects
+        for key, obj in new.items():  # Helm patches spec.replicas back to what it rendered
+            if obj["kind"] in ("Deployment", "StatefulSet"):
+                self.scaled.pop(key, None)
+                self.api.replicas[key] = int(obj["spec"].get("replicas", 1))
         report: dict[str, list[str]] = {"replaced": [], "deleted": [], "created": [], "kept": []}
-        by_workload = {(p.kind, p.workload["metadata"]["name"]): p for p in self.pods.values()}
+        by_workload = {
+            (p.kind, p.workload["metadata"]["name"]): p for p in self.pods.values() if not p.gone
+        }
         fresh: list[Pod] = []
+        leaving: list[Pod] = []
         for key, pod in by_workload.items():
             if key not in new:
-                self._terminate(pod)
+                leaving.append(pod)
                 report["deleted"].append(pod.name)
             elif new[key]["spec"]["template"] != pod.workload["spec"]["template"]:
-                self._terminate(pod)
+                leaving.append(pod)
                 fresh.append(self._new_pod(new[key], ports=pod.local_ports))
                 report["replaced"].append(pod.name)
             else:
                 pod.workload = new[key]
                 report["kept"].append(pod.name)
+        self._terminate(*leaving)
         for key, obj in new.items():
             if obj["kind"] in ("Deployment", "StatefulSet", "Job") and key not in by_workload:
                 fresh.append(self._new_pod(obj))
@@ -865,7 +885,14 @@ def test_an_upgrade_mid_run_loses_nothing(
     GPU workloads released. An upgrade that changes the learner's claim template is refused
     before anything changes, as the API server refuses it."""
     values = copy.deepcopy(LOCAL_VALUES)
-    values["run"]["budget"] = {"steps": 6, "wall_clock_s": 400}
+    values["run"]["budget"] = {"steps": 8, "wall_clock_s": 400}
+    claims = copy.deepcopy(values)
+    claims["weights"] = {"size": "100Gi"}
+    upgraded = copy.deepcopy(values)
+    upgraded["image"] = {"tag": "0.1.1"}
+    upgraded["verifiers"]["math"]["config"] = {"scoring": {"max_batch_items": 32}}
+    # rendered before the run starts, so the upgrade lands right after the first checkpoint
+    refused, accepted = render(claims, upgrade=True), render(upgraded, upgrade=True)
     rel = release(render(values), tmp_path, tiny_model)
     running.append(rel)
     rel.start()
@@ -873,19 +900,14 @@ def test_an_upgrade_mid_run_loses_nothing(
     rel.run_until(lambda: bool(checkpoint_steps(rel.pods[learner_0])), RUN_TIMEOUT_S, "step 1")
     (old_job,) = [p for p in rel.pods.values() if p.kind == "Job"]
 
-    claims = copy.deepcopy(values)
-    claims["weights"] = {"size": "100Gi"}
     before = {p.name: p.proc for p in rel.pods.values()}
     with pytest.raises(WiringError, match="volumeClaimTemplates: field is immutable"):
-        rel.upgrade(render(claims, upgrade=True))
+        rel.upgrade(refused)
     assert {p.name: p.proc for p in rel.pods.values()} == before and not rel.scaled
 
-    upgraded = copy.deepcopy(values)
-    upgraded["image"] = {"tag": "0.1.1"}
-    upgraded["verifiers"]["math"]["config"] = {"scoring": {"max_batch_items": 32}}
-    step_at_upgrade = max(checkpoint_steps(rel.pods[learner_0]))
-    report = rel.upgrade(render(upgraded, upgrade=True))
-    assert step_at_upgrade < 6
+    report = rel.upgrade(accepted)
+    # mid-run: the old learner stopped before the last step; the new one trained the rest
+    assert max(checkpoint_steps(rel.pods[learner_0])) < 8 and not rel.scaled
     (new_job_name,) = report["created"]
     assert report["deleted"] == [old_job.name] and new_job_name != old_job.name
     assert set(report["replaced"]) == {
@@ -903,7 +925,7 @@ def test_an_upgrade_mid_run_loses_nothing(
     assert "run driver yielded" in old_job.log.read_text()
     assert "driver lease acquired" in job.log.read_text()
     summary = json.loads(job.path("/var/lib/grpo-driver/summary.json").read_text())
-    assert summary["stop_reason"] == "steps" and summary["steps"] >= 6
+    assert summary["stop_reason"] == "steps" and summary["steps"] >= 8
     labels = [e["label"] for e in summary["evals"]]
     assert labels.count("sft") == 1 and labels[-1] == "final"
     acc = summary["accounting"]
@@ -917,8 +939,8 @@ def test_an_upgrade_mid_run_loses_nothing(
     for row in rows:
         steps_of.setdefault(row["group_id"], set()).add(row["step"])
     assert all(len(steps) == 1 for steps in steps_of.values()), steps_of
-    assert {s for steps in steps_of.values() for s in steps} >= set(range(1, 7))
-    assert max(checkpoint_steps(learner)) >= 6
+    assert {s for steps in steps_of.values() for s in steps} >= set(range(1, 9))
+    assert max(checkpoint_steps(learner)) >= 8
     # the new verifier config is what the new pod runs with
     math = rel.pods[f"{PREFIX}-verifier-math-local"]
     assert printed_settings(math)["scoring"]["max_batch_items"] == 32
