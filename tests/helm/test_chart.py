@@ -91,6 +91,39 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     },
     # the code verifier's isolation runtime (docs/sandbox.md): its documented values file
     "code-gvisor": yaml.safe_load((CHART / "examples" / "code-verifier-gvisor.yaml").read_text()),
+    # every escape hatch at once (issue 33): scheduling, labels, volumes, identity, NCCL, Redis
+    "escape-hatches": {
+        "serviceAccount": {"annotations": {"iam.gke.io/gcp-service-account": "rl@p.iam"}},
+        "redis": {
+            "metrics": {"enabled": True},
+            "nodeSelector": {"pool": "cpu"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {}},
+            "priorityClassName": "rl-critical",
+            "podLabels": {"team": "rl"},
+        },
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "services": {
+            "learner": {
+                "priorityClassName": "rl-training",
+                "schedulerName": "volcano",
+                "podLabels": {"kueue.x-k8s.io/queue-name": "gpu-queue"},
+                "nccl": {"socketIfname": "eth1", "ibHca": "mlx5", "debug": "WARN"},
+                "extraVolumes": [
+                    {"name": "models", "persistentVolumeClaim": {"claimName": "models"}}
+                ],
+                "extraVolumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": True}],
+                "tmpSizeLimit": "8Gi",
+                "terminationGracePeriodSeconds": 900,
+            },
+            "driver": {
+                "shmSizeLimit": "",
+                "extraVolumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                "extraVolumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+            },
+        },
+        "verifiers": {"math": {"tmpSizeLimit": "2Gi", "terminationGracePeriodSeconds": 45}},
+    },
     "discovery-monitoring-gvisor": {
         "discovery": {"enabled": True},
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
@@ -1142,3 +1175,82 @@ def test_editing_one_workloads_config_changes_only_its_checksum() -> None:
     # the driver's Job is immutable: a new template is a new Job (its driver takes over)
     assert changed(run) == {"learner", "rollout-worker", "assembler", "driver", "job"}
     assert changed({"image": {"tag": "0.1.1"}}) == {"job"}  # pods restart for the image
+
+
+def test_escape_hatches_render_where_they_belong() -> None:
+    """Each escape hatch of the "escape-hatches" values lands in the object it names (the value
+    set also passes lint and strict OpenAPI validation above); the chart's own labels win."""
+    _, objects = render("escape-hatches")
+    learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]["spec"]["template"]
+    pod = learner["spec"]
+    assert (pod["priorityClassName"], pod["schedulerName"]) == ("rl-training", "volcano")
+    assert learner["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
+    assert learner["metadata"]["labels"]["app.kubernetes.io/component"] == "learner"
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth1"
+    assert (env["NCCL_IB_HCA"], env["NCCL_DEBUG"]) == ("mlx5", "WARN")
+    volumes, mounts = volumes_of(of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"])
+    assert volumes["models"]["persistentVolumeClaim"] == {"claimName": "models"}
+    assert mounts["models"] == {"name": "models", "mountPath": "/models", "readOnly": True}
+    assert volumes["tmp"]["emptyDir"] == {"sizeLimit": "8Gi"}
+    assert pod["terminationGracePeriodSeconds"] == 900
+    # /dev/shm and the compile caches: first-class on the GPU workloads, by hand elsewhere
+    assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert mounts["compile-cache"]["mountPath"] == "/var/cache/grpo"
+    assert env["TRITON_CACHE_DIR"] == "/var/cache/grpo/triton"
+    (job,) = of_kind(objects, "Job").values()
+    volumes, mounts = volumes_of(job)
+    assert "shm" not in volumes and volumes["dshm"]["emptyDir"] == {"medium": "Memory"}
+    assert mounts["dshm"]["mountPath"] == "/dev/shm"
+    math = of_kind(objects, "Deployment")[f"{PREFIX}-verifier-math"]["spec"]["template"]["spec"]
+    assert math["terminationGracePeriodSeconds"] == 45
+    assert {v["name"]: v for v in math["volumes"]}["tmp"]["emptyDir"] == {"sizeLimit": "2Gi"}
+    for account in of_kind(objects, "ServiceAccount").values():
+        assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": "rl@p.iam"}
+    redis = of_kind(objects, "StatefulSet")[f"{PREFIX}-redis"]["spec"]["template"]
+    assert redis["spec"]["nodeSelector"] == {"pool": "cpu"}
+    assert redis["spec"]["priorityClassName"] == "rl-critical"
+    assert redis["spec"]["tolerations"][0]["key"] == "dedicated" and redis["spec"]["affinity"]
+    assert redis["metadata"]["labels"]["team"] == "rl"
+    exporter = {c["name"]: c for c in redis["spec"]["containers"]}["exporter"]
+    assert exporter["image"] == "docker.io/oliver006/redis_exporter:v1.67.0"
+    assert exporter["ports"] == [{"name": "metrics", "containerPort": 9121, "protocol": "TCP"}]
+    exporter_env = {e["name"]: e for e in exporter["env"]}
+    assert exporter_env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == f"{PREFIX}-redis"
+    service = of_kind(objects, "Service")[f"{PREFIX}-redis"]["spec"]
+    assert {"name": "metrics", "port": 9121, "targetPort": "metrics", "protocol": "TCP"} in (
+        service["ports"]
+    )
+    policy = of_kind(objects, "NetworkPolicy")[f"{PREFIX}-redis"]["spec"]
+    assert any(r["ports"] == [{"port": "metrics", "protocol": "TCP"}] for r in policy["ingress"])
+    (monitor,) = of_kind(objects, "ServiceMonitor").values()
+    assert "matchExpressions" not in monitor["spec"]["selector"]  # Redis' exporter scraped too
+    # and none of it by default
+    _, default = render("default")
+    learner = of_kind(default, "StatefulSet")[f"{PREFIX}-learner"]["spec"]["template"]["spec"]
+    assert "priorityClassName" not in learner and "schedulerName" not in learner
+    redis = of_kind(default, "StatefulSet")[f"{PREFIX}-redis"]["spec"]["template"]["spec"]
+    assert [c["name"] for c in redis["containers"]] == ["redis"]
+
+
+def test_startup_probe_budgets_are_per_workload() -> None:
+    """Startup budget = periodSeconds x startupFailureThreshold, per workload: the learner
+    restores a large checkpoint and publishes version 0 within an hour, the rollout worker
+    waits for that version half an hour, the others start in minutes; each can be raised."""
+    _, objects = render("default")
+
+    def budgets(objs: tuple[dict[str, Any], ...]) -> dict[str, int]:
+        out = {}
+        for w in workloads(objs).values():
+            probe = w["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+            component = w["metadata"]["labels"]["app.kubernetes.io/component"]
+            out[component] = probe["periodSeconds"] * probe["failureThreshold"]
+        return out
+
+    got = budgets(objects)
+    assert got["learner"] == 3600 and got["rollout-worker"] == 1800
+    assert got["driver"] == 300 and got["assembler"] == 300
+    bigger = {"services": {"learner": {"probes": {"startupFailureThreshold": 720}}}}
+    assert budgets(manifests(chart().render(values=with_required(bigger), name=RELEASE,
+                                            namespace=NAMESPACE)))["learner"] == 7200  # fmt: skip

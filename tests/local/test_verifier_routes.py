@@ -25,7 +25,8 @@ import pytest
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.services.settings.run import RunConfig, load_run_config
-from grpo.services.settings.services import assembler_settings, write_service_config
+from grpo.local.cluster import local_placement
+from grpo.services.settings.services import resolve_run, service_settings, write_service_config
 from grpo.services.settings.verifiers import check_verifier_plan, plan_verifiers
 from grpo.v1 import verifier_pb2, verifier_pb2_grpc
 
@@ -127,16 +128,18 @@ def test_weighted_rewards_and_per_task_routes_reach_the_assemblers_settings(
     plan = plan_verifiers(cfg.verifiers, ["arith"])
     check_verifier_plan(plan)
     assert sorted(plan.services()) == ["verifier-format", "verifier-math"]
-    settings = assembler_settings(
-        cfg,
-        redis_url="redis://127.0.0.1:1",
-        namespace="t",
+    placement = local_placement(
+        "assembler",
+        run_dir=tmp_path,
+        model=tmp_path / "model",
+        addresses={},
         routing=plan.routing(
             lambda service: {"verifier-math": "127.0.0.1:1"}.get(service, "127.0.0.1:2")
         ),
-        group_log=tmp_path / "groups.jsonl",
-        endpoint_tls=plan.endpoint_tls(),
+        endpoint_tls={a: t.model_dump(mode="json") for a, t in plan.endpoint_tls().items()},
     )
+    run = resolve_run(cfg, namespace="t", redis_url="redis://127.0.0.1:1")
+    settings = service_settings(run, "assembler", placement)
     route = settings["routing"]["arith"]
     assert route["name"] == "correct" and route["process"] == [endpoints["steps"]]
     assert [(r["name"], r["weight"]) for r in route["rewards"]] == [

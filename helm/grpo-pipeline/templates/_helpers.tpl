@@ -241,6 +241,22 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 - name: MASTER_PORT
   value: {{ .w.dataParallel.port | quote }}
 {{- end }}
+{{- with .w.nccl }}
+{{- if .socketIfname }}
+- name: NCCL_SOCKET_IFNAME
+  value: {{ .socketIfname | quote }}
+- name: GLOO_SOCKET_IFNAME
+  value: {{ .socketIfname | quote }}
+{{- end }}
+{{- if .ibHca }}
+- name: NCCL_IB_HCA
+  value: {{ .ibHca | quote }}
+{{- end }}
+{{- if .debug }}
+- name: NCCL_DEBUG
+  value: {{ .debug | quote }}
+{{- end }}
+{{- end }}
 {{- with .w.env }}
 {{ toYaml . }}
 {{- end }}

@@ -25,14 +25,13 @@ The pod template of one workload, shared by the Deployments and the learner's St
 {{- if eq $w.role "learner" }}{{ $weights = "claimTemplate" }}{{ end -}}
 {{- if or (eq $w.role "rollout-worker") (eq $w.role "driver") }}{{ $weights = "cache" }}{{ end -}}
 {{- end -}}
+{{- /* the workload's podLabels (Kueue queue names, cost centres), under the chart's own */ -}}
+{{- $labels := deepCopy (default (dict) $w.podLabels) -}}
+{{- $_ := mergeOverwrite $labels (include "grpo.labels" $root | fromYaml) (dict "app.kubernetes.io/component" $component "grpo.dev/role" $w.role) -}}
+{{- if $w.redisClient }}{{ $_ := set $labels "grpo.dev/redis-client" "true" }}{{ end -}}
 metadata:
   labels:
-    {{- include "grpo.labels" $root | nindent 4 }}
-    app.kubernetes.io/component: {{ $component }}
-    grpo.dev/role: {{ $w.role }}
-    {{- if $w.redisClient }}
-    grpo.dev/redis-client: "true"
-    {{- end }}
+    {{- toYaml $labels | nindent 4 }}
   annotations:
     checksum/config: {{ include "grpo.configInputs" (dict "root" $root "w" $w "component" $component "workloads" (include "grpo.workloads" $root | fromYaml)) | sha256sum }}
     {{- if $root.Values.metrics.podAnnotations }}
@@ -60,6 +59,12 @@ spec:
   {{- end }}
   {{- with $w.runtimeClassName }}
   runtimeClassName: {{ . }}
+  {{- end }}
+  {{- with $w.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with $w.schedulerName }}
+  schedulerName: {{ . }}
   {{- end }}
   {{- if kindIs "bool" $w.hostUsers }}
   hostUsers: {{ $w.hostUsers }}
@@ -127,6 +132,13 @@ spec:
           protocol: TCP
       env:
         {{- include "grpo.env" (dict "root" $root "w" $w) | nindent 8 }}
+        {{- if $w.compileCacheSizeLimit }}
+        {{- /* compile caches (Triton, TorchInductor, vLLM) on their own volume, not /tmp */}}
+        {{- range $name, $sub := dict "XDG_CACHE_HOME" "" "TRITON_CACHE_DIR" "/triton" "TORCHINDUCTOR_CACHE_DIR" "/inductor" "VLLM_CACHE_ROOT" "/vllm" }}
+        - name: {{ $name }}
+          value: {{ printf "/var/cache/grpo%s" $sub | quote }}
+        {{- end }}
+        {{- end }}
       startupProbe:
         {{- include "grpo.probe" (dict "root" $root "w" $w "component" $component "service" $probeService "kind" "startup") | trim | nindent 8 }}
       readinessProbe:
@@ -167,6 +179,17 @@ spec:
           readOnly: true
         - name: tmp
           mountPath: /tmp
+        {{- if $w.shmSizeLimit }}
+        - name: shm
+          mountPath: /dev/shm
+        {{- end }}
+        {{- if $w.compileCacheSizeLimit }}
+        - name: compile-cache
+          mountPath: /var/cache/grpo
+        {{- end }}
+        {{- with $w.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
         {{- if $root.Values.tls.enabled }}
         - name: tls
           mountPath: /etc/grpo/tls
@@ -205,6 +228,20 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: {{ $w.tmpSizeLimit }}
+    {{- with $w.shmSizeLimit }}
+    - name: shm
+      emptyDir:
+        medium: Memory
+        sizeLimit: {{ . }}
+    {{- end }}
+    {{- with $w.compileCacheSizeLimit }}
+    - name: compile-cache
+      emptyDir:
+        sizeLimit: {{ . }}
+    {{- end }}
+    {{- with $w.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
     {{- if $root.Values.tls.enabled }}
     - name: tls
       secret:
