@@ -67,7 +67,7 @@ RUN pip install --no-cache-dir "./[generation,vllm]"
 
 FROM source AS build-learner
 RUN pip install --no-cache-dir "torch==2.13.0" \
-    && pip install --no-cache-dir "./[learner,tracking]"
+    && pip install --no-cache-dir "./[learner,tracking,fetch]"
 
 FROM source AS build-driver
 RUN pip install --no-cache-dir "torch==2.13.0" \

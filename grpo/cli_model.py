@@ -8,6 +8,9 @@
   (``grpo.services.tasks.datasets.arith_tasks``), one ``{"prompt", "completion"}`` object per line.
 - ``grpo model sft OUT_DIR --data FILE.jsonl``: SFT in place (``grpo.learner.sft.run_sft``);
   ``--eval-arith N`` then prints greedy accuracy on N held-out arithmetic tasks.
+- ``grpo model fetch --from SOURCE --dest DIR``: put an initial policy in place from a folder,
+  a hub repository or object storage (``grpo.services.runtime.model_source``; the Helm chart's
+  learner init container).
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from rich.console import Console
 
 __all__ = ["app"]
 
-app = typer.Typer(name="model", help="Tiny local model: init, SFT data, SFT.", no_args_is_help=True)
+app = typer.Typer(
+    name="model",
+    help="Tiny local model: init, SFT data, SFT; fetch an initial policy.",
+    no_args_is_help=True,
+)
 _console = Console(soft_wrap=True)
 
 
@@ -159,3 +166,42 @@ def sft(
         _console.print(
             f"greedy accuracy on {acc.total} held-out tasks (math verifier): {acc.accuracy:.3f}"
         )
+
+
+@app.command("fetch")
+def fetch(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="A folder (/...), hf://<org>/<name>[@revision] ($HF_TOKEN, $HF_ENDPOINT) or "
+            "s3://<bucket>/<prefix> (boto3: the environment's credentials, $AWS_ENDPOINT_URL).",
+        ),
+    ],
+    dest: Annotated[Path, typer.Option("--dest", help="Folder to put the model in.")],
+    only_rank0: Annotated[
+        bool,
+        typer.Option(
+            "--only-rank0",
+            help="Do nothing when $RANK is set and not 0 (data-parallel learner ranks > 0 get "
+            "the model from rank 0).",
+        ),
+    ] = False,
+) -> None:
+    """Put a save_pretrained folder at DEST (copied into a sibling folder, renamed into place
+    once complete, DIGESTS.json written); an intact DEST is kept as it is."""
+    import logging
+    import os
+
+    from grpo.services.runtime.logging import configure_logging
+    from grpo.services.runtime.model_source import fetch_model
+
+    configure_logging("INFO", json=True)
+    rank = os.environ.get("RANK", "")
+    if only_rank0 and rank not in ("", "0"):
+        logging.getLogger(__name__).info("rank %s: the model comes from rank 0; nothing fetched",
+                                         rank)  # fmt: skip
+        return
+    result = fetch_model(source, dest)
+    verb = "fetched" if result.fetched else "already in place"
+    _console.print(f"{result.dest}: {verb} ({result.files} files, {result.bytes} bytes)")

@@ -124,6 +124,26 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
         },
         "verifiers": {"math": {"tmpSizeLimit": "2Gi", "terminationGracePeriodSeconds": 45}},
     },
+    # the initial policy from a model hub (token from a Secret), with a data-parallel learner
+    "model-from-hub": {
+        "initialModel": {
+            "source": "hub",
+            "hub": {"id": "Qwen/Qwen2.5-0.5B", "revision": "7ae5", "tokenSecret": {"name": "hf"}},
+        },
+        "services": {"learner": {"replicas": 2, "dataParallel": {"enabled": True}}},
+    },
+    "model-from-object-storage": {
+        "initialModel": {
+            "source": "objectStorage",
+            "objectStorage": {
+                "url": "s3://models/qwen-0.5b",
+                "endpoint": "https://minio.storage.svc:9000",
+                "credentialsSecret": {"name": "minio"},
+            },
+            "egressTo": [{"ipBlock": {"cidr": "10.30.0.0/16"}}],
+            "egressPorts": [9000],
+        },
+    },
     "discovery-monitoring-gvisor": {
         "discovery": {"enabled": True},
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
@@ -1254,3 +1274,80 @@ def test_startup_probe_budgets_are_per_workload() -> None:
     bigger = {"services": {"learner": {"probes": {"startupFailureThreshold": 720}}}}
     assert budgets(manifests(chart().render(values=with_required(bigger), name=RELEASE,
                                             namespace=NAMESPACE)))["learner"] == 7200  # fmt: skip
+
+
+def fetch_container(objects: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
+    learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]["spec"]["template"]["spec"]
+    inits = learner.get("initContainers", [])
+    assert len(inits) <= 1
+    return inits[0] if inits else None
+
+
+def test_the_initial_policy_is_fetched_by_the_learners_init_container(tmp_path: Path) -> None:
+    """initialModel: the learner's init container runs `grpo model fetch` into the model path
+    on its claim, from an existing claim (read-only, in the init container only), a hub
+    repository (HF_HUB_OFFLINE=0 and the token only there) or object storage (the Secret's
+    keys); the learner's egress reaches the hub or store; none by default."""
+    assert fetch_container(render("default")[1]) is None
+    _, objects = render("model-from-hub")
+    init = fetch_container(objects)
+    assert init is not None
+    assert init["command"] == [
+        "grpo", "model", "fetch", "--from", "hf://Qwen/Qwen2.5-0.5B@7ae5",
+        "--dest", "/var/lib/grpo/model", "--only-rank0",
+    ]  # fmt: skip
+    env = {e["name"]: e for e in init["env"]}
+    assert env["HF_HUB_OFFLINE"]["value"] == "0"
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
+    assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"].endswith("pod-index']")
+    assert {m["name"] for m in init["volumeMounts"]} == {"weights", "tmp"}
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True
+    learner = of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"]["spec"]["template"]["spec"]
+    main_env = {e["name"]: e.get("value") for e in learner["containers"][0]["env"]}
+    assert main_env["HF_HUB_OFFLINE"] == "1" and "HF_TOKEN" not in main_env
+    egress = of_kind(objects, "NetworkPolicy")[f"{PREFIX}-learner"]["spec"]["egress"]
+    assert {
+        "ports": [{"port": 443, "protocol": "TCP"}],
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+    } in egress
+
+    _, objects = render("model-from-object-storage")
+    init = fetch_container(objects)
+    assert init is not None and init["command"][4] == "s3://models/qwen-0.5b"
+    env = {e["name"]: e for e in init["env"]}
+    assert env["AWS_ENDPOINT_URL"]["value"] == "https://minio.storage.svc:9000"
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "minio", "key": "AWS_SECRET_ACCESS_KEY"
+    }  # fmt: skip
+    egress = of_kind(objects, "NetworkPolicy")[f"{PREFIX}-learner"]["spec"]["egress"]
+    assert {
+        "ports": [{"port": 9000, "protocol": "TCP"}],
+        "to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}],
+    } in egress
+
+    claim = {"initialModel": {"source": "claim", "claim": {"claimName": "models", "path": "q"}}}
+    _, objects = render_values(claim)
+    init = fetch_container(objects)
+    assert init is not None and init["command"][4] == "/var/lib/grpo-model-source/q"
+    volumes, _ = volumes_of(of_kind(objects, "StatefulSet")[f"{PREFIX}-learner"])
+    assert volumes["model-source"]["persistentVolumeClaim"] == {
+        "claimName": "models", "readOnly": True
+    }  # fmt: skip
+    assert {
+        "name": "model-source",
+        "mountPath": "/var/lib/grpo-model-source",
+        "readOnly": True,
+    } in (init["volumeMounts"])
+    # the model must land on the learner's claim
+    elsewhere = {**claim, "run": {**REQUIRED["run"], "model": {"path": "/models/q"}}}
+    with pytest.raises(helm.HelmError, match="not on the learner's claim"):
+        render_values(elsewhere)
+    with pytest.raises(helm.HelmValuesError, match="claimName"):
+        chart().validate_schema(with_required({"initialModel": {"source": "claim"}}))
+
+
+def render_values(values: dict[str, Any]) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    """(merged values, objects) of ``values`` over REQUIRED."""
+    full = with_required(values)
+    files = chart().render(values=copy.deepcopy(full), name=RELEASE, namespace=NAMESPACE)
+    return chart().merge_values(copy.deepcopy(full)), manifests(files)

@@ -59,6 +59,8 @@ import pytest
 import yaml
 from fake_kube import FakeKubeApi
 
+from grpo.integrity import check_digests
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "grpo-pipeline"
 RELEASE, NAMESPACE, DOMAIN = "rl", "ml", "cluster.local"
@@ -91,7 +93,6 @@ RUN: dict[str, Any] = {
             "task_type": "arith",
         },
     },
-    "model": {"path": "/var/lib/grpo/initial"},
     "generation": {"group_size": 4, "temperature": 1.0, "max_new_tokens": 16, "prompts_ahead": 4},
     "verifiers": {
         "outcome": "verifier-math",
@@ -112,9 +113,11 @@ RUN: dict[str, Any] = {
     "eval": {"max_new_tokens": 16},
     "budget": {"steps": 3, "wall_clock_s": 240},
 }
-DATA_CLAIM = "wiring-data"
+DATA_CLAIM, MODEL_CLAIM = "wiring-data", "wiring-model"
 LOCAL_VALUES: dict[str, Any] = {
     "gpu": {"enabled": False},
+    # the initial policy: copied from an existing claim by the learner's init container
+    "initialModel": {"source": "claim", "claim": {"claimName": MODEL_CLAIM, "path": "tiny"}},
     "redis": {"auth": {"password": "wiring-password"}},
     "grpc": {"graceSeconds": 5, "drainDelaySeconds": 0},
     "run": RUN,
@@ -190,6 +193,9 @@ class Pod:
     exits: list[int] = field(default_factory=list)
     done: bool = False
     gone: bool = False  # its workload was scaled to zero or replaced: stopped, never restarted
+    init_container: str | None = None  # this view runs the pod's init container of that name
+    inits: list[Pod] = field(default_factory=list)  # the pod's init containers, in order
+    inits_done: bool = False
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -197,6 +203,9 @@ class Pod:
 
     @property
     def container(self) -> dict[str, Any]:
+        if self.init_container is not None:
+            (init,) = [c for c in self.spec["initContainers"] if c["name"] == self.init_container]
+            return init
         (c,) = self.spec["containers"]
         return c
 
@@ -459,6 +468,14 @@ class LocalRelease:
             raise WiringError(f"{pod.name}: command {argv[0]!r} is not runnable here")
         pod.argv = argv
         pod.cwd = pod.path(IMAGE_WORKDIR)
+        if pod.init_container is None:  # the kubelet runs these first, in order, to exit 0
+            for init in pod.spec.get("initContainers", []):
+                folder = pod.root / f"init-{init['name']}"
+                view = Pod(pod.name, pod.kind, pod.workload, pod.ordinal, folder)
+                view.init_container = init["name"]
+                view.image_root.mkdir(parents=True)
+                self._prepare(view)
+                pod.inits.append(view)
 
     def _value_from(self, pod: Pod, source: dict[str, Any], where: str) -> str:
         if "secretKeyRef" in source or "configMapKeyRef" in source:
@@ -483,6 +500,20 @@ class LocalRelease:
     # ------------------------------------------------------------------ running
     def _start(self, pod: Pod) -> None:
         assert pod.cwd is not None
+        if not pod.inits_done:
+            for init in pod.inits:
+                with init.log.open("ab") as log:
+                    code = subprocess.run(
+                        init.argv, env=init.env, cwd=init.cwd, stdout=log,
+                        stderr=subprocess.STDOUT, timeout=300, check=False,
+                    ).returncode  # fmt: skip
+                init.exits.append(code)
+                if code != 0:
+                    raise WiringError(
+                        f"{pod.name}: init container {init.init_container} exited {code}:\n"
+                        f"{init.log_tail()}"
+                    )
+            pod.inits_done = True
         with pod.log.open("ab") as log:
             pod.proc = subprocess.Popen(
                 pod.argv,
@@ -710,14 +741,16 @@ def release(
     objects: list[dict[str, Any]], root: Path, tiny_model: Path | None, **kwargs: Any
 ) -> LocalRelease:
     """The release with the operator's part done: the dataset on its claim, the initial
-    policy (when given) on the learner's claim at run.model.path."""
+    policy (when given) on an existing claim of its own (initialModel.claim), from which the
+    learner's init container copies it to its model path."""
     data = root / "claims" / DATA_CLAIM
     data.mkdir(parents=True)
     (data / "arith.jsonl").write_text(jsonl_rows(40))
+    models = root / "claims" / MODEL_CLAIM
+    models.mkdir(parents=True)
     if tiny_model is not None:
-        learner_claim = root / "claims" / f"weights-{PREFIX}-learner-0"
-        shutil.copytree(tiny_model, learner_claim / "initial")  # /var/lib/grpo/initial
-    return LocalRelease(objects, root, {DATA_CLAIM: data}, **kwargs)
+        shutil.copytree(tiny_model, models / "tiny")
+    return LocalRelease(objects, root, {DATA_CLAIM: data, MODEL_CLAIM: models}, **kwargs)
 
 
 @pytest.fixture
@@ -848,6 +881,15 @@ def test_the_rendered_release_trains_end_to_end(
     # the learner loaded run.model.path and wrote its run dir on its own claim
     learner = rel.pods[learner_0]
     assert any(learner.path("/var/lib/grpo/run/checkpoints").glob("step-*"))
+    # the initial policy was put on the learner's claim by its init container, before it ran
+    (fetch,) = learner.inits
+    assert fetch.exits == [0] and '"msg": "model fetched"' in fetch.log.read_text()
+    model = learner.path("/var/lib/grpo/model")
+    check_digests(model)
+    assert (model / "model.safetensors").read_bytes() == (
+        tiny_model / "model.safetensors"
+    ).read_bytes()
+    assert printed_settings(learner)["model_path"] == str(model)  # what the learner loaded
     # the accounting identity of the run
     acc = summary["accounting"]
     assert acc["groups"]["identity_gap"] == 0
@@ -856,7 +898,7 @@ def test_the_rendered_release_trains_end_to_end(
     assert rollouts["scored"] + rollouts["late"] + rollouts["held"] <= rollouts["produced"]
     assert rollouts["scored"] >= 4 * 2 * 3 and summary["rewards_missing"] == 0
     # nothing was written outside a mount (every root filesystem is read-only)
-    for pod in rel.pods.values():
+    for pod in [*rel.pods.values(), *(i for p in rel.pods.values() for i in p.inits)]:
         assert not any(pod.image_root.rglob("*")), (pod.name, list(pod.image_root.rglob("*")))
     assert all(p.restarts == 0 for p in rel.pods.values()), {
         p.name: p.exits for p in rel.pods.values() if p.restarts
@@ -941,6 +983,9 @@ def test_an_upgrade_mid_run_loses_nothing(
     assert all(len(steps) == 1 for steps in steps_of.values()), steps_of
     assert {s for steps in steps_of.values() for s in steps} >= set(range(1, 9))
     assert max(checkpoint_steps(learner)) >= 8
+    # the replaced learner's init container found the model in place and kept it
+    (fetch,) = learner.inits
+    assert fetch.exits == [0] and '"msg": "model already in place"' in fetch.log.read_text()
     # the new verifier config is what the new pod runs with
     math = rel.pods[f"{PREFIX}-verifier-math-local"]
     assert printed_settings(math)["scoring"]["max_batch_items"] == 32

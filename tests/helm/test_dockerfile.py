@@ -109,7 +109,8 @@ def test_installed_extras_are_defined_and_match_components() -> None:
     assert by_stage["build-math"] == {"math"}  # the math verifier image has no torch
     assert by_stage["build-code"] == {"code"}
     assert by_stage["build-assembler"] == {"k8s"}
-    assert by_stage["build-learner"] == {"learner", "tracking"}  # report_to: wandb, mlflow
+    # report_to: wandb, mlflow; fetch: the init container's `grpo model fetch` from s3://
+    assert by_stage["build-learner"] == {"learner", "tracking", "fetch"}
     assert by_stage["build-rollout-worker"] == {"generation"}
     # the driver evaluates with the transformers backend, scores math in process and reads a
     # user's Parquet / Hugging Face dataset (data.source)

@@ -24,8 +24,8 @@ import grpc
 import pytest
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
-from grpo.services.settings.run import RunConfig, load_run_config
 from grpo.local.cluster import local_placement
+from grpo.services.settings.run import RunConfig, load_run_config
 from grpo.services.settings.services import resolve_run, service_settings, write_service_config
 from grpo.services.settings.verifiers import check_verifier_plan, plan_verifiers
 from grpo.v1 import verifier_pb2, verifier_pb2_grpc

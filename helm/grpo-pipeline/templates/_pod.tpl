@@ -107,6 +107,10 @@ spec:
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- if and (eq $w.role "learner") (ne $root.Values.initialModel.source "none") }}
+  initContainers:
+    {{- include "grpo.fetchModelContainer" (dict "root" $root "w" $w) | nindent 4 }}
+  {{- end }}
   containers:
     - name: {{ $component }}
       image: {{ include "grpo.image" (dict "root" $root "image" $w.image) | quote }}
@@ -228,6 +232,12 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: {{ $w.tmpSizeLimit }}
+    {{- if and (eq $w.role "learner") (eq $root.Values.initialModel.source "claim") }}
+    - name: model-source
+      persistentVolumeClaim:
+        claimName: {{ required "initialModel.claim.claimName is required with initialModel.source claim" $root.Values.initialModel.claim.claimName }}
+        readOnly: true
+    {{- end }}
     {{- with $w.shmSizeLimit }}
     - name: shm
       emptyDir:
@@ -270,5 +280,94 @@ spec:
       persistentVolumeClaim:
         claimName: {{ include "grpo.weights.claimName" $root }}
         readOnly: {{ eq $weights "readOnly" }}
+    {{- end }}
+{{- end -}}
+
+
+{{/* The learner's init container that puts the initial policy at the model path on its
+     claim (grpo model fetch; initialModel): (dict "root" $ "w" $w). Rank > 0 pods skip it. */}}
+{{- define "grpo.fetchModelContainer" -}}
+{{- $root := .root -}}
+{{- $w := .w -}}
+{{- $m := $root.Values.initialModel -}}
+{{- $modelPath := include "grpo.modelPath" $root -}}
+{{- $mount := trimSuffix "/" $root.Values.weights.mountPath -}}
+{{- if not (hasPrefix (printf "%s/" $mount) $modelPath) -}}
+{{- fail (printf "initialModel.source %s puts the model at %s, which is not on the learner's claim (weights.mountPath %s): set run.model.path under it" $m.source $modelPath $mount) -}}
+{{- end -}}
+{{- $from := "" -}}
+{{- if eq $m.source "claim" -}}
+{{- $from = trimSuffix "/" (printf "/var/lib/grpo-model-source/%s" (trimPrefix "/" $m.claim.path)) -}}
+{{- else if eq $m.source "hub" -}}
+{{- $from = printf "hf://%s" (required "initialModel.hub.id is required with initialModel.source hub" $m.hub.id) -}}
+{{- with $m.hub.revision }}{{ $from = printf "%s@%s" $from . }}{{ end -}}
+{{- else if eq $m.source "objectStorage" -}}
+{{- $from = required "initialModel.objectStorage.url is required with initialModel.source objectStorage" $m.objectStorage.url -}}
+{{- end -}}
+- name: fetch-model
+  image: {{ include "grpo.image" (dict "root" $root "image" $w.image) | quote }}
+  imagePullPolicy: {{ default $root.Values.image.pullPolicy $w.image.pullPolicy }}
+  command: [grpo, model, fetch, --from, {{ $from | quote }}, --dest, {{ $modelPath | quote }}, --only-rank0]
+  env:
+    - name: HOME
+      value: /tmp
+    {{- if and $w.dataParallel $w.dataParallel.enabled }}
+    - name: RANK
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+    {{- end }}
+    {{- if eq $m.source "hub" }}
+    - name: HF_HUB_OFFLINE
+      value: "0"
+    {{- with $m.hub.endpoint }}
+    - name: HF_ENDPOINT
+      value: {{ . | quote }}
+    {{- end }}
+    {{- if $m.hub.tokenSecret.name }}
+    - name: HF_TOKEN
+      valueFrom:
+        secretKeyRef:
+          name: {{ $m.hub.tokenSecret.name }}
+          key: {{ $m.hub.tokenSecret.key }}
+    {{- end }}
+    {{- end }}
+    {{- if eq $m.source "objectStorage" }}
+    {{- with $m.objectStorage.endpoint }}
+    - name: AWS_ENDPOINT_URL
+      value: {{ . | quote }}
+    {{- end }}
+    {{- with $m.objectStorage.region }}
+    - name: AWS_DEFAULT_REGION
+      value: {{ . | quote }}
+    {{- end }}
+    {{- with $m.objectStorage.credentialsSecret }}
+    {{- if .name }}
+    - name: AWS_ACCESS_KEY_ID
+      valueFrom:
+        secretKeyRef:
+          name: {{ .name }}
+          key: {{ .accessKeyIdKey }}
+    - name: AWS_SECRET_ACCESS_KEY
+      valueFrom:
+        secretKeyRef:
+          name: {{ .name }}
+          key: {{ .secretAccessKeyKey }}
+    {{- end }}
+    {{- end }}
+    {{- end }}
+  resources:
+    {{- toYaml $m.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml $w.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: weights
+      mountPath: {{ $root.Values.weights.mountPath }}
+    - name: tmp
+      mountPath: /tmp
+    {{- if eq $m.source "claim" }}
+    - name: model-source
+      mountPath: /var/lib/grpo-model-source
+      readOnly: true
     {{- end }}
 {{- end -}}
