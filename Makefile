@@ -76,6 +76,25 @@ gsm8k-chat-inputs:  ## the inputs of configs/gsm8k-chat.yaml: a tiny Qwen2 with 
 node-verifier:  ## install the Node.js example verifier's packages (examples/verifier-node: @grpc/grpc-js, @grpc/proto-loader from npm)
 	cd examples/verifier-node && npm ci --silent --no-audit --no-fund
 
+REGISTRY ?= ghcr.io/grpo-pipeline
+TAG ?= 0.1.0
+PYTHON_DIGEST ?=
+PYTHON_DEV_DIGEST ?=
+images:  ## build every image target (docker/podman/buildah; PYTHON_DIGEST, PYTHON_DEV_DIGEST required: sha256:<64 hex>)
+	$(PY) scripts/images.py build --registry $(REGISTRY) --tag $(TAG) --python-digest "$(PYTHON_DIGEST)" --python-dev-digest "$(PYTHON_DEV_DIGEST)" $(IMAGES_ARGS)
+
+images-lock:  ## regenerate docker/constraints.txt, the one lock of every image (pip --dry-run against PyPI)
+	$(PY) scripts/images.py lock
+
+images-check:  ## the images' extras resolve exactly as docker/constraints.txt locks them (pip --dry-run; needs PyPI)
+	$(PY) scripts/images.py check-lock
+
+VLLM_VENV ?= .venv-vllm
+vllm-contract:  ## install the pinned vllm in its own venv (several GB) and check every vllm call of vllm_backend.py against its real signatures (no GPU)
+	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null || $(VLLM_VENV)/bin/python -m pip install -q -c docker/constraints.txt "vllm==$$(sed -n 's/^vllm==//p' docker/constraints.txt)"
+	$(VLLM_VENV)/bin/python scripts/vllm_contract.py
+
 chart-schema:  ## regenerate the service-config part of helm/grpo-pipeline/values.schema.json from the settings models
 	$(PY) scripts/chart_schema.py
 

@@ -45,6 +45,7 @@ SUBCOMMANDS: dict[str, str] = {
     "report": "grpo.cli_report",
     "model": "grpo.cli_model",
     "compare": "grpo.cli_compare",
+    "check-verifier": "grpo.cli_check_verifier",
 }
 """Command name -> module implementing it (a function of that name, or a typer ``app``)."""
 

@@ -288,6 +288,7 @@ def test_default_release_has_every_kind() -> None:
     # is a Job (no Service, no PDB); the code verifier's seccomp profile is a SeccompProfile;
     # the driver's own ServiceAccount, Role and RoleBinding scale the GPU workloads to zero.
     assert counts == {
+        "Pod": 1,  # `helm test`: one item on each verifier
         "Role": 1,
         "RoleBinding": 1,
         "ConfigMap": 1,
@@ -566,8 +567,10 @@ def test_network_policies() -> None:
         grpc_rules = [
             r for r in spec["ingress"] if {"port": "grpc", "protocol": "TCP"} in r["ports"]
         ]
-        # only the assembler calls, and the driver (held-out code tasks)
-        assert [r["from"] for r in grpc_rules] == [[assembler_peer, driver_peer]]
+        # only the assembler calls, the driver (held-out code tasks) and `helm test`
+        test_peer = copy.deepcopy(assembler_peer)
+        test_peer["podSelector"]["matchLabels"]["grpo.dev/role"] = "helm-test"
+        assert [r["from"] for r in grpc_rules] == [[assembler_peer, driver_peer, test_peer]]
         other = [r for r in spec["ingress"] if r not in grpc_rules]
         assert all(r["ports"] == [{"port": "metrics", "protocol": "TCP"}] for r in other)
 
@@ -783,7 +786,7 @@ def test_evaluation_peers_may_call_the_verifiers() -> None:
     for vname in ("math", "steps", "code"):
         spec = policies[f"{PREFIX}-verifier-{vname}"]["spec"]
         (grpc_rule,) = [r for r in spec["ingress"] if r["ports"][0]["port"] == "grpc"]
-        assert grpc_rule["from"][2:] == [EVAL_PEER]  # after the assembler and the driver
+        assert grpc_rule["from"][3:] == [EVAL_PEER]  # after the assembler, driver, helm test
         assert spec["egress"] == []
     # the allowance is for verifiers only
     generation = policies[f"{PREFIX}-rollout-worker"]["spec"]
@@ -1133,7 +1136,7 @@ def test_two_renders_give_identical_secrets_and_the_password_is_required() -> No
     assert len(first) == 2 and first == second
     (redis,) = [o for o in first if o["metadata"]["name"] == f"{PREFIX}-redis"]
     assert base64.b64decode(redis["data"]["redis-password"]).decode() == "test-password-1"
-    templates = "".join(p.read_text() for p in (CHART / "templates").iterdir())
+    templates = "".join(p.read_text() for p in (CHART / "templates").rglob("*") if p.is_file())
     assert "lookup" not in templates and "randAlpha" not in templates
     no_password = copy.deepcopy(REQUIRED)
     no_password["redis"]["auth"]["password"] = ""
@@ -1351,3 +1354,40 @@ def render_values(values: dict[str, Any]) -> tuple[dict[str, Any], tuple[dict[st
     full = with_required(values)
     files = chart().render(values=copy.deepcopy(full), name=RELEASE, namespace=NAMESPACE)
     return chart().merge_values(copy.deepcopy(full)), manifests(files)
+
+
+def test_helm_test_scores_one_item_on_each_verifier() -> None:
+    """The `helm test` Pod: one container per routed verifier running `grpo check-verifier`
+    at the address the assembler uses, with the verifier's `test` item (a verifier without
+    one: its first task type, any verdict); over TLS with the release's CA and the Service's
+    name; the verifiers' NetworkPolicies admit it."""
+
+    def test_pod(objects: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+        (pod,) = [o for o in objects if o["kind"] == "Pod"]
+        assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+        assert pod["spec"]["restartPolicy"] == "Never"
+        return {c["name"]: c["command"] for c in pod["spec"]["containers"]}
+
+    commands = test_pod(render("extra-verifier")[1])
+    assert set(commands) == {"verifier-math", "verifier-steps", "verifier-code", "verifier-judge"}
+    math = commands["verifier-math"]
+    assert math[:4] == [
+        "grpo", "check-verifier", "--address",
+        f"dns:///{PREFIX}-verifier-math.{NAMESPACE}.svc.cluster.local:50051",
+    ]  # fmt: skip
+    assert math[math.index("--expect-reward") + 1] == "1" and "--gold" in math
+    code = commands["verifier-code"]
+    assert code[code.index("--entry-point") + 1] == "add" and "--test-code" in code
+    judge = commands["verifier-judge"]
+    assert judge[judge.index("--task-type") + 1] == "poetry" and "--expect-reward" not in judge
+    commands = test_pod(render("external-verifier")[1])
+    js = commands["verifier-js"]
+    assert js[js.index("--address") + 1] == EXTERNAL["external"]["address"]
+    commands = test_pod(render("tls-on")[1])
+    steps = commands["verifier-steps"]
+    assert steps[steps.index("--tls-ca") + 1] == "/etc/grpo/tls/ca.crt"
+    assert steps[steps.index("--tls-server-name") + 1] == f"{PREFIX}-verifier-steps.{NAMESPACE}.svc"
+    assert "--tls-cert" in steps  # requireClientCert
+    with pytest.raises(helm.HelmValuesError, match="entryPoint"):
+        judge_test = {**JUDGE, "test": {"testCode": "def check(candidate): pass"}}
+        chart().validate_schema(with_required({"verifiers": {"judge": judge_test}}))

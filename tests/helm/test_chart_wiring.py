@@ -193,19 +193,23 @@ class Pod:
     exits: list[int] = field(default_factory=list)
     done: bool = False
     gone: bool = False  # its workload was scaled to zero or replaced: stopped, never restarted
-    init_container: str | None = None  # this view runs the pod's init container of that name
+    container_name: str | None = None  # this view runs the pod's (init) container of that name
     inits: list[Pod] = field(default_factory=list)  # the pod's init containers, in order
     inits_done: bool = False
 
     @property
     def spec(self) -> dict[str, Any]:
+        if self.kind == "Pod":  # a bare Pod (helm test)
+            spec: dict[str, Any] = self.workload["spec"]
+            return spec
         return self.workload["spec"]["template"]["spec"]
 
     @property
     def container(self) -> dict[str, Any]:
-        if self.init_container is not None:
-            (init,) = [c for c in self.spec["initContainers"] if c["name"] == self.init_container]
-            return init
+        if self.container_name is not None:
+            every = [*self.spec.get("initContainers", []), *self.spec["containers"]]
+            (named,) = [c for c in every if c["name"] == self.container_name]
+            return named
         (c,) = self.spec["containers"]
         return c
 
@@ -276,7 +280,10 @@ class LocalRelease:
         self.api = FakeKubeApi(list(objects), NAMESPACE, on_scale=self._on_scale)
         self.api_host, self.api_port = self.api.start(root / "apiserver")
         self.revision = 1
-        self.pods = {pod.name: pod for pod in map(self._new_pod, self._workload_objects())}
+        self.pods: dict[str, Pod] = {}
+        for obj in self._workload_objects():
+            pod = self._new_pod(obj)
+            self.pods[pod.name] = pod
         self.addresses = self._addresses()
         for pod in self.pods.values():
             self._prepare(pod)
@@ -295,9 +302,19 @@ class LocalRelease:
         pod_name = f"{name}-0" if kind == "StatefulSet" else f"{name}-local"
         pod = Pod(pod_name, kind, obj, 0, self.root / "pods" / f"{pod_name}@{self.revision}")
         pod.image_root.mkdir(parents=True)
+        taken = {
+            p
+            for other in self.pods.values()
+            for p in other.local_ports.values()
+            if ports is None or p not in ports.values()
+        }
         for port in pod.container.get("ports", []):
             number = int(port["containerPort"])
-            pod.local_ports[number] = (ports or {}).get(number) or free_port()
+            local = (ports or {}).get(number)  # a replaced pod's port: its Service's address
+            while local is None or local in taken:
+                local = free_port()  # never one a pod of this release holds (or held)
+            pod.local_ports[number] = local
+            taken.add(local)
         return pod
 
     def _on_scale(self, kind: str, name: str, replicas: int) -> None:
@@ -468,11 +485,11 @@ class LocalRelease:
             raise WiringError(f"{pod.name}: command {argv[0]!r} is not runnable here")
         pod.argv = argv
         pod.cwd = pod.path(IMAGE_WORKDIR)
-        if pod.init_container is None:  # the kubelet runs these first, in order, to exit 0
+        if pod.container_name is None:  # the kubelet runs these first, in order, to exit 0
             for init in pod.spec.get("initContainers", []):
                 folder = pod.root / f"init-{init['name']}"
                 view = Pod(pod.name, pod.kind, pod.workload, pod.ordinal, folder)
-                view.init_container = init["name"]
+                view.container_name = init["name"]
                 view.image_root.mkdir(parents=True)
                 self._prepare(view)
                 pod.inits.append(view)
@@ -510,7 +527,7 @@ class LocalRelease:
                 init.exits.append(code)
                 if code != 0:
                     raise WiringError(
-                        f"{pod.name}: init container {init.init_container} exited {code}:\n"
+                        f"{pod.name}: init container {init.container_name} exited {code}:\n"
                         f"{init.log_tail()}"
                     )
             pod.inits_done = True
@@ -613,6 +630,28 @@ class LocalRelease:
                 tails = "\n".join(f"--- {p.name}\n{p.log_tail(15)}" for p in self.pods.values())
                 raise WiringError(f"{what} did not happen in {timeout_s} s\n{tails}")
             time.sleep(0.2)
+
+    def run_helm_tests(self) -> dict[str, tuple[int, str]]:
+        """`helm test`: every Pod with the ``helm.sh/hook: test`` annotation, each container
+        run to its end from what it renders (the kubelet runs them side by side; here one
+        after the other). Returns container -> (exit code, its output)."""
+        results: dict[str, tuple[int, str]] = {}
+        for obj in self.objects:
+            hook = obj["metadata"].get("annotations", {}).get("helm.sh/hook")
+            if obj["kind"] != "Pod" or hook != "test":
+                continue
+            name = obj["metadata"]["name"]
+            for container in obj["spec"]["containers"]:
+                folder = self.root / "pods" / f"{name}@test" / container["name"]
+                view = Pod(name, "Pod", obj, 0, folder, container_name=container["name"])
+                view.image_root.mkdir(parents=True)
+                self._prepare(view)
+                proc = subprocess.run(
+                    view.argv, env=view.env, cwd=view.cwd, capture_output=True, text=True,
+                    timeout=180, check=False,
+                )  # fmt: skip
+                results[container["name"]] = (proc.returncode, proc.stdout + proc.stderr)
+        return results
 
     # ------------------------------------------------------------------ helm upgrade
     def upgrade(self, objects: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -904,6 +943,12 @@ def test_the_rendered_release_trains_end_to_end(
         p.name: p.exits for p in rel.pods.values() if p.restarts
     }
     assert "released" in job.log.read_text()
+    # `helm test`: one item scored on each verifier by the rendered test pod
+    tested = rel.run_helm_tests()
+    assert set(tested) == {"verifier-math", "verifier-steps"}
+    assert all(code == 0 for code, _ in tested.values()), tested
+    math = json.loads(tested["verifier-math"][1].strip().splitlines()[-1])
+    assert (math["status"], math["reward"]) == ("SCORE_STATUS_OK", 1.0)
 
 
 def checkpoint_steps(pod: Pod) -> list[int]:

@@ -1,0 +1,86 @@
+"""``grpo check-verifier``: score one item on a running verifier and say whether it answered
+with a verdict (and the reward expected): the Helm chart's ``helm test`` runs it once per
+verifier of the release (docs/kubernetes.md, "Test a release")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["check_verifier"]
+
+
+def check_verifier(
+    address: Annotated[str, typer.Option(help="host:port (or dns:///host:port) of the verifier.")],
+    task_type: Annotated[str, typer.Option(help="Task type of the item, e.g. math.")],
+    response: Annotated[str, typer.Option(help="The response to score.")],
+    prompt: Annotated[str, typer.Option(help="The task's prompt.")] = "",
+    gold: Annotated[str, typer.Option(help="The gold answer (outcome math tasks).")] = "",
+    test_code: Annotated[
+        str, typer.Option(help="HumanEval-style check(candidate) source (code tasks).")
+    ] = "",
+    entry_point: Annotated[str, typer.Option(help="Function under test (code tasks).")] = "",
+    expect_reward: Annotated[
+        float | None,
+        typer.Option(help="Fail unless the reward equals this (within 1e-6); unset: any verdict."),
+    ] = None,
+    timeout_s: Annotated[float, typer.Option(help="Deadline of the call (seconds).")] = 60.0,
+    tls_ca: Annotated[Path | None, typer.Option(help="PEM CA of the verifier's TLS.")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(help="PEM client certificate (mTLS).")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
+    tls_server_name: Annotated[
+        str, typer.Option(help="Name the verifier's certificate carries ('' = the host).")
+    ] = "",
+) -> None:
+    """Score one item with the verifier's ScoreBatch RPC; print the score as one JSON line.
+
+    Exit 0 when the status is a verdict (ok, no_answer, parse_error, timeout, runtime_error)
+    and, with --expect-reward, the reward matches; 1 otherwise (undecided, internal, a wrong
+    reward, or the call failed: the reason is printed).
+    """
+    import grpc
+    from google.protobuf.json_format import MessageToDict
+
+    from grpo.services.runtime.score_status import is_verdict
+    from grpo.services.runtime.verifier_client import VerifierClientConfig, verifier_channel
+    from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+
+    config = VerifierClientConfig.model_validate(
+        {
+            k: v
+            for k, v in {
+                "tls_ca_file": tls_ca,
+                "tls_cert_file": tls_cert,
+                "tls_key_file": tls_key,
+            }.items()
+            if v is not None
+        }
+    )
+    options = [("grpc.ssl_target_name_override", tls_server_name)] if tls_server_name else []
+    task = common_pb2.Task(id="helm-test", type=task_type, prompt=prompt, gold_answer=gold)
+    if test_code:
+        task.code_tests.test_code = test_code
+        task.code_tests.entry_point = entry_point
+    request = verifier_pb2.ScoreBatchRequest(
+        items=[verifier_pb2.ScoreRequest(task=task, response=response)]
+    )
+    channel = verifier_channel(address, config, options)
+    try:
+        reply = verifier_pb2_grpc.VerifierStub(channel).ScoreBatch(request, timeout=timeout_s)
+    except grpc.RpcError as exc:
+        typer.echo(f"{address}: ScoreBatch failed: {exc.code().name} {exc.details()}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        channel.close()
+    (score,) = reply.scores
+    typer.echo(json.dumps({"address": address, **MessageToDict(score)}, sort_keys=True))
+    if not is_verdict(score):
+        name = common_pb2.ScoreStatus.Name(score.status)
+        typer.echo(f"{address}: no verdict ({name}): {score.detail}", err=True)
+        raise typer.Exit(1)
+    if expect_reward is not None and abs(score.reward - expect_reward) > 1e-6:
+        typer.echo(f"{address}: reward {score.reward} where {expect_reward} was expected", err=True)
+        raise typer.Exit(1)
