@@ -94,7 +94,18 @@ def literal_values(annotation: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def check(problems: list[str]) -> int:
+def annotation_literals(annotation: Any, namespace: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``literal_values`` of a field's annotation, a string one evaluated in its module (None
+    when it cannot be: such a value is left unchecked)."""
+    if isinstance(annotation, str):
+        try:
+            annotation = eval(annotation, namespace)
+        except Exception:
+            return None
+    return literal_values(annotation)
+
+
+def check(problems: list[str], backend: Path = BACKEND) -> int:
     import vllm
     from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
     from vllm.distributed.parallel_state import GroupCoordinator, get_world_group
@@ -103,7 +114,7 @@ def check(problems: list[str]) -> int:
     from vllm.logprobs import Logprob
     from vllm.outputs import CompletionOutput, RequestOutput
 
-    tree = ast.parse(BACKEND.read_text())
+    tree = ast.parse(backend.read_text())
     llm_cls = vllm.LLM
     # a representative decoder the extension's load_weights runs on (the tiny model is Qwen2)
     qwen2 = importlib.import_module("vllm.model_executor.models.qwen2").Qwen2ForCausalLM
@@ -143,12 +154,14 @@ def check(problems: list[str]) -> int:
             kwargs = llm_kwargs(tree)
             accepted = set(inspect.signature(llm_cls).parameters)
             fields = {f.name: f for f in dataclasses.fields(EngineArgs)}
-            hints = typing.get_type_hints(EngineArgs)
+            module_globals = vars(sys.modules[EngineArgs.__module__])
             for key, value in kwargs.items():
                 if key not in accepted and key not in fields:
                     problems.append(f"{where}: LLM(... {key}=...): neither an LLM parameter "
                                     "nor an EngineArgs field")  # fmt: skip
-                allowed = literal_values(hints.get(key)) if key in fields else None
+                allowed = (
+                    annotation_literals(fields[key].type, module_globals) if key in fields else None
+                )
                 if allowed is not None and value is not ... and value not in allowed:
                     problems.append(f"{where}: {key}={value!r} is not one of {allowed}")
             checked += len(kwargs)
@@ -193,14 +206,16 @@ def check(problems: list[str]) -> int:
     return checked + 3
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    backend = Path(args[0]) if args else BACKEND  # another copy of the backend (to see it fail)
     problems: list[str] = []
     try:
         import vllm
     except ImportError as exc:
         print(f"vllm-contract: vllm is not installed here ({exc}): make vllm-contract installs it")
         return 1
-    checked = check(problems)
+    checked = check(problems, backend)
     for line in problems:
         print(f"vllm-contract: {line}")
     status = "FAILED" if problems else "ok"

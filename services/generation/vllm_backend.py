@@ -1,8 +1,10 @@
 """vLLM generation backend (GPU only): an in-process ``vllm.LLM`` with per-token behavior log-probs.
 
-Written against vLLM's documented offline API (V1 engine, vLLM >= 0.10.2); it cannot run on the
-CPU machines this project is developed on, so only the tests marked ``vllm`` exercise it (they
-skip without vllm and a GPU). See docs/generation.md for what was and was not verified.
+Written against vLLM's offline API (V1 engine); every vLLM call here is checked against the
+pinned release's signatures by ``make vllm-contract`` (scripts/vllm_contract.py: a new use of
+vLLM must be added there). It cannot run on the CPU machines this project is developed on, so
+only the tests marked ``vllm`` exercise it (they skip without vllm and a GPU). See
+docs/generation.md for what was and was not verified.
 
 - Sampling: ``generate_many`` submits every request in one ``LLM.generate`` call, each with its
   own ``SamplingParams(n=G, logprobs=0, seed=..., ...)`` (vLLM takes a list of parameters, one
