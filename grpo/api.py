@@ -9,7 +9,7 @@ grpo`` stays light)::
 
     from grpo import load_run_config, run
     config = load_run_config("configs/e2e-tiny.yaml", {"budget.steps": 1})
-    summary = run(config, "runs/from-python")      # the run's summary.json, as returned
+    summary = run(config, "runs/from-python")      # a RunSummary: summary.final_accuracy
 
 - :func:`score` runs the math outcome verifier of ``grpo score math`` and ``grpo run``
   (``grpo.verifiers.math.MathVerifier``: extraction, the answer model, sympy in a worker pool
@@ -20,7 +20,8 @@ grpo`` stays light)::
   (``grpo.verifiers.math.compare``), in this process (no pool, no time limit).
 - :func:`load_run_config` reads a ``grpo run`` YAML (``RunConfig``; dotted overrides);
   :class:`RunConfig` builds one from Python values; :func:`run` runs it on this machine as
-  ``grpo run`` does (``grpo.local.run.run_local``) and returns its summary.
+  ``grpo run`` does (``grpo.local.run.run_local``) and returns its summary (a frozen
+  ``RunSummary``, read by attribute; ``.as_dict()`` is summary.json).
 """
 
 from __future__ import annotations
@@ -154,12 +155,13 @@ def run(config: RunConfig, run_dir: str | Path | None = None, *, steps: int | No
         steps: learner steps (default ``config.budget.steps``).
 
     Returns:
-        The run's summary, as ``grpo.local.run.run_local`` returns it (also in
-        ``run_dir/summary.json``).
+        The run's ``grpo.services.driver.summary.RunSummary``, as
+        ``grpo.local.run.run_local`` returns it (also in ``run_dir/summary.json``).
 
     Raises:
-        GrpoError: a bad config, a service that failed to start or died more often than
-            ``supervision`` allows (the summary is written first).
+        RunRefusedError: the run must not start (its folder is in use, its Redis evicts).
+        GrpoError: a bad config, a service that failed to start or died for good (the
+            summary is written first).
     """
     from grpo.local.run import default_run_dir, run_local
 

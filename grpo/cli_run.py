@@ -62,11 +62,14 @@ def run(
     worker(s), learner and the run driver (which evaluates, feeds prompts and writes the
     summary) on loopback ports, shows live progress and writes the run directory (config,
     logs, metrics, checkpoints, eval.jsonl, summary.json). A service that dies is
-    restarted (supervision); the embedded Redis keeps its state in the run dir, so
-    `grpo run --resume RUN_DIR` continues a stopped or killed run (a new run refuses a
-    folder that already holds one). Ctrl-C or SIGTERM stops
-    every process cleanly and exits 130; during GRPO the summary and plots are still written
-    (the summary also when the run fails).
+    restarted, and one without progress for supervision.stall_s is killed and restarted
+    (liveness); the embedded Redis keeps its state in the run dir, so
+    `grpo run --resume RUN_DIR` continues a stopped or killed run, even from a moved folder
+    (a new run refuses a folder that already holds one; a resume refuses data that changed
+    since the run began). One run per folder: a folder another `grpo run` holds is refused
+    (exit 2, naming its pid). Ctrl-C or SIGTERM stops every process cleanly and exits 130;
+    the summary is written for every ending (failures name the service and the cause) and
+    the plots after GRPO.
     """
     import logging
 

@@ -231,6 +231,9 @@ class LocalCluster:
         """Named conditions the figures do not show (Redis out of memory, stalls)."""
         self._redis_watch: RedisWatch | None = None
         self._oom_since: float | None = None
+        self._next_damaged_look = 0.0
+        # Checkpoints moved aside before this run (an earlier run's) are not named again.
+        self._damaged_seen = {p.name for p in (self.run_dir / "checkpoints").glob("damaged-*")}
         self._log = log_fn or log.info
         self._redis_server: EmbeddedRedis | None = None
         self.redis_url = ""
@@ -239,7 +242,8 @@ class LocalCluster:
         self.model: Path | str | None = None
         self.task_type = ""
         self._services_stopped = False
-        self._status = StatusClient()
+        # Short deadlines: these calls only refresh the live display, from the supervising loop.
+        self._status = StatusClient(timeout_s=2.0)
         self.plan: VerifierPlan | None = None
         """The run's verifiers (``plan_verifiers``), set by ``start``."""
 
@@ -407,7 +411,25 @@ class LocalCluster:
             UnavailableError: the embedded Redis could not be restarted.
         """
         self._check_redis()
+        self._name_damaged()
         self.supervisor.supervise(self.config.supervision, say=self._log)
+
+    def _name_damaged(self) -> None:
+        """Name each checkpoint the learner moved aside as damaged (``DAMAGED.txt`` beside
+        it, ``grpo.learner.checkpoint.quarantine``) once on the console and in
+        ``warnings``."""
+        now = time.monotonic()
+        if now < self._next_damaged_look:
+            return
+        self._next_damaged_look = now + WATCH_EVERY_S
+        for note in sorted((self.run_dir / "checkpoints").glob("damaged-*/DAMAGED.txt")):
+            if note.parent.name in self._damaged_seen:
+                continue
+            self._damaged_seen.add(note.parent.name)
+            why = note.read_text(errors="replace").strip()
+            line = f"checkpoint {note.parent.name} was damaged and skipped ({why[:300]})"
+            self._log(f"warning: {line}")
+            self.warnings.append(line)
 
     def _check_redis(self) -> None:
         """Restart a dead (or, past ``supervision.stall_s``, silent) embedded Redis from its

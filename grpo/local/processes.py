@@ -64,6 +64,10 @@ log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
+WARN_SILENT_S = 10.0
+"""A service that has not answered its health check for this long (or half of
+``supervision.stall_s`` when that is shorter) is named on the console once."""
+
 
 class ServiceFailedError(FailedPreconditionError):
     """A service failed for good: it died more often than the restart policy allows, twice
@@ -395,6 +399,7 @@ class ProcessSupervisor:
                     try:
                         reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
                         if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                            self.health.serving(name)
                             break
                     except grpc.RpcError:
                         pass
@@ -504,16 +509,17 @@ class ProcessSupervisor:
         return float(pause)
 
     def stalled(self, policy: RestartPolicy, tell: Callable[[str], None]) -> list[str]:
-        """Check every live service's silence (``HealthWatch``): name one silent for half of
-        ``policy.stall_s`` (at most 30 s) once, and kill one silent for ``stall_s`` (its
-        process group, SIGKILL; ``supervise`` then restarts it, the death's reason saying it
-        stalled). A process that never answered gets ``startup_timeout_s`` instead (it may
-        be loading a model). ``stall_s`` 0 turns the kill off (the warning stays).
+        """Check every live service's silence (``HealthWatch``, checking on its own thread):
+        name one silent for half of
+        ``policy.stall_s`` (at most ``WARN_SILENT_S``) once, and kill one silent for
+        ``stall_s`` (its process group, SIGKILL; ``supervise`` then restarts it, the death's
+        reason saying it stalled). A process that never answered gets ``startup_timeout_s``
+        instead (it may be loading a model). ``stall_s`` 0 turns the kill off (the warning
+        stays).
 
         Returns:
             The services killed by this call.
         """
-        self.health.poll()
         killed = []
         for name, proc in self.services.items():
             if name in self._expected or name in self._stall_reason or not proc.alive():
@@ -521,7 +527,7 @@ class ProcessSupervisor:
             silent = self.health.silent_s(name)
             answered = self.health.answered(name)
             limit = policy.stall_s if answered else max(policy.stall_s, self.startup_timeout_s)
-            warn_at = min(limit / 2, 30.0) if policy.stall_s else 30.0
+            warn_at = min(limit / 2, WARN_SILENT_S) if policy.stall_s else WARN_SILENT_S
             if answered and silent >= warn_at and name not in self._warned:
                 self._warned.add(name)
                 tell(

@@ -30,6 +30,8 @@ from grpo.errors import ContractError
 from grpo.services.assembler.group import GroupPhase, assemble_group, scored_member
 from grpo.services.assembler.sampling import DynamicSampler, GroupVerdict
 from grpo.services.assembler.store import GroupStore
+from grpo.services.runtime.accounting import MISSING_PREFIX
+from grpo.services.runtime.score_status import member_missing_reason
 from grpo.services.runtime.verifier_client import RolloutScores
 from grpo.services.settings.assembler import AssemblerConfig
 from grpo.v1 import common_pb2
@@ -103,6 +105,7 @@ class Assembler:
         self._clock = clock
         self._on_close = on_close
         self._sampler = DynamicSampler(config.dynamic_sampling, config.min_valid_members)
+        self._named_golds: set[str] = set()  # tasks whose unparsable gold was logged
 
     def submit(
         self, rollouts: Sequence[common_pb2.Rollout], *, hold_unavailable: bool = True
@@ -181,14 +184,19 @@ class Assembler:
             held=held,
         )
 
-    def sweep(self, now: float | None = None, limit: int = 100) -> tuple[str, ...]:
-        """Close groups whose deadline passed (members that never arrived are left out).
+    def sweep(
+        self, now: float | None = None, limit: int = 100, *, exclude: frozenset[str] = frozenset()
+    ) -> tuple[str, ...]:
+        """Close groups whose deadline passed (members that never arrived are left out),
+        except those in ``exclude`` (members of theirs are in a verifier call right now: the
+        call's answer, not the clock, decides them).
 
         Returns:
             Ids of groups closed by this call.
         """
         now = self._clock() if now is None else now
-        return tuple(g for g in self.store.expired(now, limit) if self._close(g, "timed_out"))
+        expired = [g for g in self.store.expired(now, limit) if g not in exclude]
+        return tuple(g for g in expired if self._close(g, "timed_out"))
 
     def _close(self, group_id: str, status: str) -> bool:
         now = self._clock()
@@ -229,6 +237,20 @@ class Assembler:
         increments[f"groups_{decision.verdict.value}"] = 1
         increments["groups_timed_out"] = int(timed_out)
         increments["rewards_missing"] = sum(1 for m in group.members if m.missing)
+        for member in group.members:
+            if member.missing:
+                reason = member_missing_reason(member)
+                key = MISSING_PREFIX + reason
+                increments[key] = increments.get(key, 0) + 1
+                if reason == "gold_unparsable" and group.prompt_id not in self._named_golds:
+                    self._named_golds.add(group.prompt_id)
+                    log.warning(
+                        "task %s: the verifier cannot parse its gold answer (%s); its rewards "
+                        "are missing",
+                        group.prompt_id,
+                        member.outcome.detail[:200],
+                        extra={"missing_reason": reason, "task_id": group.prompt_id},
+                    )
         increments["rewards_undecided"] = decision.undecided
         increments["rollouts_in_closed_groups"] = len(group.members)
         short = len(group.members) < meta.group_size

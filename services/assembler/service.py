@@ -273,6 +273,8 @@ class AssemblerWorker(ConsumerLoop):
         self._held: list[StreamEntry[common_pb2.Rollout]] = []
         self._retry_at = 0.0
         self._sweeper: threading.Thread | None = None
+        self._call_since: float | None = None  # monotonic start of the submit in progress
+        self._in_flight: frozenset[str] = frozenset()  # its groups: never swept meanwhile
 
     @property
     def held(self) -> int:
@@ -297,8 +299,10 @@ class AssemblerWorker(ConsumerLoop):
         while not self._stop.wait(self._config.sweep_interval_s):
             if self.verifier_outage.in_outage and self._held:
                 continue  # our own outage must not close groups short
+            if self.stalled_s() > 0:
+                continue  # nor a verifier call past its deadline, being retried
             try:
-                self._assembler.sweep()
+                self._assembler.sweep(exclude=self._in_flight)
             except REDIS_ERRORS as exc:
                 log.debug("sweep skipped, redis unreachable: %s", exc)
             except Exception:
@@ -352,21 +356,55 @@ class AssemblerWorker(ConsumerLoop):
                 self.verifier_outage.failed(_StillDown())
             except OutageBudgetExceededError:
                 budget_left = False
-        held = self._submit(entries, hold_unavailable=budget_left)
+        started = time.monotonic()
+        self._in_flight = frozenset(e.message.group_id for e in entries)
+        self._call_since = started
+        try:
+            held = self._submit(entries, hold_unavailable=budget_left)
+        finally:
+            self._call_since = None
         done = [e.id for i, e in enumerate(entries) if i not in held]
         self.rollouts.ack(done)
         self._held = [entries[i] for i in sorted(held)]
+        self._in_flight = frozenset(e.message.group_id for e in self._held)
+        took = time.monotonic() - started
         if held:
-            try:
-                pause = self.verifier_outage.failed(_StillDown())
+            try:  # the outage began when this call did (its attempts timed out first)
+                pause = self.verifier_outage.failed(_StillDown(), since=started)
             except OutageBudgetExceededError:
                 pause = 0.0  # the next try records them as missing
             self._retry_at = time.monotonic() + pause
         else:
             length = self.verifier_outage.ok()
+            if not length and took > self._config.verifier.timeout_s:
+                length = self._stall(took)
             if length:
                 self._assembler.store.add("verifier_outage_ms", int(length * 1000))
+                self._assembler.store.postpone(length)
         return len(done)
+
+    def stalled_s(self) -> float:
+        """Seconds the verifier call in progress has run past one attempt's deadline
+        (``verifier.timeout_s``: an attempt timed out and is being retried); 0.0 when none
+        is: the sweeper pauses meanwhile."""
+        since = self._call_since
+        if since is None:
+            return 0.0
+        return max(0.0, time.monotonic() - since - self._config.verifier.timeout_s)
+
+    def _stall(self, took: float) -> float:
+        """A call that outlasted one attempt's deadline and then succeeded: the verifier
+        stalled (stopped, swapped out, overloaded) for about that long. Logged as an outage
+        of the verifiers (opened and closed at once, so ``grpo run`` sums it with the rest)
+        and returned, to be counted like one."""
+        log.warning(
+            "verifiers stalled: a scoring call took %.1f s (> the %.1f s deadline of one "
+            "attempt; retried), counted as verifier outage",
+            took,
+            self._config.verifier.timeout_s,
+            extra={"outage_of": "verifiers", "outage": "closed", "outage_s": round(took, 3)},
+        )
+        return took
 
     def _submit(self, entries: list[StreamEntry[common_pb2.Rollout]], *,
                 hold_unavailable: bool) -> set[int]:  # fmt: skip

@@ -27,7 +27,12 @@ import redis
 
 from grpo.errors import ContractError, UnavailableError
 from grpo.services.assembler.group import GroupPhase
-from grpo.services.runtime.accounting import COUNTERS, add_endpoint_stats, read_endpoint_stats
+from grpo.services.runtime.accounting import (
+    COUNTERS,
+    MISSING_PREFIX,
+    add_endpoint_stats,
+    read_endpoint_stats,
+)
 from grpo.services.runtime.accounting import members_key as _members_key
 from grpo.services.runtime.accounting import open_key as _open_key
 from grpo.services.runtime.accounting import stats_key as _stats_key
@@ -35,6 +40,15 @@ from grpo.services.runtime.accounting import text as _text
 from grpo.v1 import common_pb2
 
 __all__ = ["GroupMeta", "GroupStore", "RecordResult"]
+
+# KEYS: open; ARGV: seconds. Adds ARGV[1] to every deadline of the open set; returns its size.
+_POSTPONE = """
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #ids, 2 do
+  redis.call('ZADD', KEYS[1], tonumber(ids[i + 1]) + tonumber(ARGV[1]), ids[i])
+end
+return #ids / 2
+"""
 
 # KEYS: meta, members, open, stats
 # ARGV: index, payload, group_size, now, deadline, tokens, group_id
@@ -160,6 +174,7 @@ class GroupStore:
         self._record = client.register_script(_RECORD)
         self._begin = client.register_script(_BEGIN_CLOSE)
         self._commit = client.register_script(_COMMIT_CLOSE)
+        self._postpone = client.register_script(_POSTPONE)
         self.open_key = _open_key(namespace)
         self.stats_key = _stats_key(namespace)
 
@@ -282,13 +297,24 @@ class GroupStore:
         Raises:
             ContractError: an increment names an unknown counter.
         """
-        unknown = set(increments) - set(COUNTERS)
+        unknown = {n for n in increments if n not in COUNTERS and not n.startswith(MISSING_PREFIX)}
         if unknown:
             raise ContractError(f"unknown assembler counters {sorted(unknown)}")
         args: list[Any] = [group_id, self._ttl_s]
         for name, value in increments.items():
             args += [name, int(value)]
         return bool(self._call(self._commit, self._keys(group_id), args))
+
+    def postpone(self, seconds: float) -> int:
+        """Move every open group's deadline ``seconds`` later (one atomic script): the time a
+        verifier was stalled or out does not count against the groups waiting for it.
+
+        Returns:
+            How many groups were open.
+        """
+        if seconds <= 0:
+            return 0
+        return int(self._call(self._postpone, [self.open_key], [repr(float(seconds))]))
 
     def expired(self, now: float, limit: int = 100) -> list[str]:
         """Ids of groups not CLOSED whose deadline is <= ``now`` (oldest first)."""

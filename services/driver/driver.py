@@ -490,7 +490,10 @@ class RunDriver:
             self._received_at_start = stats.rollouts_received
         p.elapsed_s = self._elapsed()
         if self.record is not None and self._started_at:
-            self.record.save_elapsed_s(p.elapsed_s)
+            try:  # best effort: the next poll saves it again (Redis may be out or full)
+                self.record.save_elapsed_s(p.elapsed_s)
+            except REDIS_ERRORS as exc:
+                log.warning("spent seconds not recorded this time: %s", exc)
         p.tokens_per_s = stats.generated_tokens / max(p.elapsed_s, 1e-9)
         if self._on_progress is not None:
             self._on_progress(p)
@@ -524,6 +527,8 @@ class RunDriver:
             return self._monitor(feeder, feed, target)
         finally:
             feed.halt()
+            # Training time ends here, whether or not the last polls were answered.
+            self.progress.elapsed_s = self._elapsed()
 
     def _monitor(self, feeder: PromptFeeder, feed: FeedLoop, target: int) -> str:
         """``train``'s loop while ``feed`` feeds: poll, stop on a budget, evaluate."""

@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 
 import grpc
 
-__all__ = ["RetryPolicy", "backoff_s", "call_with_retries", "rpc_status"]
+__all__ = ["RetryPolicy", "backoff_s", "call_with_retries", "rpc_status", "worst_case_s"]
 
 T = TypeVar("T")
 
@@ -52,6 +52,13 @@ def backoff_s(policy: RetryPolicy, attempt: int) -> float:
     """Seconds to wait after failed attempt ``attempt`` (0-based) before the next one:
     ``min(backoff_max_s, backoff_initial_s * 2**attempt)``."""
     return float(min(policy.backoff_max_s, policy.backoff_initial_s * 2**attempt))
+
+
+def worst_case_s(policy: RetryPolicy) -> float:
+    """The longest one call may take: every attempt to its deadline plus the backoffs between
+    them, ``max_attempts * timeout_s + sum(backoff_s(n) for n < max_attempts - 1)`` seconds."""
+    attempts = max(1, policy.max_attempts)
+    return attempts * policy.timeout_s + sum(backoff_s(policy, n) for n in range(attempts - 1))
 
 
 def rpc_status(exc: grpc.RpcError) -> tuple[grpc.StatusCode, str]:

@@ -31,16 +31,20 @@ combined reward missing, never a silent 0 (docs/learner-math.md, "Several reward
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 from grpo.v1 import common_pb2
 
 __all__ = [
+    "MISSING_REASONS",
     "VERDICT_STATUSES",
     "combined_reward",
     "is_undecided",
     "is_verdict",
+    "member_missing_reason",
     "member_reward",
+    "missing_reason",
 ]
 
 VERDICT_STATUSES = frozenset(
@@ -106,3 +110,45 @@ def member_reward(member: common_pb2.ScoredRollout) -> float | None:
     else:
         return None
     return value if math.isfinite(value) else None
+
+
+MISSING_REASONS = ("undecided", "gold_unparsable", "verifier_error", "no_verdict", "unspecified")
+"""Why a reward is missing (``missing_reason``), as counted in summary.json's
+``accounting.rewards.missing_by_reason``."""
+
+_GOLD = re.compile(r"^gold answer:|(^|: )gold: ")
+
+
+def missing_reason(score: common_pb2.Score | None) -> str:
+    """Why ``score`` carries no reward, one of ``MISSING_REASONS``:
+
+    - ``undecided``: the verifier could not decide (status UNDECIDED);
+    - ``gold_unparsable``: INTERNAL because the task's gold answer cannot be read (the math
+      verifiers' detail starts ``gold answer:`` or names the ``gold:`` side): a task error,
+      named so it can be fixed;
+    - ``no_verdict``: no verifier answered (unreachable after retries, unrouted: the
+      assembler's placeholder score without a verifier name);
+    - ``verifier_error``: any other INTERNAL (a closed pool, a bug);
+    - ``unspecified``: no status at all.
+    """
+    if score is None:
+        return "no_verdict"
+    if score.status == common_pb2.SCORE_STATUS_UNDECIDED:
+        return "undecided"
+    if score.status == common_pb2.SCORE_STATUS_INTERNAL:
+        if _GOLD.search(score.detail):
+            return "gold_unparsable"
+        return "verifier_error" if score.verifier else "no_verdict"
+    return "unspecified"
+
+
+def member_missing_reason(member: common_pb2.ScoredRollout) -> str:
+    """``missing_reason`` of a member whose reward is missing: of its outcome when that is no
+    verdict, else of its first component that is none (several rewards), else
+    ``unspecified``."""
+    if not is_verdict(member.outcome):
+        return missing_reason(member.outcome)
+    for component in member.components:
+        if not is_verdict(component.score):
+            return missing_reason(component.score)
+    return "unspecified"

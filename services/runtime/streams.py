@@ -639,8 +639,12 @@ class Outage:
             now = self._clock()
             return self._total + (0.0 if self._since is None else now - self._since)
 
-    def failed(self, exc: BaseException) -> float:
+    def failed(self, exc: BaseException, *, since: float | None = None) -> float:
         """Record a failed try; return the pause (seconds) before the next one.
+
+        Args:
+            exc: what failed; since: when the try began (``clock`` seconds), so an outage
+                found by a try that hung until its deadline starts then (default: now).
 
         Raises:
             OutageBudgetExceededError: the outage has lasted longer than ``budget_s``.
@@ -648,7 +652,7 @@ class Outage:
         with self._lock:
             now = self._clock()
             if self._since is None:
-                self._since, self._tries = now, 0
+                self._since, self._tries = (now if since is None else min(since, now)), 0
                 self.outages += 1
                 oom = is_out_of_memory(exc)
                 log.warning(

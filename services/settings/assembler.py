@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo.services.runtime.rpc_retry import worst_case_s
 from grpo.services.runtime.verifier_client import VerifierClientConfig
 
 __all__ = [
@@ -114,7 +115,10 @@ class AssemblerConfig(BaseModel):
         default=300.0,
         gt=0,
         description="A group still open this long after its first rollout arrived is closed; "
-        "members that have not arrived are left out and unscored ones marked missing (seconds).",
+        "members that have not arrived are left out and unscored ones marked missing (seconds). "
+        "At least one verifier call's worst case (verifier.timeout_s x max_attempts + the "
+        "backoffs); the clock stops while a verifier is stalled or out (deadlines move on by "
+        "that time).",
     )
     min_valid_members: int = Field(
         default=2,
@@ -156,4 +160,14 @@ class AssemblerConfig(BaseModel):
         check_reclaim_before_deadline(
             self.reclaim_idle_ms, self.group_deadline_s, "assembler.reclaim_idle_ms"
         )
+        worst = worst_case_s(self.verifier)
+        if self.group_deadline_s < worst:
+            v = self.verifier
+            raise ValueError(
+                f"assembler.group_deadline_s ({self.group_deadline_s:g} s) is shorter than one "
+                f"verifier call's worst case ({worst:g} s = verifier.timeout_s {v.timeout_s:g} x "
+                f"max_attempts {v.max_attempts} + backoffs): a group could close short while "
+                f"its members' call is still retried; raise group_deadline_s to >= {worst:g} "
+                "or lower assembler.verifier.timeout_s / max_attempts"
+            )
         return self

@@ -25,7 +25,7 @@ from grpo.services.runtime.accounting import (
     stats_identity_gap,
 )
 from grpo.services.runtime.streams import StreamNames, Streams
-from grpo.services.runtime.verifier_client import RolloutScores
+from grpo.services.runtime.verifier_client import RolloutScores, VerifierClientConfig
 from grpo.services.settings.assembler import AssemblerConfig, DynamicSamplingConfig
 from grpo.v1 import common_pb2
 
@@ -42,6 +42,12 @@ class TableScorer:
         for r in rollouts:
             if r.completion.text == "FAIL":
                 out.append(RolloutScores(None, None, "verifier down"))
+            elif r.completion.text == "BADGOLD":  # what the math verifier answers then
+                bad = score(0.0, common_pb2.SCORE_STATUS_INTERNAL)
+                bad.detail = "gold answer: unbalanced brackets"
+                out.append(RolloutScores(bad, None))
+            elif r.completion.text == "UNDECIDED":
+                out.append(RolloutScores(score(0.0, common_pb2.SCORE_STATUS_UNDECIDED), None))
             else:
                 ok = r.completion.text.endswith(":" + r.task.gold_answer)
                 out.append(RolloutScores(score(1.0 if ok else 0.0), None))
@@ -78,6 +84,7 @@ def env(redis_client: redis.Redis, redis_namespace: str):  # type: ignore[no-unt
     clock = Clock()
 
     def make(failures: int = 0, **config: object) -> Assembler:
+        config.setdefault("verifier", VerifierClientConfig(timeout_s=10.0))
         cfg = AssemblerConfig(group_deadline_s=60.0, **config)  # type: ignore[arg-type]
         store = GroupStore(redis_client, ns, group_deadline_s=cfg.group_deadline_s)
         sink = FlakySink(streams, names, failures)
@@ -318,3 +325,27 @@ def test_read_accounting_counts_queued_rollouts_and_a_lost_one(env) -> None:  # 
     asm.submit([entries[5].message])  # its group p2/e0 stays open (index 0 never recorded)
     block = rollouts_block()
     assert (block["scored"], block["queued"], block["unaccounted"]) == (5, 4, 1)
+
+
+def test_missing_rewards_are_counted_per_reason_and_read_with_the_accounting(env, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Each missing reward is counted under its reason (``score_status.missing_reason``), a
+    gold the verifier cannot parse is named in the log once per task, and the run's
+    accounting reads the reasons in the same transaction as the counters."""
+    import logging
+
+    from grpo.services.runtime.accounting import read_run_accounting
+
+    make, streams, names, _clock = env
+    asm = make(dynamic_sampling=DynamicSamplingConfig(mode="off", max_undecided_frac=1.0))
+    texts = ["BADGOLD", "BADGOLD", "FAIL", "UNDECIDED"]
+    with caplog.at_level(logging.WARNING, logger="grpo.services.assembler.assembler"):
+        asm.submit([rollout("g", i, 4, text=t) for i, t in enumerate(texts)])
+    named = [r.getMessage() for r in caplog.records if "cannot parse its gold" in r.getMessage()]
+    assert len(named) == 1 and "unbalanced brackets" in named[0]
+    counters = asm.store.counters()
+    assert counters["rewards_missing"] == 4 and counters["rewards_undecided"] == 1
+    acc = read_run_accounting(streams.client, names.namespace, names.rollouts, "assembler")
+    assert acc.rewards.missing_by_reason == {
+        "gold_unparsable": 2, "no_verdict": 1, "undecided": 1,
+    }  # fmt: skip
+    assert sum(acc.rewards.missing_by_reason.values()) == acc.rewards.missing

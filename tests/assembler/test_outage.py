@@ -58,7 +58,7 @@ class ScriptedScorer:
 def _worker(client: redis.Redis, ns: str, scorer: ScriptedScorer, **cfg: Any):  # type: ignore[no-untyped-def]
     verifier = VerifierClientConfig(
         outage_budget_s=cfg.pop("outage_budget_s", 30.0), backoff_initial_s=0.05,
-        backoff_max_s=0.1,
+        backoff_max_s=0.1, timeout_s=cfg.pop("timeout_s", 10.0), max_attempts=1,
     )  # fmt: skip
     config = AssemblerConfig(
         group_deadline_s=cfg.pop("group_deadline_s", 60.0), verifier=verifier,
@@ -116,30 +116,73 @@ def test_outage_past_its_budget_marks_rewards_missing(
     assert streams.pending(names.rollouts, GROUP) == 0
 
 
-def test_deadlines_fire_while_a_verifier_call_hangs(
+def test_deadlines_stop_while_a_verifier_call_is_stalled_and_move_on_by_the_stall(
     redis_client: redis.Redis, redis_namespace: str
 ) -> None:
+    """A call past one attempt's deadline is a stall: the sweeper pauses (a group waiting
+    for the call's answer, or for rollouts queued behind it, is not closed short), the stall
+    is counted as verifier outage, and the open groups' deadlines move on by it, so a group
+    that really lost members still closes, later."""
     scorer = ScriptedScorer()
     worker, asm, streams, names = _worker(
-        redis_client, redis_namespace, scorer, group_deadline_s=0.5, reclaim_idle_ms=200
-    )
+        redis_client, redis_namespace, scorer, group_deadline_s=0.5, timeout_s=0.2,
+        reclaim_idle_ms=200,
+    )  # fmt: skip
     asm.submit([rollout("short", 0, 4, text="x:15"), rollout("short", 1, 4, text="x:1")])
     scorer.gate = threading.Event()  # the next call hangs
     streams.produce(names.rollouts, rollout("other", 0, 4))
     worker.start()
     try:
         assert scorer.entered.wait(5)
-        # The call is still in flight; the sweeper closes the expired group meanwhile.
-        wait_until(lambda: asm.store.counters()["groups_timed_out"] == 1, timeout_s=5)
-        assert not scorer.gate.is_set()
+        time.sleep(1.5)  # three deadlines of "short" pass while the call is stalled
+        assert worker.stalled_s() > 1.0
+        assert asm.store.counters()["groups_timed_out"] == 0
+        scorer.gate.set()
+        wait_until(lambda: asm.store.counters()["groups_timed_out"] == 2, timeout_s=10)
         counters = asm.store.counters()
-        assert counters["groups_closed_short"] == 1
-        assert counters["rollouts_in_closed_groups"] == 2
+        assert counters["groups_closed_short"] == 2  # both lost members: closed, later
+        assert counters["verifier_outage_ms"] >= 1500
         stats = AssemblerServicer(asm, worker).GetStats(assembler_pb2.GetStatsRequest(), None)
-        assert stats.stats.groups_closed_short == 1
+        assert stats.stats.verifier_outage_s >= 1.5
     finally:
         scorer.gate.set()
         worker.stop(5)
+
+
+def test_a_group_whose_members_are_in_a_call_is_not_swept_meanwhile(
+    redis_client: redis.Redis, redis_namespace: str
+) -> None:
+    """Within one attempt's deadline the sweeper runs, but never closes a group whose
+    members are in the call in flight: the call's answer completes it."""
+    scorer = ScriptedScorer()
+    worker, asm, streams, names = _worker(
+        redis_client, redis_namespace, scorer, group_deadline_s=1.0, timeout_s=1.0,
+        reclaim_idle_ms=200,
+    )  # fmt: skip
+    rollouts = _mixed("g")
+    asm.submit(rollouts[:2])  # opened now: its deadline is in 1 s
+    scorer.gate = threading.Event()
+    for r in rollouts[2:]:
+        streams.produce(names.rollouts, r)
+    worker.start()
+    try:
+        assert scorer.entered.wait(5)
+        time.sleep(0.9)  # the group's deadline passes while its members are in the call
+        scorer.gate.set()
+        wait_until(lambda: asm.store.counters()["groups_accepted"] == 1, timeout_s=10)
+        counters = asm.store.counters()
+        assert counters["groups_timed_out"] == 0 and counters["groups_closed_short"] == 0
+    finally:
+        scorer.gate.set()
+        worker.stop(5)
+
+
+def test_a_group_deadline_shorter_than_one_verifier_call_is_refused() -> None:
+    verifier = VerifierClientConfig(timeout_s=2.0, max_attempts=3, backoff_initial_s=0.2)
+    ok = AssemblerConfig(group_deadline_s=6.6, verifier=verifier, reclaim_idle_ms=1000)
+    assert ok.group_deadline_s == 6.6
+    with pytest.raises(ValueError, match=r"shorter than one verifier call's worst case \(6\.6 s"):
+        AssemblerConfig(group_deadline_s=6.0, verifier=verifier, reclaim_idle_ms=1000)
 
 
 def test_worker_waits_for_verifiers_before_reading(

@@ -12,7 +12,15 @@ steps and show, from its summary.json, run dir and Redis state:
 - the accounting identity gap 0, no group closed or trained short,
 - no process left behind, a normal return ("exit 0"), and the restart (or outage) itself.
 
-``make faults`` runs this file (a few minutes on 2 cores; CI runs it after ``make test``).
+Beyond crashes (issue 35), each kind of fault a reliability engineer would try has its row,
+each failing without its fix: services that hang (SIGSTOP) are restarted by liveness, and a hung
+learner ends the run at its wall clock; a verifier stall within its retries wastes no group and
+counts as outage; a second run on a live run dir is refused naming its pid and a moved run dir
+resumes its own state; a full disk fails the run once, with a summary naming it; damaged
+checkpoints are skipped for the newest intact one; a Redis that evicts is refused and a full one
+is backpressure; data changed under a run is refused on resume and unparsable golds are named.
+
+``make faults`` runs this file (several minutes on 2 cores; CI runs it after ``make test``).
 """
 
 from __future__ import annotations
@@ -33,11 +41,12 @@ import redis
 import yaml
 from helpers import wait_until
 
+from grpo.local.processes import ServiceFailedError
 from grpo.local.run import run_local
 from grpo.services.runtime.streams import StreamNames
 from grpo.services.settings.run import RunConfig, load_run_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.faults]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 G, B, STEPS = 4, 2, 24  # 48 groups: the run still needs every service after a fault
@@ -86,26 +95,56 @@ def _config(model: Path) -> RunConfig:
     return load_run_config(REPO / "configs" / "e2e-tiny.yaml", _overrides(model))
 
 
-def _run(config: RunConfig, run_dir: Path, inject: Callable[[Path], str]) -> dict[str, Any]:
-    """``run_local`` in a thread, ``inject(run_dir)`` here; returns the summary plus the fault."""
+def _run(
+    config: RunConfig,
+    run_dir: Path,
+    inject: Callable[[Path], str],
+    *,
+    join_s: float = 400,
+    unstick: Callable[[Path], None] | None = None,
+    may_fail: bool = False,
+) -> dict[str, Any]:
+    """``run_local`` in a thread, ``inject(run_dir)`` here; returns summary.json plus the fault
+    (``fault``), the console lines (``said``) and, with ``may_fail``, the run's error
+    (``error``; else it is raised). A run still going after ``join_s`` fails the row; first
+    ``unstick(run_dir)`` (e.g. SIGCONT a stopped service) lets it end, so nothing is left."""
     result: dict[str, Any] = {}
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        print(line)
 
     def target() -> None:
         try:
-            result["summary"] = run_local(config, run_dir, log_fn=print)
+            result["summary"] = run_local(config, run_dir, log_fn=say)
         except BaseException as exc:  # re-raised below
             result["error"] = exc
 
     thread = threading.Thread(target=target, name="grpo-run")
     thread.start()
+    stuck = False
     try:
         result["fault"] = inject(run_dir)
     finally:
+        thread.join(join_s)
+        stuck = thread.is_alive()
+        if stuck and unstick is not None:
+            unstick(run_dir)
         thread.join(400)
-    assert not thread.is_alive(), "the run did not finish"
-    if "error" in result:
+    assert not stuck, f"the run did not finish within {join_s} s"
+    if "error" in result and not may_fail:
         raise result["error"]
-    return {**result["summary"].as_dict(), "fault": result["fault"]}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {**summary, "fault": result["fault"], "said": said, "error": result.get("error")}
+
+
+def _overrides_with(model: Path, **more: Any) -> dict[str, Any]:
+    return {**_overrides(model), **more}
+
+
+def _config_with(model: Path, **more: Any) -> RunConfig:
+    return load_run_config(REPO / "configs" / "e2e-tiny.yaml", _overrides_with(model, **more))
 
 
 # ---- reading a run --------------------------------------------------------------------
@@ -352,24 +391,48 @@ def test_fault(
         assert max(summary["outage_s"]["redis"].values()) > 0.0, summary["outage_s"]
 
 
-def test_grpo_run_sigkill_then_resume(tiny_model: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    run_dir = tmp_path / "run"
-    config = tmp_path / "run.yaml"
+def _config_file(tmp_path: Path, model: Path, **more: Any) -> Path:
+    """e2e-tiny with the matrix's overrides (and ``more``) as a YAML file for ``grpo run``."""
     base = yaml.safe_load((REPO / "configs" / "e2e-tiny.yaml").read_text())
-    for dotted, value in _overrides(tiny_model).items():
+    for dotted, value in _overrides_with(model, **more).items():
         node = base
         *parents, leaf = dotted.split(".")
         for key in parents:
             node = node.setdefault(key, {})
         node[leaf] = value
+    config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(base))
-    cmd = [sys.executable, "-m", "grpo.cli", "run"]
-    first = subprocess.Popen([*cmd, str(config), "--run-dir", str(run_dir)], env=env,
+    return config
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+
+
+GRPO = [sys.executable, "-m", "grpo.cli", "run"]
+
+
+def test_grpo_run_sigkill_a_second_run_refused_then_resume_from_a_moved_dir(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Kinds 3 and 7 (issue 35): while ``grpo run`` runs, a second ``--resume`` of its run
+    dir exits 2 naming its pid and changes nothing; after a SIGKILL, the folder is renamed and
+    ``--resume NEW_PATH`` continues the run in its own Redis namespace (the run id in
+    run.json, not the folder's name), republishing the policy the moved folder holds."""
+    run_dir = tmp_path / "run"
+    config = _config_file(tmp_path, tiny_model)
+    first = subprocess.Popen([*GRPO, str(config), "--run-dir", str(run_dir)], env=_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         _wait(lambda: _steps(run_dir) and _steps(run_dir)[-1] > _checkpoint_step(run_dir) >= 2,
               "a step after the first checkpoint")  # fmt: skip
+        second = subprocess.run([*GRPO, "--resume", str(run_dir)], env=_env(), timeout=120,
+                                capture_output=True, text=True)  # fmt: skip
+        said = " ".join((second.stdout + second.stderr).split())
+        assert second.returncode == 2, said
+        assert f"in use by pid {first.pid}" in said, said
+        assert first.poll() is None  # the first run goes on, untouched
+        namespace = _names(run_dir).namespace
         first.send_signal(signal.SIGKILL)  # no shutdown at all
         first.wait(30)
         port = _redis_port(run_dir)
@@ -379,14 +442,313 @@ def test_grpo_run_sigkill_then_resume(tiny_model: Path, tmp_path: Path) -> None:
             timeout_s=30,
         )
         assert not (run_dir / "summary.json").exists()
-        second = subprocess.run([*cmd, "--resume", str(run_dir)], env=env, timeout=400,
-                                capture_output=True, text=True)  # fmt: skip
-        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        moved = tmp_path / "moved"
+        run_dir.rename(moved)
+        resumed = subprocess.run([*GRPO, "--resume", str(moved)], env=_env(), timeout=400,
+                                 capture_output=True, text=True)  # fmt: skip
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     finally:
         if first.poll() is None:
             first.kill()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    summary["fault"] = "grpo run SIGKILLed after a step past its checkpoint"
-    _report(summary, "grpo run SIGKILL then --resume", run_dir)
-    _check(summary, run_dir)
+    assert _names(moved).namespace == namespace  # its own state, not a fresh namespace
+    summary = json.loads((moved / "summary.json").read_text())
+    summary["fault"] = "grpo run SIGKILLed after a step past its checkpoint, dir moved"
+    _report(summary, "grpo run SIGKILL, second run refused, resume a moved dir", moved)
+    _check(summary, moved)
     assert summary["resumed"] is True
+    assert summary["run_id"] == json.loads((moved / "run.json").read_text())["run_id"]
+
+
+# ---- liveness by progress (issue 35, kind 1) ------------------------------------------
+
+
+def _hang(name: str, holds: Callable[[Path], Callable[[redis.Redis], str]] | None = None,
+          patience_s: float = 0.0) -> Callable[[Path], str]:  # fmt: skip
+    """SIGSTOP ``name`` (holding work when ``holds`` says what) and leave it stopped."""
+
+    def inject(run_dir: Path) -> str:
+        _wait(lambda: _steps(run_dir), "a first learner step")
+        if holds is None:
+            pid = _wait(lambda: _pid_of(run_dir, name), f"{name} to run")
+            os.killpg(pid, signal.SIGSTOP)
+            return f"{name} pid {pid} stopped after step {_steps(run_dir)[-1]}"
+        return _stop_and_check(run_dir, name, holds(run_dir), patience_s=patience_s)
+
+    return inject
+
+
+def _cont(name: str) -> Callable[[Path], None]:
+    def unstick(run_dir: Path) -> None:
+        pid = _pid_of(run_dir, name)
+        if pid is not None:
+            os.killpg(pid, signal.SIGCONT)
+
+    return unstick
+
+
+HUNG = {
+    "learner": _hang("learner"),
+    "verifier-math": _hang(
+        "verifier-math", lambda d: _pending_for(d, "rollouts", "assembler"), patience_s=5.0
+    ),
+    "assembler": _hang("assembler", lambda d: _pending_for(d, "rollouts", "assembler")),
+}
+STALL_S = 8.0
+
+
+@pytest.mark.parametrize("name", list(HUNG))
+def test_a_hung_service_is_restarted_by_liveness(
+    name: str, tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service SIGSTOPped (alive, its port open, answering nothing) is killed after
+    ``supervision.stall_s`` without progress and restarted; the run finishes, losing nothing,
+    and names it on the console and in its summary (a death "stalled: ...", a stall)."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    config = _config_with(tiny_model, **{"supervision.stall_s": STALL_S})
+    summary = _run(config, run_dir, HUNG[name], join_s=500, unstick=_cont(name))
+    _report(summary, f"{name} SIGSTOP (hung)", run_dir)
+    _check(summary, run_dir)
+    assert summary["restarts"].get(name, 0) >= 1, summary["restarts"]
+    assert any(d["service"] == name and d["reason"].startswith("stalled: no progress")
+               for d in summary["deaths"]), summary["deaths"]  # fmt: skip
+    assert any(s["service"] == name and s["restarted"] and s["seconds"] >= STALL_S
+               for s in summary["stalls"]), summary["stalls"]  # fmt: skip
+    assert any(f"service {name} stalled" in line for line in summary["said"])
+    if name == "verifier-math":  # ridden out as an outage meanwhile: no reward lost
+        assert summary["outage_s"]["verifiers"]["assembler"] > 0.0
+        assert summary["rewards_missing"] == 0
+
+
+def test_a_hung_learner_ends_the_run_at_its_wall_clock_with_a_summary_naming_it(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With liveness's restart off, a learner SIGSTOPped for good answers no status poll: the
+    run still ends at ``budget.wall_clock_s`` (the driver checks it whatever the polls
+    return), and the summary and the console name the learner as without progress."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    wall = 40.0
+    config = _config_with(tiny_model, **{"supervision.stall_s": 0, "budget.steps": 10_000,
+                                         "budget.wall_clock_s": wall})  # fmt: skip
+    started = time.monotonic()
+    summary = _run(config, run_dir, HUNG["learner"], join_s=300, unstick=_cont("learner"))
+    took = time.monotonic() - started
+    _report(summary, "learner SIGSTOP, wall clock", run_dir)
+    assert summary["stop_reason"] == "wall_clock", summary.get("failure")
+    assert summary["grpo_wall_clock_s"] < wall + 60, summary["grpo_wall_clock_s"]
+    assert took < 240, took
+    stalls = [s for s in summary["stalls"] if s["service"] == "learner"]
+    assert stalls and not stalls[0]["restarted"] and stalls[0]["seconds"] >= 10, summary["stalls"]
+    assert any("service learner has made no progress" in line for line in summary["said"])
+    assert summary["accounting"]["groups"]["identity_gap"] == 0
+    assert summary["accounting"]["rollouts"]["unaccounted"] == 0
+    assert summary["leftover_processes"] == []
+    assert _left_behind(run_dir, _redis_port(run_dir)) == []
+
+
+# ---- a verifier stall within its retries (kind 2) ---------------------------------------
+
+
+def test_a_verifier_stall_within_its_retries_wastes_nothing_and_counts_as_outage(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The math verifier stopped for ~5 s, longer than an attempt's 2 s deadline but within
+    3 attempts (6.6 s, under the 8 s group deadline the config requires at least): the call
+    succeeds on a retry, no group closes short (the sweeper pauses while a call is stalled
+    and deadlines move on by the stall), and the stall counts as verifier outage."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    config = _config_with(tiny_model, **{
+        "assembler.group_deadline_s": 8.0, "assembler.reclaim_idle_ms": 2000,
+        "assembler.verifier.max_attempts": 3,
+    })  # fmt: skip
+
+    def stall(run_dir: Path) -> str:
+        _wait(lambda: _steps(run_dir), "a first learner step")
+        holds = _pending_for(run_dir, "rollouts", "assembler")
+        evidence = _stop_and_check(run_dir, "verifier-math", holds, patience_s=5.0)
+        time.sleep(4.5)  # past 2 attempts (4.2 s), within 3 (6.6 s)
+        os.killpg(_pid_of(run_dir, "verifier-math") or 0, signal.SIGCONT)
+        return evidence + ", stopped ~5 s"
+
+    summary = _run(config, run_dir, stall)
+    _report(summary, "verifier SIGSTOP within its retries", run_dir)
+    _check(summary, run_dir)
+    assert summary["outage_s"]["verifiers"]["assembler"] >= 2.0, summary["outage_s"]
+    assert summary["rewards_missing"] == 0
+    assert summary["restarts"] == {}
+
+
+# ---- a full disk (kind 4) -------------------------------------------------------------
+
+
+def test_a_full_disk_fails_the_run_once_with_a_summary_naming_it(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learner's groups.jsonl on a full device (``/dev/full``: every write ENOSPC): the
+    learner fails at its first step, again after one restart with the same error (a
+    deterministic failure: not five restarts), and the run stops with a summary that names
+    the learner, ``disk full (ENOSPC)`` and its last error, read before Redis stopped."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+
+    def fill(run_dir: Path) -> str:
+        _wait(lambda: (run_dir / "config.yaml").is_file(), "the run dir")
+        (run_dir / "groups.jsonl").symlink_to("/dev/full")
+        return "groups.jsonl -> /dev/full"
+
+    summary = _run(_config(tiny_model), run_dir, fill, may_fail=True)
+    _report(summary, "learner disk full (ENOSPC)", run_dir)
+    assert isinstance(summary["error"], ServiceFailedError), summary["error"]
+    assert summary["stop_reason"] == "error"
+    assert summary["failed_service"] == "learner"
+    assert summary["failure_cause"] == "disk full (ENOSPC)"
+    assert "No space left on device" in summary["last_error"]
+    assert summary["restarts"] == {"learner": 1}, summary["restarts"]
+    assert [d["service"] for d in summary["deaths"]] == ["learner", "learner"]
+    assert summary["accounting"]["groups"]["identity_gap"] == 0
+    assert summary["accounting"]["rollouts"]["unaccounted"] == 0
+    assert summary["leftover_processes"] == []
+    assert _left_behind(run_dir, _redis_port(run_dir)) == []
+
+
+# ---- damaged checkpoints (kind 5) -----------------------------------------------------
+
+
+def _damage_checkpoints(run_dir: Path) -> str:
+    """Once three checkpoints exist: stop the learner, truncate the newest's weights, alter
+    one byte of the next one's optimizer state (same size), then kill the learner."""
+    ckpts = lambda: sorted((run_dir / "checkpoints").glob("step-*"))  # noqa: E731
+    _wait(lambda: len(ckpts()) >= 3 and _steps(run_dir)[-1] > _checkpoint_step(run_dir),
+          "three checkpoints and a step after them")  # fmt: skip
+    pid = _wait(lambda: _pid_of(run_dir, "learner"), "the learner")
+    os.killpg(pid, signal.SIGSTOP)
+    newest, second, kept = ckpts()[-1], ckpts()[-2], ckpts()[-3]
+    weights = newest / "model" / "model.safetensors"
+    with weights.open("r+b") as fh:
+        fh.truncate(weights.stat().st_size // 3)
+    optimizer = second / "optimizer.pt"
+    raw = bytearray(optimizer.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    optimizer.write_bytes(bytes(raw))
+    os.killpg(pid, signal.SIGKILL)
+    return f"{newest.name} truncated, {second.name} altered, {kept.name} intact; learner killed"
+
+
+def test_damaged_newest_checkpoints_are_skipped_for_the_newest_intact_one(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    summary = _run(_config(tiny_model), run_dir, _damage_checkpoints)
+    _report(summary, "damaged newest checkpoints, learner SIGKILL", run_dir)
+    _check(summary, run_dir)
+    names = summary["fault"].split(", ")
+    newest, second, kept = (part.split()[0] for part in names[:3])
+    lines = [json.loads(x) for x in (run_dir / "logs" / "learner.log").read_text().splitlines()
+             if x.startswith("{") and "is damaged and skipped" in x]  # fmt: skip
+    assert [line["msg"].split()[1] for line in lines] == [newest, second], lines
+    assert all(f"resuming from {kept}" in line["msg"] for line in lines)
+    assert "truncated" in lines[0]["msg"] and "altered at rest" in lines[1]["msg"]
+    assert sorted(p.name.split("-")[2] for p in (run_dir / "checkpoints").glob("damaged-*")) == [
+        second.split("-")[1], newest.split("-")[1],
+    ]  # fmt: skip
+    warned = [w for w in summary["warnings"] if "was damaged and skipped" in w]
+    assert len(warned) == 2, summary["warnings"]
+
+
+# ---- Redis memory (kind 6) ------------------------------------------------------------
+
+
+def test_a_redis_that_evicts_keys_is_refused_before_anything_starts(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    from grpo.services.runtime.redis_server import EmbeddedRedis
+
+    run_dir = tmp_path / "run"
+    config = _config_file(tmp_path, tiny_model, **{"budget.steps": 2})
+    with EmbeddedRedis() as server:
+        redis.Redis.from_url(server.url).config_set("maxmemory-policy", "allkeys-lru")
+        run = subprocess.run([*GRPO, str(config), "--run-dir", str(run_dir), "--set",
+                              f"redis_url={server.url}"], env=_env(), timeout=180,
+                             capture_output=True, text=True)  # fmt: skip
+    said = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 2, said
+    assert "maxmemory-policy allkeys-lru" in said and "noeviction" in said, said
+    assert not (run_dir / "services").exists()  # refused before any service started
+
+
+def _fill_redis(run_dir: Path) -> str:
+    """Cap Redis's memory at what it uses (every write refused: OOM) for 8 s, then lift it."""
+    _wait(lambda: _steps(run_dir), "a first learner step")
+    client = _client(run_dir)
+    used = int(client.info("memory")["used_memory"])
+    refused = int(client.info("errorstats").get("errorstat_OOM", {}).get("count", 0))
+    client.config_set("maxmemory", used)
+    time.sleep(8.0)
+    client.config_set("maxmemory", 0)
+    now = int(client.info("errorstats").get("errorstat_OOM", {}).get("count", 0))
+    assert now > refused, "no write was refused: the fault did not land"
+    return f"maxmemory {used} B for 8 s: {now - refused} writes refused (OOM)"
+
+
+def test_redis_out_of_memory_is_backpressure_named_on_the_console(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis at its ``maxmemory`` (noeviction) refuses writes: every service waits and
+    retries (no crash loop, no restart), the console and the summary name it, nothing is lost
+    and the run finishes once memory is available again."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    summary = _run(_config(tiny_model), run_dir, _fill_redis)
+    _report(summary, "redis out of memory 8 s", run_dir)
+    _check(summary, run_dir)
+    assert summary["restarts"] == {}, summary["deaths"]
+    assert any("Redis is out of memory" in w for w in summary["warnings"]), summary["warnings"]
+    assert any("Redis is out of memory" in line for line in summary["said"])
+    assert max(summary["outage_s"]["redis"].values()) > 0.0, summary["outage_s"]
+
+
+# ---- state tied to the run (kind 7) ---------------------------------------------------
+
+BAD_GOLDS = ("((", "x=", "\\frac{1}{", "\\sqrt{")
+
+
+def test_a_jsonl_run_names_unparsable_golds_and_a_resume_on_changed_data_is_refused(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """A user's JSONL where some gold answers cannot be parsed: their missing rewards are
+    counted under ``gold_unparsable`` in the summary. Rows appended to the file afterwards
+    move the held-out split: ``--resume`` refuses (exit 2), naming the held-out set."""
+    data = tmp_path / "tasks.jsonl"
+    rows = [{"prompt": f"{a}+{a + 3}=", "answer": str(2 * a + 3)} for a in range(40)]
+    for i, gold in enumerate(BAD_GOLDS * 2):
+        rows[3 * i + 1]["answer"] = gold
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_dir = tmp_path / "run"
+    config = _config_file(tmp_path, tiny_model, **{
+        "data.source": "jsonl", "data.jsonl.path": str(data), "data.train_size": 0,
+        "data.heldout_size": 4, "budget.steps": 4,
+    })  # fmt: skip
+    first = subprocess.run([*GRPO, str(config), "--run-dir", str(run_dir)], env=_env(),
+                           timeout=400, capture_output=True, text=True)  # fmt: skip
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["fault"] = f"{len(BAD_GOLDS) * 2} of 40 gold answers unparsable"
+    _report(summary, "jsonl with unparsable golds", run_dir)
+    reasons = summary["accounting"]["rewards"]["missing_by_reason"]
+    assert reasons.get("gold_unparsable", 0) > 0, reasons
+    assert sum(reasons.values()) == summary["rewards_missing"]
+    assert "gold unparsable" in " ".join(first.stdout.split())
+    with data.open("a") as fh:  # new rows: the last 4 (held out) are others now
+        fh.write("".join(json.dumps({"prompt": f"{a}+1=", "answer": str(a + 1)}) + "\n"
+                         for a in range(100, 104)))  # fmt: skip
+    resumed = subprocess.run([*GRPO, "--resume", str(run_dir)], env=_env(), timeout=120,
+                             capture_output=True, text=True)  # fmt: skip
+    said = " ".join((resumed.stdout + resumed.stderr).split())
+    assert resumed.returncode == 2, said
+    assert "data changed since the run started" in said and "held-out set moved" in said, said
+    assert json.loads((run_dir / "summary.json").read_text()) == {
+        k: v for k, v in summary.items() if k != "fault"
+    }  # untouched

@@ -102,7 +102,11 @@ RUN: dict[str, Any] = {
             "verifier-steps": {"verifier": {"pool": {"workers": 1}}},
         },
     },
-    "assembler": {"group_deadline_s": 60, "dynamic_sampling": {"mode": "off"}},
+    "assembler": {
+        "group_deadline_s": 60,
+        "dynamic_sampling": {"mode": "off"},
+        "verifier": {"timeout_s": 10},
+    },
     "learner": {
         "batch_groups": 2,
         "publish_every": 1,
