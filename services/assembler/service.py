@@ -361,6 +361,13 @@ class AssemblerWorker(ConsumerLoop):
         self._call_since = started
         try:
             held = self._submit(entries, hold_unavailable=budget_left)
+        except BaseException:
+            # Redis refused or dropped the records (an outage, out of memory): the entries are
+            # no longer worked on, so a retry must be able to take them back (a held id is
+            # never reclaimed nor retaken; left held, they would stay pending for good).
+            self.rollouts.release(e.id for e in entries)
+            self._held, self._in_flight = [], frozenset()
+            raise
         finally:
             self._call_since = None
         done = [e.id for i, e in enumerate(entries) if i not in held]

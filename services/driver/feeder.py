@@ -96,6 +96,7 @@ class PromptFeeder:
         self._repeats = repeats
         self._epoch = 0
         self._order: list[int] = []
+        self._again: tuple[common_pb2.Task, int] | None = None  # refused by Redis: retried first
         self.fed = 0
         self.skipped = 0
         self.curriculum = curriculum
@@ -142,9 +143,12 @@ class PromptFeeder:
     @property
     def exhausted(self) -> bool:
         """True once every pass has been fed."""
-        return self._epoch >= self._repeats and not self._order
+        return self._epoch >= self._repeats and not self._order and self._again is None
 
     def _next_task(self) -> tuple[common_pb2.Task, int] | None:
+        if self._again is not None:  # a job Redis refused last time goes first
+            item, self._again = self._again, None
+            return item
         if not self._order:
             if self._epoch >= self._repeats:
                 return None
@@ -213,7 +217,12 @@ class PromptFeeder:
             job = common_pb2.PromptJob(
                 group_id=f"{task.id}/e{epoch}", task=task, group_size=self._group_size, round=0
             )
-            if self._streams.produce(self._names.prompts, job, dedup_key=job.group_id):
+            try:
+                wrote = self._streams.produce(self._names.prompts, job, dedup_key=job.group_id)
+            except BaseException:
+                self._again = (task, epoch)  # not written (Redis out or full): next pump
+                raise
+            if wrote:
                 written += 1
                 prompts_lag += 1
                 self.fed += 1

@@ -41,10 +41,14 @@ class ScriptedScorer:
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
         self.calls = 0
+        self.raise_once: BaseException | None = None
 
     def score(self, rollouts: Sequence[common_pb2.Rollout]) -> list[RolloutScores]:
         self.calls += 1
         self.entered.set()
+        if self.raise_once is not None:
+            error, self.raise_once = self.raise_once, None
+            raise error
         if self.gate is not None:
             self.gate.wait(30)
         if self.down:
@@ -223,3 +227,23 @@ def test_reclaim_delay_that_races_the_group_deadline_is_rejected() -> None:
         check_reclaim_before_deadline(60_000, 60.0, "rollout worker reclaim_idle_ms")
     with pytest.raises(ValueError, match=r"assembler\.reclaim_idle_ms"):
         AssemblerConfig(group_deadline_s=60.0, reclaim_idle_ms=40_000)
+
+
+def test_rollouts_whose_records_redis_refused_are_taken_back_not_left_pending(
+    redis_client: redis.Redis, redis_namespace: str
+) -> None:
+    """A Redis error while a batch is recorded (out of memory, a reset connection) ends the
+    iteration; the batch must not stay marked as in hand: once Redis answers again the
+    consumer takes it back and scores it (it stayed pending for good before)."""
+    scorer = ScriptedScorer()
+    worker, asm, streams, names = _worker(redis_client, redis_namespace, scorer)
+    for r in _mixed("g1"):
+        streams.produce(names.rollouts, r)
+    scorer.raise_once = redis.exceptions.OutOfMemoryError("command not allowed when used memory")
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        worker.run_once()
+    assert streams.pending(names.rollouts, GROUP) == 4 and worker.held == 0
+    worker.reconnected()  # what the consumer loop does once the outage closes
+    assert worker.run_once() == 4
+    assert asm.store.counters()["groups_accepted"] == 1
+    assert streams.pending(names.rollouts, GROUP) == 0

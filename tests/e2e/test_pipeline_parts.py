@@ -397,3 +397,27 @@ def test_the_run_feeder_holds_back_on_generation_groups_ahead(
     )
     written = driver.make_feeder().pump()
     assert (written == 0) is held_back, written
+
+
+def test_a_job_redis_refuses_is_fed_first_next_time_never_skipped() -> None:
+    """A write refused by Redis (out of memory here, a lost connection alike) does not cost
+    the feeder its prompt: the next pump writes that job first, and every pass stays whole.
+    A private server: its memory cap must not touch the suite's shared Redis."""
+    from grpo.services.runtime.redis_server import EmbeddedRedis, connect
+
+    with EmbeddedRedis() as server:
+        client = connect(server.url)
+        names = StreamNames("refused")
+        streams = Streams(client)
+        streams.ensure_group(names.prompts, "workers")
+        feeder = _feeder(streams, names, 3, seed=1, repeats=1, groups_ahead=4)
+        client.config_set("maxmemory", int(client.info("memory")["used_memory"]))
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            feeder.pump()  # noeviction: every write refused now
+        assert not feeder.exhausted
+        client.config_set("maxmemory", 0)
+        assert feeder.pump() == 3 and feeder.exhausted
+        raw = client.xrange(names.prompts)
+        ids = sorted(common_pb2.PromptJob.FromString(f[b"pb"]).group_id for _i, f in raw)  # type: ignore[union-attr]
+        client.close()
+    assert ids == ["t0/e0", "t1/e0", "t2/e0"]

@@ -728,7 +728,7 @@ def test_a_jsonl_run_names_unparsable_golds_and_a_resume_on_changed_data_is_refu
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run_dir = tmp_path / "run"
     config = _config_file(tmp_path, tiny_model, **{
-        "data.source": "jsonl", "data.jsonl.path": str(data), "data.train_size": 0,
+        "data.source": "jsonl", "data.dataset.path": str(data), "data.train_size": 0,
         "data.heldout_size": 4, "budget.steps": 4,
     })  # fmt: skip
     first = subprocess.run([*GRPO, str(config), "--run-dir", str(run_dir)], env=_env(),
