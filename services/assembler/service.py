@@ -15,8 +15,11 @@
   marked missing. A Redis outage is ridden out for ``redis_outage_s`` (then the process
   reports dead and is restarted);
 - a sweeper thread closing groups whose deadline passed every ``sweep_interval_s``, also while
-  a verifier call is in flight (paused only while a verifier outage is declared, so the
-  assembler's own outage never closes groups short);
+  a verifier call is in flight, but never a group whose members are in that call; it pauses
+  while the call has run past one attempt's deadline (a stall) or a verifier outage is
+  declared, and afterwards every open deadline moves on by the stall or outage, so the
+  verifiers' trouble never closes groups short; a stall that ends in an answer counts as
+  verifier outage;
 - the servicer: ``SubmitRollouts`` (same path as the stream, idempotent per (group id, index))
   and ``GetStats`` (counters kept in Redis, so a restarted assembler keeps them, plus this
   process's live values: rollouts held, outage seconds).

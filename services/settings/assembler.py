@@ -152,7 +152,8 @@ class AssemblerConfig(BaseModel):
         default=1.0,
         gt=0,
         description="How often expired groups are looked for (seconds); a thread of its own, "
-        "so deadlines fire while a verifier call is in flight.",
+        "so deadlines fire while a verifier call is in flight (never for the groups in that "
+        "call; paused while it is past one attempt's deadline).",
     )
 
     @model_validator(mode="after")
