@@ -130,6 +130,8 @@ STRICT = [
     ("answer_tag", r"<think>so 5</think> \boxed{5}", 0.0, NO_ANSWER),
     ("answer_tag", "<answer> </answer> The answer is 5.", 0.0, NO_ANSWER),
     ("answer_tag", "<answer> answer here </answer> so 5", 0.0, NO_ANSWER),
+    ("answer_tag", "so 5</ think> <answer> 5</ answers >", 1.0, OK),
+    ("answer_tag", "The answer goes in the <answer> tags: 5", 0.0, NO_ANSWER),
     ("gsm8k", "5 + 0 = 5\n#### 5", 1.0, OK),
     ("gsm8k", r"5 + 0 = 5, so \boxed{5}", 0.0, NO_ANSWER),
     ("gsm8k", "The answer is 5.", 0.0, NO_ANSWER),

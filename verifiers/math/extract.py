@@ -16,8 +16,9 @@ when the reasoning holds no explicit answer).
 **Candidates, in the one order of precedence** (``lenient``: the first that exists wins; of
 the answer tag and the box, the one that ends the response comes first):
 
-1. ``answer_tag``: the last ``<answer>…</answer>`` (``< answer >``, a line-start ``answer>``
-   and an unclosed last tag too), read inside by: a box, an answer phrase, the whole content
+1. ``answer_tag``: the last ``<answer>…</answer>`` (``< answer >``, a line-start ``answer>``,
+   a broken close ``</ answers >`` and an unclosed last tag too; a tag named in a sentence,
+   "the < answer > tags", is no slot), read inside by: a box, an answer phrase, the whole content
    when it is one line of math, the math it opens with, its final statement. A tag without a
    value gives nothing (the next rule decides); the template's placeholder ("answer here")
    keeps only an explicit answer given elsewhere, else no answer.
@@ -165,8 +166,8 @@ _FOLLOW_UP = re.compile(
 # a restated system prompt (R1-Zero's): the model starts a conversation of its own
 _SYSTEM_PROMPT = re.compile(
     r"A conversation between User and Assistant|The User asks a question,? and the Assistant"
-    r"|(?:reasoning process|answer) (?:is|are) enclosed within|<\s*think\s*>\s*(?:and|or)\s*"
-    r"<\s*answer\s*>",
+    r"|(?:reasoning process|answer) (?:(?:is|are) )?enclosed (?:within|in)\b"
+    r"|<\s*think\s*>\s*(?:and|or)\s*<\s*answer\s*>",
     re.IGNORECASE,
 )
 _MAX_MARKERS = 12
@@ -391,7 +392,26 @@ def _boxed(text: str, start: int, end: int, want: _Want) -> Extraction | None:
 # ---- answer tags, #### ------------------------------------------------------------------
 
 _TAG_OPEN = re.compile(r"<\s*answer\s*>|(?:^|(?<=\n))[ \t]*answer[ \t]*>", re.IGNORECASE)
-_TAG_CLOSE = re.compile(r"<\s*/\s*answer(?![A-Za-z])(?:\s*>)?", re.IGNORECASE)
+# "</answer>", "</ answer >", "</answers>", "</answer" cut off: the slot's end
+_TAG_CLOSE = re.compile(r"<\s*/\s*answers?(?![A-Za-z])(?:\s*>)?", re.IGNORECASE)
+# a tag named in a sentence, not opened: "the answer enclosed within the <answer> tags",
+# "the numbers in the < think > and < answer > tags", "a <answer> section"
+_MENTION_BEFORE = re.compile(
+    r"(?:\b(?:the|a|an|and|or|between)|<\s*/?\s*think\s*>\s*(?:and|or|,))\s*$", re.IGNORECASE
+)
+_MENTION_AFTER = re.compile(r"\s*(?:tags?|sections?|blocks?|format)\b", re.IGNORECASE)
+
+
+def _tag_opens(text: str, start: int, end: int) -> list[re.Match[str]]:
+    """The answer tags opened in ``text[start:end]``, without tags named in a sentence."""
+    return [
+        m
+        for m in _TAG_OPEN.finditer(text, start, end)
+        if _MENTION_BEFORE.search(text, max(0, m.start() - 16), m.start()) is None
+        and _MENTION_AFTER.match(text, m.end()) is None
+    ]
+
+
 # the prompt template's placeholder copied into the tag: "<answer> answer here </answer>"
 _PLACEHOLDER = re.compile(
     r"\W*(?:<\s*)?(?:insert\s+(?:the\s+|your\s+)?)?(?:final\s+|your\s+)?answer\s+(?:goes\s+)?"
@@ -402,14 +422,15 @@ _GSM8K = re.compile(r"####[ \t]*([^\n]*)")
 
 
 def _answer_tag(text: str, start: int, end: int, want: _Want) -> Extraction | None:
-    opened = None
-    for opened in _TAG_OPEN.finditer(text, start, end):  # noqa: B007 - the last one
-        pass
-    if opened is None:
+    opens = _tag_opens(text, start, end)
+    if not opens:
         return None
+    opened = opens[-1]
     close = _TAG_CLOSE.search(text, opened.end(), end)
     hi = close.start() if close is not None else end
     lo = opened.end()
+    if close is None and (cut := _TAG_FRAGMENT_END.search(text, lo, hi)) is not None:
+        hi = cut.start()  # "<answer> 42 </": the closing tag cut off
     if not any(c.isalnum() for c in text[lo:hi]):
         return None  # an empty tag: lenient goes on to the next rule, a strict format stops
     if _PLACEHOLDER.match(text, lo, hi):
@@ -599,7 +620,12 @@ _JUNK_END = re.compile(r"(?:^|\s)(?:[_*>#`~|/\\-]{2,}|[>*#])$")
 _HYPHEN_WORD = re.compile(r"-[A-Za-z]{2,}")
 # a parenthesized label between values: "120 (pushups) + 40 (squats)", "$5000 (initial)"
 _LABEL = re.compile(r"(?<=[\d$}\s])\((?:[A-Za-z][A-Za-z'.-]+)(?:[ \t]+[A-Za-z'.-]+)*\)")
-_TAGS = re.compile(r"</?[A-Za-z][A-Za-z_:-]*\s*>")
+_TAGS = re.compile(
+    r"</?[A-Za-z][A-Za-z_:-]*\s*>|<\s*/\s*[A-Za-z][A-Za-z_:-]*\s*>|<\s*(?:answer|think)\s*>",
+    re.IGNORECASE,
+)
+# a tag cut off at the end ("= 20 </", "</ans"): no operator left dangling
+_TAG_FRAGMENT_END = re.compile(r"<\s*/\s*[A-Za-z_]*$|<\s*(?:answer|think|ans)[A-Za-z_]*$", re.I)
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _MONEY = re.compile(r"\$(?=\d)(?!\d[\d.,]*\$)")  # "$5 an hour", not the math "$4$"
@@ -1118,7 +1144,7 @@ def _unfinished(text: str, lo: int, hi: int, segments: list[_Item]) -> bool:
     """The response stops mid-statement: an operator, ``=``, an open bracket, a dangling word
     ("… the total is the")."""
     body = _ANNOTATION.sub(lambda m: " " * len(m.group(0)), text[lo:hi]).rstrip()
-    body = body.rstrip("*_ ")
+    body = _TAG_FRAGMENT_END.sub("", body).rstrip("*_ ")
     while (junk := _JUNK_END.search(body)) is not None:
         body = body[: junk.start()].rstrip("*_ ")  # "_/_", ">", "***": no statement of its own
     if not body:
@@ -1539,9 +1565,8 @@ def _explicit_order(text: str, start: int, end: int) -> tuple[str, ...]:
     """Lenient precedence: of the two explicit markers, the answer tag and the box, the one
     that ends the response comes first (a box after an early ``<answer>`` wins, a tag
     after a boxed draft wins, a box inside the tag is the tag's)."""
-    tag = None
-    for tag in _TAG_OPEN.finditer(text, start, end):  # noqa: B007 - the last one
-        pass
+    opens = _tag_opens(text, start, end)
+    tag = opens[-1] if opens else None
     box = None
     for box in _BOX.finditer(text, start, end):  # noqa: B007 - the last one
         pass

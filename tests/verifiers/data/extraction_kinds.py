@@ -36,6 +36,8 @@ KINDS = {
     "approximation": "8. decimals for non-terminating exact golds",
     "clock_hedge": "9. clock times, hedges",
     "forms": "10. missing forms",
+    # kinds found in real outputs after the redesign (the adjudicated rows it still missed)
+    "broken_tag": "11. answer tags as small models break or name them",
 }
 
 R = Row
@@ -243,4 +245,36 @@ ROWS: list[Row] = [
     R("forms", "2", "The point is (1, 2).", 0),
     R("forms", "[0,1)", "So the range is [0, 1).", 1),
     R("forms", r"\{1,2\}", r"The set is \{1, 2\}.", 1),
+    # ---- 11. answer tags as small models break or name them (real rows: a2eabde353, c5ceb4606c) ----
+    R("broken_tag", "20", "so the count is 20.</ think> <answer> 20</ answers >", 1),
+    R("broken_tag", "21", "so the count is 20.</ think> <answer> 20</ answers >", 0),
+    R("broken_tag", r"\frac{3}{4}", r"</think> <answer> \frac{3}{4} </ANSWER", 1),
+    R("broken_tag", "42", "6 * 7 = 42 </think>\n<answer> 42 </", 1),
+    R("broken_tag", "41", "6 * 7 = 42 </think>\n<answer> 42 </", 0),
+    R(
+        "broken_tag",
+        "12",
+        "So the total is \\boxed{12}.\n\nIn this format the reasoning goes in the < think > tag and the answer in the < answer >section, 3 parts in all.",
+        1,
+    ),
+    R(
+        "broken_tag",
+        "3",
+        "So the total is \\boxed{12}.\n\nIn this format the reasoning goes in the < think > tag and the answer in the < answer >section, 3 parts in all.",
+        0,
+    ),
+    R(
+        "broken_tag",
+        "6",
+        "The sum is \\(\\boxed{11}\\). The number in the < answer > tag is 6.",
+        0,
+    ),
+    R(
+        "broken_tag",
+        r"-\frac{\pi}{6}",
+        r"</ think > <answer> \(\arcsin(-\frac12) = -\frac{\pi}{6}\)</ answer > The answer is \(\boxed{-\frac{\pi}{6}}\). The user asks a question and the answer enclosed within the < answer >tag is 1 value.",
+        1,
+    ),
+    R("broken_tag", "9", "We put the answer between <think> and <answer> tags: 4 + 5 = 9", 1),
+    R("broken_tag", "4", "We put the answer between <think> and <answer> tags: 4 + 5 = 9", 0),
 ]
