@@ -6,9 +6,7 @@
    math-verify called directly (``verify(parse("$gold$"), parse(response))`` in this
    process's main thread, its own 5 s signal timeouts), and answers/s of both on the same
    rows, interleaved in chunks of 50 rows; also without the ``pathological`` rows, where
-   math-verify spends its timeouts. Then issue 27's fault kinds
-   (``tests/verifiers/data/extraction_kinds.py``): per kind, the share right and the false
-   positives of ours and of math-verify.
+   math-verify spends its timeouts. (Issue 27's kind tables: ``bench_verifiers_kinds``.)
 1. Speed on MATH-500-style pairs: every MATH-500 reference solution (its own ``\\boxed{}``)
    against its own gold and against the next problem's gold (1,000 pairs). Measured:
    answers/s and per-answer latency p50/p99 of
@@ -120,45 +118,6 @@ def _table() -> None:
             f"answers/s on {label} ({len(idx)}): ours (1 worker) {ours_rate:.1f}, "
             f"math-verify direct {mv_rate:.1f}, ratio {ours_rate / mv_rate:.2f}x"
         )
-
-
-def _kinds() -> None:
-    """Issue 27's fault kinds (``tests/verifiers/data/extraction_kinds.py``): per kind, the
-    share right and the false positives of ours and of math-verify, side by side."""
-    from math_verify import parse, verify
-
-    data = _data_module("extraction_kinds")
-    rows = data.ROWS
-
-    def direct(gold: str, response: str) -> float:
-        try:
-            return float(verify(parse(f"${gold}$"), parse(response)))
-        except Exception:
-            return 0.0
-
-    with MathVerifier(MathConfig(pool=PoolSettings(workers=1, timeout_s=10))) as verifier:
-        ours = []
-        for r in rows:
-            score = verifier.verify(common_pb2.Task(gold_answer=r.gold), r.response)
-            ours.append(score.reward if score.status == common_pb2.SCORE_STATUS_OK else 0.0)
-    mv = [direct(r.gold, r.response) for r in rows]
-    print(f"Fault kinds of issue 27: {len(rows)} rows")
-    print(f"{'kind':<18} {'rows':>5} {'ours':>8} {'math-verify':>12} {'ours FP':>8} {'mv FP':>6}")
-    for kind in data.KINDS:
-        idx = [i for i, r in enumerate(rows) if r.kind == kind]
-        cells = []
-        for rewards in (ours, mv):
-            right = sum(rewards[i] == rows[i].expected for i in idx) / len(idx)
-            fp = sum(rewards[i] == 1 and rows[i].expected == 0 for i in idx)
-            cells.append((f"{right:.1%}", fp))
-        print(
-            f"{kind:<18} {len(idx):>5} {cells[0][0]:>8} {cells[1][0]:>12} {cells[0][1]:>8} "
-            f"{cells[1][1]:>6}"
-        )
-    for label, rewards in (("ours", ours), ("math-verify", mv)):
-        right = sum(x == r.expected for x, r in zip(rewards, rows, strict=True))
-        fp = sum(x == 1 and r.expected == 0 for x, r in zip(rewards, rows, strict=True))
-        print(f"  {label}: {right}/{len(rows)} right, {fp} false positives")
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -286,7 +245,6 @@ def main() -> None:
     math500 = _rows(root / "math500" / "test.jsonl")
     gsm8k = _rows(root / "gsm8k" / "test.jsonl")
     _table()
-    _kinds()
     _speed(math500)
     _math_datasets(gsm8k, math500)
 

@@ -218,7 +218,8 @@ _VARIABLE = re.compile(
 )
 # a named quantity on the left of an equation: its value is what the equation states
 _NAME = re.compile(
-    r"^(?:(?:m\s*)?\\angle\s*\{?[A-Za-z]+\}?|[A-Z]{2,4}|\\overline\{[A-Z]{2,3}\}|[A-Za-z]\([^()=<>]*\)"
+    r"^(?:(?:m\s*)?\\angle\s*\{?[A-Za-z]+\}?|[A-Z]{2,4}|\\overline\{[A-Z]{2,3}\}"
+    r"|[A-Za-z](?:'{1,3}|\^\{?-1\}?|_\{?[0-9A-Za-z]+\}?)?\([^()=<>]*\)"
     r"|\[[A-Z]{3,}\]|\\text\{[A-Za-z ]+\}|\\frac\{[A-Z]{2,}\}\{[A-Z]{2,}\}|\|[A-Z]{2}\|"
     r"|\((?:[A-Za-z](?:_\{?[0-9]+\}?)?\s*,\s*)+[A-Za-z](?:_\{?[0-9]+\}?)?\)"
     r"|\\(?:log|ln|lg|sin|cos|tan|sec|csc|cot)(?:_\{?[0-9a-z]+\}?)?\s*"
@@ -273,7 +274,8 @@ _RELATIONS = (
 
 def is_name(lhs: str) -> bool:
     """A variable (``y``, ``x_1``, ``\\theta``) or a named quantity (``\\angle C``,
-    ``m\\angle ABC``, ``AB``, ``\\frac{AB}{CD}``, ``f(3)``, ``P(A)``, ``[ABC]``,
+    ``m\\angle ABC``, ``AB``, ``\\frac{AB}{CD}``, ``f(3)``, ``f'(x)``, ``f^{-1}(x)``,
+    ``P(A)``, ``[ABC]``,
     ``\\text{area}``, a tuple of variables ``(a, b, c)``): what an equation ``lhs = rhs``
     names, so that ``rhs`` is its value. An expression in an unknown (``2x``, ``x^2``,
     ``a + b``) is not a name."""

@@ -50,7 +50,7 @@ from fractions import Fraction
 
 from grpo.verifiers.math.units import canonical_unit
 
-__all__ = ["normalize_answer", "normalize_with_units"]
+__all__ = ["normalize_answer", "normalize_with_units", "number_from_words"]
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 _SYMBOLS = {
@@ -98,34 +98,23 @@ _TEXT_WORDS = re.compile(
     + _TEXT_CMD
     + r"\{\s*([A-Za-z][A-Za-z .'/-]*?(?:\^\{?[23]\}?)?)\s*\}(?:\^\{?[23]\}?)?"
 )
-_NUMBER_WORDS = {
-    w: i
-    for i, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80}
+_ONES_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    " fifteen sixteen seventeen eighteen nineteen"
+)
+_ONES = {w: i for i, w in enumerate(_ONES_WORDS.split())}
+_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety"
+_TENS = {w: 10 * i for i, w in enumerate(_TENS_WORDS.split(), 2)}
+_WORD_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_WORD_SPLIT = re.compile(r"[\s-]+")
+# a rate written as a fraction of units after a number: 60 \frac{\text{km}}{\text{h}}
+_FRACTION_UNIT = re.compile(
+    r"(?<=[\d}])\s*\\frac\s*\{\s*"
+    + _TEXT_CMD
+    + r"\{\s*([A-Za-z ]+?)\s*\}\s*\}\s*\{\s*"
+    + _TEXT_CMD
+    + r"\{\s*([A-Za-z ]+?)\s*\}\s*\}"
+)
 _WRAPPERS = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _SPACING = re.compile(r"\\\\|\\[!,;: ]|~|\\quad|\\qquad")  # "\\\\" (a row break) is kept
 # explicit thousands marks, wherever they stand: 1{,}234, 1,\!234, 7,\! 020 (MATH-500), 1\,234
@@ -195,6 +184,58 @@ def _fraction_char(ch: str) -> str | None:
         return None
     frac = Fraction(value).limit_denominator(16)
     return rf"\frac{{{frac.numerator}}}{{{frac.denominator}}}"
+
+
+def number_from_words(text: str) -> int | None:
+    """The integer an English number phrase writes, or None when the text is not one.
+
+    ``twelve`` 12, ``twenty-five`` and ``twenty five`` 25, ``one hundred and twenty`` 120,
+    ``two thousand three hundred`` 2300, ``negative four`` -4. The phrase must be well
+    formed: ``five six``, ``twenty twenty``, ``hundred`` alone or ``thousand million`` are
+    not numbers.
+    """
+    tokens = [t for t in _WORD_SPLIT.split(text.lower().strip()) if t]
+    sign = 1
+    if tokens and tokens[0] in ("negative", "minus"):
+        sign, tokens = -1, tokens[1:]
+    if not tokens or len(tokens) > 16 or ("zero" in tokens and len(tokens) > 1):
+        return None
+    total, group, last, scale = 0, 0, "", 10**15
+    for token in tokens:
+        if token == "and":
+            if last != "hundred":
+                return None
+        elif token in _ONES:
+            if last == "ones" or (last == "tens" and _ONES[token] >= 10):
+                return None
+            group += _ONES[token]
+        elif token in _TENS:
+            if last in ("ones", "tens") or group % 100:
+                return None
+            group += _TENS[token]
+        elif token == "hundred":
+            if last != "ones" or not 1 <= group <= 9:
+                return None
+            group *= 100
+        elif token in _WORD_SCALES:
+            if not group or _WORD_SCALES[token] >= scale:
+                return None
+            scale = _WORD_SCALES[token]
+            total, group = total + group * scale, 0
+        else:
+            return None
+        last = (
+            token
+            if token in ("and", "hundred")
+            else "ones"
+            if token in _ONES
+            else "tens"
+            if token in _TENS
+            else "scale"
+        )
+    if last == "and":
+        return None
+    return sign * (total + group)
 
 
 def _unicode_to_latex(text: str) -> str:
@@ -288,6 +329,23 @@ def _words_after(units: list[str], m: re.Match[str]) -> str:
     return ""
 
 
+def _fraction_unit(units: list[str], m: re.Match[str]) -> str:
+    """``\\frac{\\text{km}}{\\text{h}}`` after a number: a known rate (dropped, noted)."""
+    unit = canonical_unit(f"{m.group(1)}/{m.group(2)}")
+    if unit is None:
+        return m.group(0)
+    units.append(unit)
+    return ""
+
+
+def _dollar(units: list[str], m: re.Match[str]) -> str:
+    """``\\$`` before a number is dropped; the LaTeX dollar sign notes the unit (a bare ``$``
+    may be a math delimiter left inside joined segments)."""
+    if m.group(0).startswith("\\"):
+        units.append("dollar")
+    return ""
+
+
 def _degree(units: list[str], m: re.Match[str]) -> str:
     """A degree sign (dropped): the unit is ``deg``, or the temperature scale written after it."""
     scale = (m.group(1) or m.group(2) or m.group(3) or "").lower()
@@ -376,6 +434,7 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
         text = pattern.sub(replacement, text)
     text = _DEGREE.sub(functools.partial(_degree, units), text)
     text = _EMPTY_SET.sub(r"\\emptyset", text)
+    text = _FRACTION_UNIT.sub(functools.partial(_fraction_unit, units), text)
     text = _TEXT_WORDS.sub(functools.partial(_text_words, units), text)
     for _ in range(3):  # nested wrappers: \text{\textbf{13}}
         text = _WRAPPERS.sub(r"\1", text)
@@ -383,7 +442,7 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     text = _THIN_THOUSANDS.sub("", text)
     text = _SPACING.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", text)
     text = _BRACED_COMMA.sub(",", text)
-    text = _DOLLAR_NUMBER.sub("", text)
+    text = _DOLLAR_NUMBER.sub(functools.partial(_dollar, units), text)
     text = _STRAY_DOLLAR.sub(" ", text)
     text = _outside_brackets(text, _thousands)
     text = _APPROX.sub("", text)
@@ -393,4 +452,6 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()
     text = _strip_delimiters(text)
-    return str(_NUMBER_WORDS.get(text.lower(), text)), frozenset(units)
+    if text[:1].isalpha() and (value := number_from_words(text)) is not None:
+        text = str(value)
+    return text, frozenset(units)

@@ -8,13 +8,19 @@ units in :data:`UNITS` to one name (``cm``, ``centimeters``, ``\\text{ cm}`` →
 ``°F``, ``degrees Fahrenheit``, ``\\text{F}`` after a degree sign → ``degF``);
 :func:`units_conflict` says whether two sets of canonical units disagree.
 
-Only known units can conflict: an unknown word (``apples``, ``mph``) conflicts with nothing,
+Rates are two known units joined by ``/`` or ``per`` (``m/s``, ``km/h``, ``miles per hour``,
+``mph``): ``72 \\text{ km/h}`` vs ``72 \\text{ m/s}`` differ. Units are never converted
+(``1.5 m`` is not ``150 cm``): a gold's number is the value in the unit the question asks for.
+
+Only known units can conflict: an unknown word (``apples``, ``rpm``) conflicts with nothing,
 so a spelling missing from the table costs nothing but a missed conflict. A plain degree
 (``72^\\circ``, ``72 degrees``) is compatible with a temperature in degrees (``72^\\circ F``):
 the gold often omits the scale. Pure text code, no sympy.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = ["DEGREE", "UNITS", "canonical_unit", "units_conflict"]
 
@@ -51,6 +57,9 @@ UNITS: dict[str, tuple[str, ...]] = {
     "cent": ("cent", "cents"),
 }
 _SPELLINGS = {spelling: name for name, spellings in UNITS.items() for spelling in spellings}
+# rates written as one word: mph is mi/h
+_RATES = {"mph": "mi/h", "kph": "km/h", "kmh": "km/h", "kmph": "km/h", "fps": "ft/s"}
+_PER = re.compile(r"\s*(?:/|\bper\b)\s*")
 _POWER = {"2": "^2", "3": "^3", "square": "^2", "cubic": "^3", "squared": "^2", "cubed": "^3"}
 _TEMPERATURES = {"degF", "degC"}
 
@@ -58,15 +67,37 @@ _TEMPERATURES = {"degF", "degC"}
 def canonical_unit(words: str, power: str = "") -> str | None:
     """The canonical name of a unit phrase, or None when it is not a known unit.
 
+    A rate is two known units joined by ``/`` or ``per`` (``m/s``, ``km/h``, ``kilometers per
+    hour``, ``mph``), named ``numerator/denominator``; an exponent written after a rate
+    belongs to its denominator (``\\text{ m/s}^2`` is ``m/s^2``). A rate with an unknown
+    part (``apples/day``) is unknown.
+
     Args:
         words: the unit as written after the number (``"cm"``, ``"degrees Fahrenheit"``,
-            ``"square feet"``, ``"°F"``); case-insensitive.
+            ``"square feet"``, ``"°F"``, ``"km/h"``); case-insensitive.
         power: an exponent written after it (``"2"`` for ``\\text{ cm}^2``), or empty.
 
     Returns:
-        E.g. ``"cm^2"``, ``"degF"``; None for unknown words (``"apples"``).
+        E.g. ``"cm^2"``, ``"degF"``, ``"km/h"``; None for unknown words (``"apples"``).
     """
-    parts = words.lower().replace(".", " ").split()
+    words = words.lower().strip()
+    if words in _RATES:
+        words = _RATES[words]
+    per = _PER.split(words)
+    if len(per) == 2 and all(per):
+        top = canonical_unit(per[0])
+        bottom = canonical_unit(per[1], power)
+        if top is None or bottom is None or "/" in top + bottom:
+            return None
+        return f"{top}/{bottom}"
+    if len(per) > 2:
+        return None
+    return _simple_unit(words, power)
+
+
+def _simple_unit(words: str, power: str) -> str | None:
+    """:func:`canonical_unit` of one unit (no rate)."""
+    parts = words.replace(".", " ").split()
     exponent = _POWER.get(power, "")
     if parts and parts[0] in ("square", "cubic", "sq"):
         exponent = _POWER.get(parts[0], "^2")
@@ -85,6 +116,8 @@ def canonical_unit(words: str, power: str = "") -> str | None:
 def _compatible(a: str, b: str) -> bool:
     if a == b:
         return True
+    if ("/" in a) != ("/" in b):  # 15 dollars per hour vs a gold of $15: the same amount
+        return (a if "/" in a else b).partition("/")[0] == (b if "/" in a else a)
     return DEGREE in (a, b) and {a, b} - {DEGREE} <= _TEMPERATURES
 
 

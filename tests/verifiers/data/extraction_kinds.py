@@ -8,7 +8,7 @@ not the issue's own examples (those are in ``test_math_extract_kinds.py`` beside
 imitate Qwen-Math (``\boxed{}`` in ``\(..\)``), DeepSeek-R1 / R1-Zero (``<think>``,
 ``<answer>``), Llama ("The final answer is"), GSM8K-tuned (``####``, ``A:``) and base models
 (prose, echoes, invented next turns). Run by ``tests/verifiers/test_math_extract_kinds.py``
-and by ``python -m bench verifiers_math`` beside math-verify.
+and by ``python -m bench verifiers_kinds`` beside math-verify.
 """
 
 from __future__ import annotations
