@@ -191,10 +191,15 @@ def main() -> None:
     import os
     import sys
 
-    from grpo.errors import GrpoError
+    from grpo.errors import EndpointCheckError, GrpoError
 
     try:
         app()
+    except EndpointCheckError as exc:  # an address that did not answer: as cli_console.fail
+        if os.environ.get("GRPO_DEBUG"):
+            raise
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        sys.exit(2)
     except (GrpoError, OSError, UnicodeError, json.JSONDecodeError) as exc:
         if os.environ.get("GRPO_DEBUG"):
             raise

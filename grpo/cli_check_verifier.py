@@ -37,13 +37,22 @@ def check_verifier(
 ) -> None:
     """Score one item with the verifier's ScoreBatch RPC; print the score as one JSON line.
 
-    Exit 0 when the status is a verdict (ok, no_answer, parse_error, timeout, runtime_error)
-    and, with --expect-reward, the reward matches; 1 otherwise (undecided, internal, a wrong
-    reward, or the call failed: the reason is printed).
+    First the verifier's Describe (bounded, as every command checks an address before any
+    work): no answer, or a verifier that does not accept --task-type, prints one line naming
+    the address and exits 2. Then exit 0 when the status is a verdict (ok, no_answer,
+    parse_error, timeout, runtime_error) and, with --expect-reward, the reward matches; 1
+    otherwise (undecided, internal, a wrong reward, or the ScoreBatch call failed: the reason
+    is printed).
     """
     import grpc
     from google.protobuf.json_format import MessageToDict
 
+    from grpo.cli_console import fail
+    from grpo.errors import EndpointCheckError
+    from grpo.services.evaluation.scorers import check_verifier as check_serves
+    from grpo.services.runtime.channels import CHECK_TIMEOUT_S, describe_endpoint
+    from grpo.services.runtime.routing import validate_address
+    from grpo.services.runtime.rpc_retry import rpc_status
     from grpo.services.runtime.score_status import is_verdict
     from grpo.services.runtime.verifier_client import VerifierClientConfig, verifier_channel
     from grpo.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
@@ -67,12 +76,22 @@ def check_verifier(
     request = verifier_pb2.ScoreBatchRequest(
         items=[verifier_pb2.ScoreRequest(task=task, response=response)]
     )
+    validate_address(address)
     channel = verifier_channel(address, config, options)
+    stub = verifier_pb2_grpc.VerifierStub(channel)
     try:
-        reply = verifier_pb2_grpc.VerifierStub(channel).ScoreBatch(request, timeout=timeout_s)
+        info = describe_endpoint(
+            "verifier", address,
+            lambda t: stub.Describe(verifier_pb2.VerifierDescribeRequest(), timeout=t),
+            timeout_s=min(timeout_s, CHECK_TIMEOUT_S), service="grpo.v1.Verifier",
+        )  # fmt: skip
+        check_serves(info, task_type=task_type, kind=None, where=address)
+        reply = stub.ScoreBatch(request, timeout=timeout_s)
+    except EndpointCheckError as exc:
+        fail(str(exc))
     except grpc.RpcError as exc:
-        typer.echo(f"{address}: ScoreBatch failed: {exc.code().name} {exc.details()}", err=True)
-        raise typer.Exit(1) from None
+        code, text = rpc_status(exc)
+        fail(f"verifier {address}: ScoreBatch failed ({code.name}): {text}", 1)
     finally:
         channel.close()
     (score,) = reply.scores

@@ -8,13 +8,16 @@ Both write each finished result to disk as it arrives, so stopping them early lo
 
 - SIGTERM takes the Ctrl-C path (the handler is restored afterwards);
 - a progress bar on the given console (stderr), fed by the ``on_progress(done, total)``
-  callback it yields;
+  callback it yields, shown from its first call (a refusal before any work prints no bar);
 - Ctrl-C / SIGTERM: ``interrupted: <kept>; rerun with --resume<hint>`` and exit
   :data:`EXIT_INTERRUPTED`;
 - a ``grpo.errors.UsageError`` (a bad option value, options that exclude each other, an
   input that cannot be read; raised before anything is written): re-raised as
   ``typer.BadParameter`` naming its option(s), so the command exits :data:`EXIT_USAGE` with
   ``Invalid value for '--field': ...``, as typer does for its own parsing errors;
+- an ``EndpointCheckError`` (an address that did not answer the check before any work, or
+  answered as another kind of service): :func:`fail`, one plain line and exit
+  :data:`EXIT_USAGE`, as ``grpo run`` and ``grpo check-verifier`` report it;
 - another ``GrpoError``, ``OSError`` or ``ValueError``: ``error: <type>: <message>`` and exit
   :data:`EXIT_FAILED`; when the work was cut short (the verifier was lost: ``UnavailableError``;
   it broke the contract: ``ContractError``), also ``<kept>; rerun with --resume``.
@@ -28,8 +31,12 @@ with the count printed. Their tables: :func:`score_table` (a ``ScoreRun``) and
 :func:`eval_table` (an ``EvalReport``); :func:`table_console` prints them uncut when the output
 is not a terminal.
 
-The codes do not overlap: 0 done, 2 usage, 3 done with rows without a reward, 101 could not
-finish, 130 interrupted (1 is left to an unexpected crash).
+The codes do not overlap: 0 done, 2 usage (a bad invocation, or an endpoint that does not
+answer the check before any work: nothing was written), 3 done with rows without a reward,
+101 could not finish, 130 interrupted (1 is left to an unexpected crash).
+
+:func:`fail` is how every ``grpo`` command reports a refusal before any work: ``error:
+<message>`` as one plain line on stderr (never wrapped or boxed), then the exit code.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from grpo.errors import ContractError, GrpoError, UnavailableError, UsageError
+from grpo.errors import ContractError, EndpointCheckError, GrpoError, UnavailableError, UsageError
 
 __all__ = [
     "EXIT_FAILED",
@@ -56,6 +63,7 @@ __all__ = [
     "EXIT_USAGE",
     "eval_table",
     "exit_for_unscored",
+    "fail",
     "resumable_run",
     "score_table",
     "table_console",
@@ -74,6 +82,17 @@ and in ``grpo eval``'s ``summary.json``: ``unscored_samples``)."""
 UNBOUNDED_WIDTH = 100_000
 """Console width when the output is not a terminal and COLUMNS is unset: tables keep their
 natural width (rich pads nothing to the console width), never cut to 80 columns."""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """End a command that refused before any work: ``error: <message>`` as one plain line on
+    stderr (whitespace runs, newlines included, become one space), then exit ``code``.
+
+    Raises:
+        typer.Exit: always, with ``code``.
+    """
+    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+    raise typer.Exit(code)
 
 
 def table_console(*, stderr: bool = False) -> Console:
@@ -144,6 +163,7 @@ def resumable_run(
     Raises:
         typer.BadParameter: after a ``UsageError``; the command line prints it, naming the
             option, and exits :data:`EXIT_USAGE`.
+        typer.Exit: :data:`EXIT_USAGE` after an ``EndpointCheckError`` (:func:`fail`).
         typer.Exit: :data:`EXIT_INTERRUPTED` after Ctrl-C / SIGTERM, :data:`EXIT_FAILED`
             after another ``GrpoError``, ``OSError`` or ``ValueError`` (printed on ``console``).
     """
@@ -158,17 +178,24 @@ def resumable_run(
     bar = progress.add_task(description, total=None)
 
     def on_progress(done: int, total: int) -> None:
+        if not progress.live.is_started:  # shown once work begins, not during the checks
+            progress.start()
         progress.update(bar, completed=done, total=total)
 
     try:
-        with progress:
+        try:
             yield on_progress
+        finally:
+            if progress.live.is_started:
+                progress.stop()
     except KeyboardInterrupt:
         if (written := _kept(results, kept)) is not None:
             console.print(f"[yellow]interrupted: {written}; rerun with --resume{interrupt_hint}")
         else:
             console.print(f"[yellow]interrupted before any result was written to {results}")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except EndpointCheckError as exc:
+        fail(str(exc))
     except UsageError as exc:
         hint = " / ".join(f"'{o.strip()}'" for o in exc.option.split("/")) if exc.option else None
         raise typer.BadParameter(str(exc), param_hint=hint) from None

@@ -72,12 +72,14 @@ def _heldout(
     on_progress: Callable[[int, int], None],
 ) -> Any:
     """A run's held-out (or dev) set evaluated as the run evaluates it (``heldout_accuracy``)."""
+    from grpo.local.preflight import check_run_verifiers
     from grpo.services.driver.heldout import heldout_accuracy
     from grpo.services.settings.run import load_run_config
     from grpo.services.tasks.run_tasks import load_run_tasks
 
     config = load_run_config(run_config)
     run_tasks = load_run_tasks(config)
+    check_run_verifiers(config, run_tasks.task_type)  # grpo run's check, before any write
     tasks = run_tasks.dev if split == "dev" else run_tasks.heldout
     return heldout_accuracy(
         model, tasks, config=config, task_type=run_tasks.task_type, out_dir=output_dir,
@@ -202,8 +204,10 @@ def eval(
     OUTPUT_DIR/summary.json (with how many samples got no verdict and why). The in-process
     verifier reads GRPO_* settings variables as grpo serve does (docs/configuration.md;
     --workers and --deadline win). Exit code: 0 when every sample has a reward, 2 for a bad
-    invocation (nothing written), 3 when some samples got no reward (invalid_input,
-    too_large, undecided, internal; the count is printed and in summary.json), 101 when the
+    invocation or an address (--generation, --verifier-endpoint, the run config's endpoints)
+    that does not answer its Describe at the start (nothing written), 3 when some samples got
+    no reward (invalid_input, too_large, undecided, internal; the count is printed and in
+    summary.json), 101 when the
     evaluation could not finish, 130 when interrupted (finished samples are kept: rerun with
     --resume).
     """

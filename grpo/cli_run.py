@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from grpo.cli_console import fail
+
 __all__ = ["run"]
 
 
@@ -87,8 +89,7 @@ def run(
         values["budget.steps"] = steps
     if (config is None) == (resume is None):
         which = "not both" if config is not None else "neither was given"
-        console.print(f"[red]error:[/red] give a CONFIG file or --resume RUN_DIR ({which})")
-        raise typer.Exit(code=2)
+        fail(f"give a CONFIG file or --resume RUN_DIR ({which})")
     # The folder of a resume is claimed before anything in it is read (one in use is named).
     lock = _claim(resume.resolve(), console, resume=True) if resume is not None else None
     cfg = _checked_config(resume / "config.yaml" if resume else config, values, console, lock)  # type: ignore[operator,arg-type]
@@ -178,8 +179,7 @@ def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
         return start(live)
     except RunRefusedError as exc:
         live.stop()
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from None
+        fail(str(exc))
     except GrpoError as exc:
         live.stop()
         console.print(f"[red]run failed:[/red] {exc}")
@@ -211,8 +211,7 @@ def _checked_config(path: Path, values: dict[str, Any], console: Any, lock: Any)
     except GrpoError as exc:
         if lock is not None:
             lock.release()
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from None
+        fail(str(exc))
     return cfg
 
 
@@ -234,8 +233,7 @@ def _claim(out: Path, console: Any, *, resume: bool) -> Any:
     if problem:
         if lock is not None:
             lock.release()
-        console.print(f"[red]error:[/red] {problem}")
-        raise typer.Exit(code=2)
+        fail(problem)
     return lock
 
 

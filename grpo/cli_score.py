@@ -135,7 +135,8 @@ def _command(kind: str) -> Callable[..., None]:
         "arrive; OUTPUT.run.json records the input's hash and the verifier for --resume. "
         "The in-process verifier reads GRPO_* settings variables as grpo serve does "
         "(docs/configuration.md; --workers and --deadline win). Exit code: 0 when every line "
-        "has a reward, 2 for a bad invocation (nothing written), 3 when some lines got no "
+        "has a reward, 2 for a bad invocation or an --endpoint that does not answer its Describe "
+        "at the start (nothing written), 3 when some lines got no "
         "reward (the count is printed), 101 when the run could not finish, 130 when "
         "interrupted."
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "ContractError",
     "DeadlineExceededError",
+    "EndpointCheckError",
     "FailedPreconditionError",
     "GrpoError",
     "InternalError",
@@ -56,6 +57,21 @@ class NotFoundError(GrpoError, LookupError):
 
 class FailedPreconditionError(GrpoError):
     """The system is not in a state that allows the operation (e.g. sandbox missing)."""
+
+
+class EndpointCheckError(FailedPreconditionError):
+    """An address checked before any work did not answer its ``Describe`` within the check's
+    bound, or answered as a service that cannot do the work (another kind, another task type).
+    Nothing was done: every command line prints the one-line message (it names the address
+    and what was tried) and exits 2, as for a bad invocation (``grpo.cli_console.fail``).
+
+    Attributes:
+        address: the address checked ('' when the message names several).
+    """
+
+    def __init__(self, message: str, *, address: str = "") -> None:
+        super().__init__(message)
+        self.address = address
 
 
 class ResourceExhaustedError(GrpoError):

@@ -36,8 +36,18 @@ from grpo.services.evaluation.evaluate import (
 from grpo.services.evaluation.inputs import FieldMap
 from grpo.services.evaluation.provenance import file_sha256
 from grpo.services.evaluation.results import ResultsFile
-from grpo.services.evaluation.sampling import BackendSampler, Sampler, ServiceSampler
-from grpo.services.evaluation.scorers import VerifierTarget, check_verifier, open_scorer
+from grpo.services.evaluation.sampling import (
+    BackendSampler,
+    Sampler,
+    ServiceSampler,
+    describe_generation,
+)
+from grpo.services.evaluation.scorers import (
+    VerifierTarget,
+    check_target,
+    check_verifier,
+    open_scorer,
+)
 from grpo.services.evaluation.scoring import is_final
 from grpo.services.evaluation.tasks import ProblemSet, load_problems
 from grpo.services.tasks.chat import chat_renderer, rendered
@@ -218,8 +228,10 @@ def run_eval(
             has, a results folder that holds samples without ``resume``/``overwrite``.
         InvalidArgumentError: bad settings, no verifier for the task type, a resume of
             another run.
-        FailedPreconditionError: the verifier does not serve the task type; a system message
-            and no chat template.
+        EndpointCheckError: ``generation`` or the verifier's endpoint does not answer its
+            ``Describe`` (checked before anything is written), or the verifier does not serve
+            the task type.
+        FailedPreconditionError: a system message and no chat template.
         GrpoError: the verifier or the generation service was lost (finished rows are kept).
     """
     problems = job.chat(
@@ -229,6 +241,10 @@ def run_eval(
     )
     check_by_fields(problems.tasks, problems.invalid, job.settings.by)
     target = job.scorer_target(problems.task_type)
+    # The addresses it was given answer, before anything is written (as grpo run checks).
+    if job.generation:
+        describe_generation(job.generation)
+    check_target(target, task_type=problems.task_type, kind=None)
     source, about = _source(job, problems)
     job.output_dir.mkdir(parents=True, exist_ok=True)
     dataset_file = job.dataset_file()

@@ -17,7 +17,7 @@ from typing import Any
 from grpo.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
 from grpo.v1 import common_pb2
 
-__all__ = ["BackendSampler", "Sampler", "ServiceSampler"]
+__all__ = ["BackendSampler", "Sampler", "ServiceSampler", "describe_generation"]
 
 
 class Sampler(abc.ABC):
@@ -131,6 +131,43 @@ class BackendSampler(Sampler):
         """Close the backend when this sampler loaded it."""
         if self._own:
             self._backend.close()
+
+
+def describe_generation(address: str, *, timeout_s: float | None = None) -> Any:
+    """The check of a ``grpo.v1.Generation`` address before any work: one ``Describe``,
+    bounded (``grpo.services.runtime.channels.describe_endpoint``, the check of every address a
+    command is given).
+
+    Args:
+        address: ``host:port`` of the service; timeout_s: the bound (None = the checks'
+            ``CHECK_TIMEOUT_S``).
+
+    Returns:
+        Its ``GenerationDescribeResponse``.
+
+    Raises:
+        InvalidArgumentError: a malformed address.
+        EndpointCheckError: no answer, or an error status; one line naming the address.
+    """
+    import grpc
+
+    from grpo.services.runtime.channels import CHECK_TIMEOUT_S, describe_endpoint
+    from grpo.services.runtime.routing import validate_address
+    from grpo.v1 import generation_pb2, generation_pb2_grpc
+
+    validate_address(address)
+    channel = grpc.insecure_channel(address)
+    try:
+        stub = generation_pb2_grpc.GenerationStub(channel)
+        return describe_endpoint(
+            "generation service",
+            address,
+            lambda t: stub.Describe(generation_pb2.GenerationDescribeRequest(), timeout=t),
+            timeout_s=CHECK_TIMEOUT_S if timeout_s is None else timeout_s,
+            service="grpo.v1.Generation",
+        )
+    finally:
+        channel.close()
 
 
 class ServiceSampler(Sampler):

@@ -28,6 +28,7 @@ from grpo.services.evaluation.results import ResultsFile
 from grpo.services.evaluation.scorers import (
     BatchScorer,
     VerifierTarget,
+    check_target,
     check_verifier,
     open_scorer,
 )
@@ -238,6 +239,10 @@ def score_file(job: ScoreJob, on_progress: Callable[[int, int], None] | None = N
         require_code_tests=job.spec.require_code_tests,
     )
     data = sys.stdin.buffer.read() if job.stdin else read_input(job.input_path)
+    check_target(  # an endpoint that does not answer: refused before anything is written
+        job.verifier(), task_type=job.resolved_task_type, kind=job.spec.verifier_kind,
+        hint=_HINT,
+    )  # fmt: skip
     created = not job.output_path.exists()
     results = ResultsFile(
         job.output_path, key=lambda row: str(row["id"]), resume=job.resume,
@@ -267,6 +272,9 @@ def score_file(job: ScoreJob, on_progress: Callable[[int, int], None] | None = N
             job.output_path.unlink()  # refused before any row (a mismatched verifier)
 
 
+_HINT = "use grpo score custom --task-type NAME for a verifier of your own"
+
+
 def _claim(
     job: ScoreJob,
     scorer: BatchScorer,
@@ -277,12 +285,12 @@ def _claim(
     """Check the verifier serves the job, then write (or, on resume, check) the run record.
 
     Raises:
-        FailedPreconditionError: the verifier does not serve the task type or kind.
+        EndpointCheckError: the verifier does not serve the task type or kind.
         InvalidArgumentError: a resume of another run.
     """
     check_verifier(
         info, task_type=job.resolved_task_type, kind=job.spec.verifier_kind, where=scorer.where,
-        hint="use grpo score custom --task-type NAME for a verifier of your own",
+        hint=_HINT,
     )  # fmt: skip
     identity = {
         "input_sha256": bytes_sha256(data),

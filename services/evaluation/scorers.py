@@ -33,6 +33,7 @@ from typing import Any
 
 from grpo.errors import (
     ContractError,
+    EndpointCheckError,
     FailedPreconditionError,
     InvalidArgumentError,
     ResourceExhaustedError,
@@ -50,6 +51,7 @@ __all__ = [
     "Refusal",
     "RemoteScorer",
     "VerifierTarget",
+    "check_target",
     "check_verifier",
     "describe_text",
     "kind_name",
@@ -110,7 +112,7 @@ def check_verifier(
         hint: appended to the message (what to run instead).
 
     Raises:
-        FailedPreconditionError: a mismatch; the message names what the verifier serves.
+        EndpointCheckError: a mismatch; the message names what the verifier serves.
     """
     problems = []
     if info.task_types and task_type not in info.task_types:
@@ -119,9 +121,10 @@ def check_verifier(
         article = "an" if kind_name(kind)[0] in "aeiou" else "a"
         problems.append(f"is not {article} {kind_name(kind)} verifier")
     if problems:
-        raise FailedPreconditionError(
+        raise EndpointCheckError(
             f"the verifier at {where} is {describe_text(info)}: it {' and '.join(problems)}"
-            + (f"; {hint}" if hint else "")
+            + (f"; {hint}" if hint else ""),
+            address=where,
         )
 
 
@@ -404,6 +407,52 @@ class VerifierTarget:
     tls_cert: Path | None = None
     tls_key: Path | None = None
 
+    def client_config(self) -> VerifierClientConfig:
+        """The client settings of calls to ``endpoint``: ``deadline_s`` per attempt,
+        ``max_attempts``, a backoff of 0.5 s doubling up to 8 s, the TLS files.
+
+        Raises:
+            InvalidArgumentError: bad TLS options (a certificate without its key or the CA).
+        """
+        try:
+            return VerifierClientConfig(
+                timeout_s=self.deadline_s,
+                max_attempts=self.max_attempts,
+                backoff_initial_s=0.5,
+                backoff_max_s=8.0,
+                tls_ca_file=self.tls_ca,
+                tls_cert_file=self.tls_cert,
+                tls_key_file=self.tls_key,
+            )
+        except ValueError as exc:
+            raise InvalidArgumentError(f"verifier client options: {exc}") from None
+
+
+def check_target(
+    target: VerifierTarget, *, task_type: str, kind: int | None, hint: str = ""
+) -> verifier_pb2.VerifierDescribeResponse | None:
+    """The check of ``target.endpoint`` before any work (nothing is written before it): one
+    ``Describe`` bounded by ``CHECK_TIMEOUT_S`` (``verifier_client.describe_verifier``, the
+    check ``grpo run`` makes of its endpoints), then :func:`check_verifier` on its answer.
+
+    Returns:
+        The endpoint's ``Describe`` answer; None for a verifier built in this process (it is
+        checked once built).
+
+    Raises:
+        EndpointCheckError: the endpoint does not answer, or answers as a verifier that does
+            not serve ``task_type`` or is not of ``kind``; one line naming the address.
+        InvalidArgumentError: a malformed endpoint or bad TLS options.
+        OSError: a TLS file cannot be read.
+    """
+    if not target.endpoint:
+        return None
+    from grpo.services.runtime.verifier_client import describe_verifier
+
+    info = describe_verifier(target.endpoint, target.client_config())
+    check_verifier(info, task_type=task_type, kind=kind, where=target.endpoint, hint=hint)
+    return info
+
 
 def open_scorer(target: VerifierTarget) -> BatchScorer:
     """The scorer of ``grpo score`` and ``grpo eval``: remote at ``target.endpoint``, else the
@@ -415,19 +464,7 @@ def open_scorer(target: VerifierTarget) -> BatchScorer:
         OSError: a TLS file cannot be read.
     """
     if target.endpoint:
-        try:
-            config = VerifierClientConfig(
-                timeout_s=target.deadline_s,
-                max_attempts=target.max_attempts,
-                backoff_initial_s=0.5,
-                backoff_max_s=8.0,
-                tls_ca_file=target.tls_ca,
-                tls_cert_file=target.tls_cert,
-                tls_key_file=target.tls_key,
-            )
-        except ValueError as exc:
-            raise InvalidArgumentError(f"verifier client options: {exc}") from None
-        return RemoteScorer(target.endpoint, config)
+        return RemoteScorer(target.endpoint, target.client_config())
     service = target.service
     if not service:
         raise InvalidArgumentError("no verifier: give an endpoint or a service")

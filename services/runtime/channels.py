@@ -5,17 +5,33 @@ The one way a client dials a service whose TLS files come from its settings (the
 no CA file means plaintext; a CA file means TLS verified against that CA; a client certificate
 and key (with the CA) add mutual TLS. The server side is ``grpo.services.runtime.server``
 (``ServerSettings.tls_*``).
+
+:func:`describe_endpoint` is the one check of an address before any work: one ``Describe``,
+bounded by :data:`CHECK_TIMEOUT_S` unless told otherwise, whose failure is one line naming the
+address, what was tried and what to check (``EndpointCheckError``). ``grpo run`` (each verifier
+endpoint of the run), ``grpo score --endpoint``, ``grpo eval`` (``--verifier-endpoint``,
+``--generation``, a run config's endpoints), ``grpo check-verifier`` and the assembler's route
+check at start all call it; command lines print its message and exit 2.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
-__all__ = ["client_channel", "client_credentials"]
+from grpo.errors import EndpointCheckError
+
+__all__ = ["CHECK_TIMEOUT_S", "client_channel", "client_credentials", "describe_endpoint"]
+
+T = TypeVar("T")
+
+CHECK_TIMEOUT_S = 1.5
+"""How long the check before any work waits for an address's ``Describe`` (seconds): a
+service that is up answers in milliseconds; nothing listening fails at once (connection
+refused); an address that drops packets costs this long."""
 
 
 def client_credentials(
@@ -61,3 +77,49 @@ def client_channel(
     if credentials is None:
         return grpc.insecure_channel(target, options=list(options))
     return grpc.secure_channel(target, credentials, options=list(options))
+
+
+def describe_endpoint(
+    what: str,
+    address: str,
+    describe: Callable[[float], T],
+    *,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    service: str = "",
+) -> T:
+    """The check of an address before any work: ``describe(timeout_s)`` called once.
+
+    Args:
+        what: what is expected there, for the message (``verifier``, ``generation service``).
+        address: the gRPC target, for the message.
+        describe: makes the ``Describe`` call with the deadline it is given (seconds),
+            connection set-up included (no ``wait_for_ready``: nothing listening fails fast).
+        timeout_s: the deadline (seconds).
+        service: the gRPC service whose ``Describe`` is called (``grpo.v1.Verifier``), for
+            the message.
+
+    Returns:
+        What ``describe`` returns.
+
+    Raises:
+        EndpointCheckError: the call failed; one line: ``<what> <address>: Describe failed
+            (<CODE>): <why>`` (nothing listening, no answer within ``timeout_s``, not that
+            service, or the status text).
+        OSError: a TLS file cannot be read (raised by the channel, not here).
+    """
+    try:
+        return describe(timeout_s)
+    except grpc.RpcError as exc:
+        if isinstance(exc, grpc.Call):
+            code, text = exc.code(), exc.details() or ""
+        else:
+            code, text = grpc.StatusCode.UNKNOWN, str(exc)
+        why = {
+            grpc.StatusCode.UNAVAILABLE: f"nothing answers there (is the {what} running, and "
+            "is the address right?)",
+            grpc.StatusCode.DEADLINE_EXCEEDED: f"no answer within {timeout_s:g} s",
+            grpc.StatusCode.UNIMPLEMENTED: f"it does not implement {service or what}/Describe",
+        }.get(code, " ".join(text.split()) or code.name)
+        raise EndpointCheckError(
+            f"{what} {address}: Describe failed ({code.name}): {why}", address=address
+        ) from None

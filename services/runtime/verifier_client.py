@@ -53,8 +53,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo.errors import GrpoError, UnavailableError
-from grpo.services.runtime.channels import client_channel
+from grpo.errors import GrpoError
+from grpo.services.runtime.channels import CHECK_TIMEOUT_S, client_channel, describe_endpoint
 from grpo.services.runtime.metrics import (
     VERIFIER_CLIENT_CALLS,
     VERIFIER_CLIENT_LATENCY,
@@ -302,9 +302,10 @@ def verifier_channel(
 
 
 def describe_verifier(
-    address: str, config: VerifierClientConfig, *, timeout_s: float
+    address: str, config: VerifierClientConfig, *, timeout_s: float = CHECK_TIMEOUT_S
 ) -> verifier_pb2.VerifierDescribeResponse:
-    """Call ``Describe`` on the verifier at ``address`` once, waiting at most ``timeout_s``.
+    """Call ``Describe`` on the verifier at ``address`` once, waiting at most ``timeout_s``
+    (the check before any work, ``channels.describe_endpoint``).
 
     Args:
         address: a gRPC target (``host:port``, ``dns:///name:port``).
@@ -316,28 +317,22 @@ def describe_verifier(
 
     Raises:
         InvalidArgumentError: a malformed address.
-        UnavailableError: no answer within ``timeout_s`` or an error status; the message
+        EndpointCheckError: no answer within ``timeout_s`` or an error status; the message
             names the address, the gRPC code and what to check.
         OSError: a TLS file cannot be read.
     """
     validate_address(address)
     channel = verifier_channel(address, config)
     try:
-        reply: verifier_pb2.VerifierDescribeResponse = verifier_pb2_grpc.VerifierStub(
-            channel
-        ).Describe(verifier_pb2.VerifierDescribeRequest(), timeout=timeout_s)
+        stub = verifier_pb2_grpc.VerifierStub(channel)
+        reply: verifier_pb2.VerifierDescribeResponse = describe_endpoint(
+            "verifier",
+            address,
+            lambda t: stub.Describe(verifier_pb2.VerifierDescribeRequest(), timeout=t),
+            timeout_s=timeout_s,
+            service="grpo.v1.Verifier",
+        )
         return reply
-    except grpc.RpcError as exc:
-        code, text = rpc_status(exc)
-        why = {
-            grpc.StatusCode.UNAVAILABLE: "nothing answers there (is the verifier running, "
-            "and is the address right?)",
-            grpc.StatusCode.DEADLINE_EXCEEDED: f"no answer within {timeout_s:g} s",
-            grpc.StatusCode.UNIMPLEMENTED: "it does not implement grpo.v1.Verifier/Describe",
-        }.get(code, text or code.name)
-        raise UnavailableError(
-            f"verifier {address}: Describe failed ({code.name}): {why}"
-        ) from None
     finally:
         channel.close()
 

@@ -54,7 +54,12 @@ from pydantic import (
     field_validator,
 )
 
-from grpo.errors import FailedPreconditionError, GrpoError, InvalidArgumentError
+from grpo.errors import (
+    EndpointCheckError,
+    FailedPreconditionError,
+    GrpoError,
+    InvalidArgumentError,
+)
 from grpo.services.runtime.config import deep_merge, error_text
 from grpo.services.runtime.registry import SERVICES, VerifierDeclaration, load_spec
 from grpo.services.runtime.routing import validate_address
@@ -602,7 +607,7 @@ def check_verifier_plan(
         Endpoint address -> its ``VerifierDescribeResponse``.
 
     Raises:
-        FailedPreconditionError: one line: an endpoint that does not answer (named with its
+        EndpointCheckError: one line: an endpoint that does not answer (named with its
             config path), or a route given to a verifier whose kind or task types do not cover
             it (naming the route and what the verifier declares).
     """
@@ -619,7 +624,7 @@ def check_verifier_plan(
                 answers[address] = future.result()
             except GrpoError as exc:
                 uses = _uses(plan, address)
-                raise FailedPreconditionError(f"{uses}: {exc}") from None
+                raise EndpointCheckError(f"{uses}: {exc}", address=address) from None
     for task_type, route in plan.routes.items():
         checks = [(c.where, c.verifier, "outcome") for c in route.outcome]
         if route.process is not None:
@@ -629,13 +634,15 @@ def check_verifier_plan(
                 info = answers[verifier.address]
                 kind, types = _kind_name(info.kind), tuple(info.task_types)
                 label = f"{info.name!r} {info.version}".strip()
-                verifier = PlannedVerifier(f"{verifier.address} ({label})", "endpoint")
+                verifier = PlannedVerifier(
+                    f"{verifier.address} ({label})", "endpoint", address=verifier.address
+                )
             else:
                 assert verifier.declared is not None
                 kind, types = verifier.declared.kind, verifier.declared.task_types
             problem = _mismatch(where, verifier, task_type, want, kind, types)
             if problem:
-                raise FailedPreconditionError(problem)
+                raise EndpointCheckError(problem, address=verifier.address)
     return answers
 
 

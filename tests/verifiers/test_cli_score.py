@@ -14,7 +14,6 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo.cli_score import (
-    EXIT_FAILED,
     EXIT_UNSCORED,
     EXIT_USAGE,
     ScoreJob,
@@ -23,10 +22,10 @@ from grpo.cli_score import (
     score_file,
 )
 from grpo.errors import (
+    EndpointCheckError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
-    UnavailableError,
     UsageError,
 )
 from grpo.services.evaluation.inputs import FieldMap
@@ -195,8 +194,9 @@ def test_mismatched_verifier_is_refused_naming_what_it_serves(
     result = CliRunner().invoke(
         app, ["math", "-i", str(src), "-o", str(tmp_path / "c.jsonl"), "--endpoint", exact]
     )
-    assert result.exit_code == EXIT_FAILED
+    assert result.exit_code == EXIT_USAGE  # refused by the check before any work, as grpo run
     assert "grpo score custom --task-type" in result.output
+    assert not (tmp_path / "c.jsonl").exists()
 
 
 def test_custom_verifier_over_grpc_with_field_map(tmp_path: Path, serve_verifier: Any) -> None:
@@ -260,11 +260,13 @@ def test_tls_endpoint(
         ScoreJob("custom", src, out, task_type="exact", endpoint=f"localhost:{port}", tls_ca=cert)
     )
     assert _rows(out)[0]["reward"] == 1.0
-    with pytest.raises(UnavailableError, match="failed 1 attempts"):
+    # plaintext to a TLS server: refused by the check before any work, nothing written
+    with pytest.raises(EndpointCheckError, match=r"Describe failed \(UNAVAILABLE\)"):
         score_file(ScoreJob(
             "custom", src, tmp_path / "plain.jsonl", task_type="exact",
             endpoint=f"localhost:{port}", max_attempts=1, deadline_s=3.0,
         ))  # fmt: skip
+    assert not (tmp_path / "plain.jsonl").exists()
 
 
 @pytest.mark.skipif(
