@@ -27,10 +27,13 @@ generated tokens, and reports the wall clock and CPU seconds each arm took for t
 
 Definitions used by the report:
 
-- one step's worth of tokens of a run = max(B·G·L_max, the run's generated tokens / its learner
-  steps): the most a learner batch can hold, or what a step really cost with rejected groups;
-- the budget is equal when every run stopped on ``generated_tokens`` and its generated tokens
-  are within one step's worth of the budget;
+- one job's worst case W = G·L_max·(1 + regeneration rounds): the most tokens one prompt job
+  the driver feeds can cost (its group, and the groups dynamic sampling may regenerate from
+  it); the driver never feeds a job whose worst case could pass what is left of the budget
+  (``grpo.services.driver.token_budget``), so a run stops at most W below the budget, never
+  above it;
+- the budget is equal when every run stopped on ``generated_tokens`` with generated tokens
+  in (budget − W, budget];
 - wasted tokens = generated − kept (tokens of groups that were never trained on: rejected by
   dynamic sampling, still open at the stop, or trained after it);
 - accuracy at equal tokens = the final held-out accuracy (every run ends at the budget);
@@ -59,6 +62,7 @@ from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.learner import metric_names as mn
 from grpo.learner.choices import CriticEstimatorName, GroupEstimatorName
 from grpo.services.driver.summary import RunSummary
+from grpo.services.driver.token_budget import TokenGate
 from grpo.services.settings.run import RunConfig
 
 __all__ = [
@@ -71,9 +75,9 @@ __all__ = [
     "check_request",
     "curve_band",
     "interpolate",
+    "job_tokens",
     "parse_estimators",
     "run_comparison",
-    "step_tokens",
     "summarize",
     "write_report",
 ]
@@ -101,7 +105,7 @@ class ArmResult:
         curve: evaluations as ``{"generated_tokens", "train_s", "accuracy"}`` in order.
         train_s: training seconds (``grpo_wall_clock_s``); run_s: the whole run's seconds
             (services start to stop); cpu_s: CPU seconds (user + system) of every process.
-        step_tokens: one step's worth of tokens (module docstring).
+        job_tokens: one job's worst case W in tokens (module docstring).
         means: per-step means over ``metrics.jsonl`` (clip fractions, lengths by advantage
             sign, entropy, the critic's explained variance, KL to π_ref when β > 0).
         kl_to_start: ``KlToStart`` as a dict (nats/token and nats/response).
@@ -122,7 +126,7 @@ class ArmResult:
     train_s: float
     run_s: float
     cpu_s: float
-    step_tokens: float
+    job_tokens: float
     means: dict[str, float] = field(default_factory=dict)
     kl_to_start: dict[str, float] = field(default_factory=dict)
     start_model: str = ""
@@ -138,7 +142,8 @@ class BudgetCheck:
     """``budget_check``'s answer.
 
     Attributes:
-        equal: every run stopped on the token budget within one step's worth of it.
+        equal: every run stopped on the token budget, at most one job's worst case below it
+            and never above it.
         budget: the generated-token budget of every run.
         max_deviation: largest |generated − budget| over the runs (tokens).
         problems: one line per run that broke the rule (empty when ``equal``).
@@ -225,14 +230,9 @@ def arm_config(
         raise InvalidArgumentError(f"arm {estimator} seed {seed}: {exc}") from None
 
 
-def step_tokens(config: RunConfig, generated_tokens: int, steps: int) -> float:
-    """One step's worth of generated tokens: max(B·G·L_max, generated / steps)."""
-    batch = (
-        config.learner.batch_groups
-        * config.generation.group_size
-        * config.generation.max_new_tokens
-    )
-    return float(max(batch, generated_tokens / steps if steps else 0.0))
+def job_tokens(config: RunConfig) -> float:
+    """One job's worst case W = G·L_max·(1 + regeneration rounds) of ``config`` (tokens)."""
+    return float(TokenGate.of(config).job_worst_case)
 
 
 def budget_check(runs: Sequence[ArmResult], budget: int) -> BudgetCheck:
@@ -251,10 +251,15 @@ def budget_check(runs: Sequence[ArmResult], budget: int) -> BudgetCheck:
                 f"{r.estimator} seed {r.seed} stopped on {r.stop_reason!r} at "
                 f"{r.generated_tokens} generated tokens, not on the token budget"
             )
-        elif deviation > r.step_tokens:
+        elif r.generated_tokens > budget:
             problems.append(
                 f"{r.estimator} seed {r.seed}: {r.generated_tokens} generated tokens, "
-                f"{deviation} from the budget (one step's worth is {r.step_tokens:.0f})"
+                f"{deviation} above the budget"
+            )
+        elif deviation >= r.job_tokens:
+            problems.append(
+                f"{r.estimator} seed {r.seed}: {r.generated_tokens} generated tokens, "
+                f"{deviation} below the budget (one job's worst case is {r.job_tokens:.0f})"
             )
     return BudgetCheck(
         equal=not problems,
@@ -370,7 +375,7 @@ def measure_run(
         train_s=summary.grpo_wall_clock_s,
         run_s=summary.wall_clock_s,
         cpu_s=round(cpu_s, 1),
-        step_tokens=step_tokens(config, generated, steps),
+        job_tokens=job_tokens(config),
         means={k: _mean(metrics, name) for k, name in _MEANS.items()},
         start_model=str(config.model.path),
     )
@@ -522,7 +527,8 @@ def _measured_arm(run_dir: Path, budget_tokens: int) -> ArmResult | None:
     """The arm measured earlier in ``run_dir`` (``ARM_FILE``), or None when it was not.
 
     Raises:
-        FailedPreconditionError: it ran with another generated-token budget.
+        FailedPreconditionError: it ran with another generated-token budget, or was measured
+            before the worst-case token gate.
     """
     arm_file = run_dir / ARM_FILE
     if not arm_file.is_file():
@@ -533,7 +539,13 @@ def _measured_arm(run_dir: Path, budget_tokens: int) -> ArmResult | None:
             f"cannot resume: {run_dir} ran with a budget of "
             f"{earlier['budget']['generated_tokens']} tokens, not {budget_tokens}"
         )
-    return ArmResult(**json.loads(arm_file.read_text()))
+    measured = json.loads(arm_file.read_text())
+    if "job_tokens" not in measured:  # before the worst-case token gate (2026-12-05)
+        raise FailedPreconditionError(
+            f"cannot resume: {run_dir} was measured by an older grpo compare, whose driver "
+            "could feed past the token budget; start again in a new --out folder"
+        )
+    return ArmResult(**measured)
 
 
 def _run_arm(
@@ -711,7 +723,7 @@ def markdown_table(report: dict[str, Any]) -> str:
         "**Budget equal: "
         + (
             f"yes** (every run stopped on the token budget, at most {check['max_deviation']} "
-            "tokens from it, within one step's worth)."
+            "tokens below it, within one job's worst case, never above)."
             if check["equal"]
             else "NO**: " + "; ".join(check["problems"])
         ),

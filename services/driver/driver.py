@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import shutil
 import threading
@@ -44,6 +43,7 @@ from grpo.services.driver.curriculum import PassRateCurriculum
 from grpo.services.driver.feeder import PromptFeeder
 from grpo.services.driver.heldout import heldout_accuracy
 from grpo.services.driver.summary import Outages, RunSummary
+from grpo.services.driver.token_budget import TokenCounts, TokenGate, closed_groups
 from grpo.services.runtime.accounting import RunAccounting
 from grpo.services.runtime.policy import read_policy, snapshot_policy
 from grpo.services.runtime.streams import REDIS_ERRORS, Outage, StreamNames, Streams
@@ -289,7 +289,12 @@ class RunDriver:
         self.progress = Progress()
         self.evals: list[dict[str, Any]] = []
         self._started_at = 0.0
-        self._received_at_start: int | None = None  # rollouts counted before this feeder
+        # The assembler's counters and the dead prompt jobs at the first poll (the token
+        # gate's baseline; None until polled) and the dead jobs at the last poll.
+        self._stats_at_start: assembler_pb2.AssemblerStats | None = None
+        self._dead_jobs_at_start = 0
+        self._dead_jobs = 0
+        self.token_gate = TokenGate.of(config)
         self._feeder: PromptFeeder | None = None
         self.record = record
         self._elapsed_before = record.elapsed_s() if record is not None else 0.0
@@ -486,8 +491,10 @@ class RunDriver:
         p.last_metrics = dict(status.last_metrics)
         p.reward = _first_metric(p.last_metrics, GROUPS_REWARD_MEAN)
         p.stats = stats
-        if self._received_at_start is None:
-            self._received_at_start = stats.rollouts_received
+        self._poll_dead_jobs()
+        if self._stats_at_start is None:
+            self._stats_at_start = stats
+            self._dead_jobs_at_start = self._dead_jobs
         p.elapsed_s = self._elapsed()
         if self.record is not None and self._started_at:
             try:  # best effort: the next poll saves it again (Redis may be out or full)
@@ -560,8 +567,7 @@ class RunDriver:
             self._unanswered_since = 0.0
             if progress.step >= target:
                 return "steps"
-            token_budget = cfg.budget.generated_tokens
-            if token_budget and progress.stats.generated_tokens >= token_budget:
+            if self.token_budget_spent(feeder):
                 return "generated_tokens"
             if feeder.exhausted and progress.stats.groups_pending == 0:
                 if time.monotonic() - idle_since > 60:
@@ -583,30 +589,48 @@ class RunDriver:
                     )
             self.stop_requested.wait(POLL_S)
 
+    def token_counts(self, feeder: PromptFeeder) -> TokenCounts | None:
+        """What the token gate reads (``token_budget.TokenCounts``): the last poll's counters
+        since the first poll, and the jobs ``feeder`` wrote; None before the first poll."""
+        start = self._stats_at_start
+        if start is None:
+            return None
+        stats = self.progress.stats
+        return TokenCounts(
+            counted=int(stats.generated_tokens),
+            issued_jobs=feeder.fed + int(stats.regenerations - start.regenerations),
+            received=int(stats.rollouts_received - start.rollouts_received),
+            late=int(stats.rollouts_late - start.rollouts_late),
+            closed=closed_groups(stats)
+            - closed_groups(start)
+            + self._dead_jobs
+            - self._dead_jobs_at_start,
+        )
+
     def jobs_within_token_budget(self, feeder: PromptFeeder, limit: int = 64) -> int:
         """Prompt jobs the feeder may still write (at most ``limit``) under
-        ``budget.generated_tokens`` (0 = no bound: ``limit``): the tokens the assembler counted
-        plus the expected tokens of the jobs written but not yet counted (G × the mean rollout
-        length so far, L_max before any rollout) stay below the budget by less than one job.
-        Generation so ends within about one group's worth of the budget and every token it
-        produced is counted, instead of overshooting by the rollouts still in flight at the
-        stop (the assembler counts a rollout once it is scored)."""
-        budget = self.config.budget.generated_tokens
-        if not budget:
+        ``budget.generated_tokens`` (0 = no bound: ``limit``): none whose worst case (G·L_max
+        per group, its possible regenerations included) could pass what is left once every
+        job issued and not yet counted is reserved at its worst case
+        (``token_budget.TokenGate.jobs``); 0 before the first poll (the counts are unknown)."""
+        if not self.token_gate.budget:
             return limit
-        if self._received_at_start is None:  # not polled yet: the counts are unknown
-            return 0
-        stats = self.progress.stats
-        g = self.config.generation.group_size
-        received = stats.rollouts_received - self._received_at_start
-        per_rollout = (
-            stats.generated_tokens / stats.rollouts_received
-            if stats.rollouts_received
-            else float(self.config.generation.max_new_tokens)
-        )
-        in_flight = max(0, feeder.fed * g - received)
-        left = budget - stats.generated_tokens - in_flight * per_rollout
-        return max(0, min(limit, math.ceil(left / (g * max(per_rollout, 1.0)))))
+        counts = self.token_counts(feeder)
+        return 0 if counts is None else self.token_gate.jobs(counts, limit)
+
+    def token_budget_spent(self, feeder: PromptFeeder) -> bool:
+        """The token budget is spent (``token_budget.TokenGate.spent``): the counted tokens
+        reached it, or every issued group closed and no further job fits."""
+        counts = self.token_counts(feeder)
+        return counts is not None and self.token_gate.spent(counts)
+
+    def _poll_dead_jobs(self) -> None:
+        """Read how many prompt jobs the rollout workers moved to dead letters (jobs that will
+        never have a rollout; the last value is kept while Redis does not answer)."""
+        try:
+            self._dead_jobs = int(self.streams.client.xlen(f"{self.names.prompts}:dead"))
+        except REDIS_ERRORS as exc:
+            log.warning("dead prompt jobs not read this time: %s", exc)
 
     def warn_if_no_signal(self, stats: assembler_pb2.AssemblerStats) -> bool:
         """Log once that no group with a reward spread has closed out of ``NO_SIGNAL_GROUPS``

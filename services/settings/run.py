@@ -270,8 +270,10 @@ class BudgetConfig(BaseModel):
     generated_tokens: int = Field(
         default=0,
         ge=0,
-        description="Stop once the assembler has received this many generated tokens (0 = no "
-        "bound); compares runs at equal generation cost.",
+        description="Most generated tokens (the assembler's count; 0 = no bound): no prompt job "
+        "is fed whose worst case (G x max_new_tokens per group, its regenerations included) "
+        "could pass what is left, and the run stops when none fits; compares runs at equal "
+        "generation cost.",
     )
     startup_timeout_s: float = Field(
         default=120.0, gt=0, description="How long services may take to become healthy (seconds)."
