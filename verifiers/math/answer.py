@@ -212,6 +212,7 @@ Answer = (
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _LIST_SEPS = (", and ", ", or ", ",", ";", " and ", " or ")  # "1, 2, and 3": one separator
+_GREEK = r"\\(?:alpha|beta|gamma|delta|theta|phi|varphi|lambda|mu|omega|sigma|rho|tau|psi)"
 _VARIABLE = re.compile(
     r"^(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|theta|phi|lambda|mu|omega|sigma|rho|tau|psi))"
     r"(?:_\{?[A-Za-z0-9]+\}?)?'?$"
@@ -223,7 +224,9 @@ _NAME = re.compile(
     r"|\[[A-Z]{3,}\]|\\text\{[A-Za-z ]+\}|\\frac\{[A-Z]{2,}\}\{[A-Z]{2,}\}|\|[A-Z]{2}\|"
     r"|\((?:[A-Za-z](?:_\{?[0-9]+\}?)?\s*,\s*)+[A-Za-z](?:_\{?[0-9]+\}?)?\)"
     r"|\\(?:log|ln|lg|sin|cos|tan|sec|csc|cot)(?:_\{?[0-9a-z]+\}?)?\s*"
-    r"(?:\{[-\d.]+\}|\([^()=<>]*\)|[\d.]+)(?:\^\s*\{?\\circ\}?)?)$"
+    r"(?:\{[-\d.]+\}|\([^()=<>]*\)|[\d.]+)(?:\^\s*\{?\\circ\}?)?"
+    r"|\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?2\}?)?\s*(?:\\angle\s*)?"
+    rf"(?:{_GREEK}|[A-Za-z](?![A-Za-z])|\{{(?:{_GREEK}|[A-Za-z])\}})\s*)$"
 )
 _CLOCK = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)\s*(am|pm)?$", re.IGNORECASE)
 _MATRIX = re.compile(
@@ -275,7 +278,7 @@ _RELATIONS = (
 def is_name(lhs: str) -> bool:
     """A variable (``y``, ``x_1``, ``\\theta``) or a named quantity (``\\angle C``,
     ``m\\angle ABC``, ``AB``, ``\\frac{AB}{CD}``, ``f(3)``, ``f'(x)``, ``f^{-1}(x)``,
-    ``P(A)``, ``[ABC]``,
+    ``P(A)``, ``[ABC]``, ``\\sin\\theta``, ``\\cos A``,
     ``\\text{area}``, a tuple of variables ``(a, b, c)``): what an equation ``lhs = rhs``
     names, so that ``rhs`` is its value. An expression in an unknown (``2x``, ``x^2``,
     ``a + b``) is not a name."""
@@ -597,6 +600,11 @@ def _inequality(text: str, level: int) -> tuple[str, Interval | Union] | None:
     if len(pieces) == 2:
         left, right = pieces
         kind = kinds[0]
+        absolute = _absolute_condition(left, right, kind) or _absolute_condition(
+            right, left, {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(kind, kind)
+        )
+        if absolute is not None:
+            return absolute
         if _VARIABLE.match(left):
             variable, bound = left, Scalar(right)
         elif _VARIABLE.match(right):
@@ -623,6 +631,32 @@ def _inequality(text: str, level: int) -> tuple[str, Interval | Union] | None:
             return pieces[1], Interval(lo, hi, kinds[1] == "ge", kinds[0] == "ge")
         return pieces[1], Interval(lo, hi, kinds[0] == "le", kinds[1] == "le")
     raise _NotInterval(pieces, kinds)
+
+
+_ABSOLUTE = re.compile(
+    r"^\|\s*([A-Za-z])\s*(?:([+-])\s*(\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}))?\s*\|$"
+)
+_CONSTANT = re.compile(r"^(?:\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}|\\sqrt\{\d+\})$")
+
+
+def _absolute_condition(side: str, bound: str, kind: str) -> tuple[str, Interval | Union] | None:
+    """``|x| < 2`` is ``(-2, 2)``, ``|x - 3| \\le 1`` is ``[2, 4]``, ``|x| > 2`` is
+    ``(-\\infty, -2) \\cup (2, \\infty)``: a bare variable, or it plus or minus a number,
+    in bars against a non-negative number; None when not so."""
+    m = _ABSOLUTE.match(side.strip())
+    if m is None or kind == "ne" or not _CONSTANT.match(bound.strip()):
+        return None
+    variable, sign, shift = m.groups()
+    center = "" if not shift else (shift if sign == "-" else f"-{shift}")
+    b = bound.strip()
+    lo, hi = Scalar(f"{center}-({b})"), Scalar(f"{center}+({b})" if center else f"({b})")
+    closed = kind in ("le", "ge")
+    if kind in ("lt", "le"):
+        return variable, Interval(lo, hi, closed, closed)
+    inf = Scalar(r"\infty")
+    return variable, Union(
+        (Interval(Scalar(r"-\infty"), lo, False, closed), Interval(hi, inf, closed, False))
+    )
 
 
 class _NotInterval(AnswerSyntaxError):

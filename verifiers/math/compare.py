@@ -7,7 +7,8 @@ entries are types, not special cases:
   ``5``); any other equation never equals a non-equation (``2x = 4`` vs ``4``, ``x^2 = 16``
   vs ``16`` are not equal); two equations are equal when they assign equal values to the
   same variable (``z = 7`` vs ``x = 7`` is not equal, nor ``a=1, b=2`` vs ``a=2, b=1``) or
-  are proportional (``2y = 4x + 6`` vs ``y = 2x + 3``);
+  are proportional (``2y = 4x + 6`` vs ``y = 2x + 3``); two names of one function's value
+  (``f(x)`` and ``y``, ``f(x)`` and ``g(x)``) compare their right sides;
 - :class:`Items` vs :class:`Items`: the same number of items, matched one to one in any
   order (a list keeps multiplicity: ``1, 1, 2`` vs ``1, 2`` is not equal); when either side
   is a set ``\\{..\\}``, repeats count once first (``\\{1, 1, 2\\}`` = ``\\{1, 2\\}``);
@@ -264,6 +265,8 @@ class _Comparer:
         if isinstance(g, Equation) and isinstance(a, Equation):
             if (g.variable and _name(g.variable) == _name(a.variable)) or _same_lhs(g, a):
                 return self.equal(g.rhs, a.rhs)  # (a, b) = (1, 2) vs (a, b) = (1, 2) too
+            if _function_values(g.variable, a.variable):
+                return self.equal(g.rhs, a.rhs)  # f(x) = 3x - 2 vs y = 3x - 2
             if g.variable and a.variable and (_constant(g.rhs) or _constant(a.rhs)):
                 return False  # z = 7 vs x = 7: another variable's value
             # proportional: y = 2x + 3 vs x = (y - 3)/2, 2y = 4x + 6 vs y = 2x + 3
@@ -552,6 +555,18 @@ def _same_lhs(g: Equation, a: Equation) -> bool:
 def _name(variable: str) -> str:
     """A variable's name without subscript braces: ``x_{1}`` and ``x_1`` are one."""
     return variable.replace("{", "").replace("}", "")
+
+
+_APPLIED = re.compile(r"^[A-Za-z](?:\^\{?-1\}?)?\(\s*([a-z](?:\s*,\s*[a-z])*)\s*\)$")
+
+
+def _function_values(g: str, a: str) -> bool:
+    """Two names of one function's value: ``f(x)`` and ``y``, ``f(x)`` and ``g(x)`` (the same
+    variables), so ``f(x) = 3x - 2`` and ``y = 3x - 2`` state the same function."""
+    mg, ma = _APPLIED.match(g.replace(" ", "")), _APPLIED.match(a.replace(" ", ""))
+    if mg is not None and ma is not None:
+        return mg.group(1) == ma.group(1)
+    return (mg is not None and a == "y") or (ma is not None and g == "y")
 
 
 def _named(items: tuple[Answer, ...]) -> bool:

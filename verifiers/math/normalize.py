@@ -106,6 +106,16 @@ _ONES = {w: i for i, w in enumerate(_ONES_WORDS.split())}
 _TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety"
 _TENS = {w: 10 * i for i, w in enumerate(_TENS_WORDS.split(), 2)}
 _WORD_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_DENOMINATORS = {
+    "half": 2, "halves": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
+    "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "twelfth": 12, "hundredth": 100,
+}  # fmt: skip
+# words that make a phrase after a number an expression, not a unit: "two more than x"
+_NOT_A_UNIT_WORDS = (
+    "of more less than times plus minus over and or to from by divided multiplied added"
+    " subtracted squared cubed half halves percent per"
+)
+_NOT_A_UNIT = frozenset(_NOT_A_UNIT_WORDS.split())
 _WORD_SPLIT = re.compile(r"[\s-]+")
 # a rate written as a fraction of units after a number: 60 \frac{\text{km}}{\text{h}}
 _FRACTION_UNIT = re.compile(
@@ -236,6 +246,49 @@ def number_from_words(text: str) -> int | None:
     if last == "and":
         return None
     return sign * (total + group)
+
+
+def _fraction_from_words(text: str) -> str | None:
+    """``one half``, ``a third``, ``two-thirds``, ``three quarters`` as ``\\frac{n}{d}``."""
+    tokens = [t for t in _WORD_SPLIT.split(text.lower().strip()) if t]
+    if len(tokens) < 2:
+        return None
+    last = tokens[-1]
+    den = _DENOMINATORS.get(last) or _DENOMINATORS.get(last[:-1] if last.endswith("s") else "")
+    if den is None:
+        return None
+    num = 1 if tokens[:-1] == ["a"] else number_from_words(" ".join(tokens[:-1]))
+    if num is None or num < 0:
+        return None
+    return rf"\frac{{{num}}}{{{den}}}"
+
+
+def _from_words(text: str, units: list[str]) -> str:
+    """A whole answer in number words (``twenty-five`` 25, ``two thirds`` 2/3), or number
+    words before a unit or a noun (``eleven apples`` 11, ``fifty percent`` 50%); else the
+    text unchanged."""
+    value = number_from_words(text)
+    if value is not None:
+        return str(value)
+    fraction = _fraction_from_words(text)
+    if fraction is not None:
+        return fraction
+    words = text.split()
+    for cut in range(min(len(words) - 1, 8), 0, -1):
+        head, rest = " ".join(words[:cut]), words[cut:]
+        percent = [w.lower() for w in rest] == ["percent"]
+        if not percent and (not all(w.isalpha() for w in rest) or rest[0].lower() in _NOT_A_UNIT):
+            continue
+        number = number_from_words(head)
+        if number is None:
+            continue
+        if percent:
+            return f"{number}%"
+        if any(w.lower() in _NOT_A_UNIT or number_from_words(w) is not None for w in rest):
+            return text
+        _note_unit(units, " ".join(rest))
+        return str(number)
+    return text
 
 
 def _unicode_to_latex(text: str) -> str:
@@ -452,6 +505,6 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()
     text = _strip_delimiters(text)
-    if text[:1].isalpha() and (value := number_from_words(text)) is not None:
-        text = str(value)
+    if text[:1].isalpha():
+        text = _from_words(text, units)
     return text, frozenset(units)
