@@ -9,7 +9,9 @@ another family's turn marker: ``<|im_end|>``, ``<end_of_turn>``, ``<|im_start|>`
 ``[INST]``, ``<|user|>``, ``<end>``), or, when an answer comes before it, a line opening a
 user turn (``User:``, ``Human:``, ``用户:``), a restated system prompt, a new problem
 (``Question:``, ``Problem 2:``), an invented follow-up ("Can you explain …?") or, in a
-Latin-script response, degenerate text (tokens of other scripts). After the last
+Latin-script response, degenerate text (tokens of other scripts) after an explicit answer or a
+concluding statement with its value ("Putting it all together, … is $$15x - 80$$"); one stray
+token just before the response's last explicit answer does not start it. After the last
 ``</think>`` only the text after it counts when it holds an explicit answer (or a number,
 when the reasoning holds no explicit answer).
 
@@ -208,7 +210,7 @@ def answer_region(response: str) -> tuple[str, int, int]:
             for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP)
             for m in pattern.finditer(text, 0, end)
         ]
-        + [(at, _explicit) for at in _degenerate(text, 0, end)]
+        + [(at, _explicit_or_concluded) for at in _degenerate(text, 0, end)]
     )
     for at, answered in markers[:_MAX_MARKERS]:  # each check reads the text before it
         if at > 0 and answered(text, 0, at):
@@ -230,22 +232,34 @@ def _degenerate(text: str, start: int, end: int) -> list[int]:
     """Where a Latin-script response degenerates into garbage: the first of three tokens
     within twenty that hold letters of other scripts (``P唑!``, ``Brea`ثم``, ``俦清洗([``),
     as a continuation marker. A response that opens in another script is never cut."""
-    if text.isascii():
-        return []
-    opening = [c for c in text[start : start + 600] if c.isalpha()]
-    if sum(ord(c) > 0x24F for c in opening) > 0.1 * max(len(opening), 1):
+    if not _latin(text, start):
         return []  # a response in another script (Chinese math mixes in Latin by nature)
-    mixed: list[int] = []
+    mixed: list[tuple[int, int, int]] = []  # (token index, start, end)
     for k, m in enumerate(_TOKEN.finditer(text, start, end)):
         token = _LATEX_BITS.sub("", m.group(0))
         if any(c.isalpha() and ord(c) > 0x24F for c in token):
-            mixed.append(k)
-            if len(mixed) >= 3 and mixed[-1] - mixed[-3] < 20:
+            mixed.append((k, m.start(), m.end()))
+            if len(mixed) >= 3 and mixed[-1][0] - mixed[-3][0] < 20:
+                if _explicit(text, mixed[-3][2], mixed[-2][1]) and not _explicit(
+                    text, mixed[-2][1], end
+                ):
+                    # one stray token, then the response's last explicit answer ("theלין …
+                    # the final answer is \boxed{…}"), then garbage: it starts after the answer
+                    del mixed[-3]
+                    continue
                 break
     else:
         return []
-    first = mixed[-3]
-    return [m.start() for k, m in enumerate(_TOKEN.finditer(text, start, end)) if k == first]
+    return [mixed[-3][1]]
+
+
+def _latin(text: str, start: int = 0) -> bool:
+    """A response in Latin script with letters of other scripts in it (so it may degenerate);
+    one that opens in another script is not."""
+    if text.isascii():
+        return False
+    opening = [c for c in text[start : start + 600] if c.isalpha()]
+    return sum(ord(c) > 0x24F for c in opening) <= 0.1 * max(len(opening), 1)
 
 
 def _explicit(text: str, start: int, end: int) -> bool:
@@ -256,6 +270,28 @@ def _explicit(text: str, start: int, end: int) -> bool:
     except UnclosedBoxError:
         return False  # cut off inside a box: the answer was never written out
     return bool(boxes) or _EXPLICIT.search(text, start, end) is not None
+
+
+def _explicit_or_concluded(text: str, start: int, end: int) -> bool:
+    """An explicit answer in ``text[start:end]``, or a conclusion with a value just before
+    ``end`` ("Putting it all together, the simplified expression is: $$15x - 80$$"): the
+    response answered before it degenerated."""
+    if _explicit(text, start, end):
+        return True
+    lo = max(start, end - 600)
+    sentences = [
+        (a, b)
+        for a, b in _sentences(text, lo, end, _segments(text, lo, end, []))
+        if text[a:b].strip()
+    ]
+    if not sentences:
+        return False
+    a, b = sentences[-1]
+    body = _TAG_FRAGMENT_END.sub("", _TAGS.sub(" ", text[a:b])).rstrip(" \t\n.")
+    last_word = re.search(r"([A-Za-z]+)$", body)
+    if body.endswith(":") or (last_word is not None and last_word.group(1) in _COPULAS):
+        return False  # "Thus, the value of \(11 \# 5\) is": the value was never written
+    return _CONCLUSION.match(text, a, b) is not None and _statement(text, a, b, _Want()) is not None
 
 
 def _answered(text: str, start: int, end: int) -> bool:
@@ -613,7 +649,8 @@ _ENUMERATOR = re.compile(
 )
 _ASIDE = re.compile(r"[*_(\s]*(?:note|remark|nb|p\.s)\b[*_:,\s]", re.IGNORECASE)
 _CONCLUSION = re.compile(
-    r"\s*(?:therefore|thus|hence|finally|in conclusion|consequently|the (?:final )?answer)\b",
+    r"\s*(?:therefore|thus|hence|finally|in conclusion|consequently|the (?:final )?answer"
+    r"|putting (?:it )?all together|in summary|to summarize)\b",
     re.IGNORECASE,
 )
 _JUNK_END = re.compile(r"(?:^|\s)(?:[_*>#`~|/\\-]{2,}|[>*#])$")

@@ -38,6 +38,7 @@ KINDS = {
     "forms": "10. missing forms",
     # kinds found in real outputs after the redesign (the adjudicated rows it still missed)
     "broken_tag": "11. answer tags as small models break or name them",
+    "garbage": "12. an answer, then degenerate text (other scripts, invented tasks)",
 }
 
 R = Row
@@ -277,4 +278,60 @@ ROWS: list[Row] = [
     ),
     R("broken_tag", "9", "We put the answer between <think> and <answer> tags: 4 + 5 = 9", 1),
     R("broken_tag", "4", "We put the answer between <think> and <answer> tags: 4 + 5 = 9", 0),
+    # ---- 12. an answer, then degenerate text (real rows: 24a4bfaca6, 25aa0754f0) ----
+    R(
+        "garbage",
+        "15x - 80",
+        "This simplifies to:$$-80$$\nPutting it all together, the simplified expression is:$$15x - 80$$</ дня>\n Cool五官. What grade 方orio\n9. She通风 蒙 mon\nNow the sum of the numbers in the tags is 5 + 6 = 11, so \\(\\boxed{11}\\).",
+        1,
+    ),
+    R(
+        "garbage",
+        "11",
+        "This simplifies to:$$-80$$\nPutting it all together, the simplified expression is:$$15x - 80$$</ дня>\n Cool五官. What grade 方orio\n9. She通风 蒙 mon\nNow the sum of the numbers in the tags is 5 + 6 = 11, so \\(\\boxed{11}\\).",
+        0,
+    ),
+    R(
+        "garbage",
+        "36",
+        "Therefore, the total number of marbles is 36.\n收到 Hello世界 the 清洗 answer\nQuestion 2 asks for 3 * 4 = 12, so \\boxed{12}.",
+        1,
+    ),
+    R(
+        "garbage",
+        "12",
+        "Therefore, the total number of marbles is 36.\n收到 Hello世界 the 清洗 answer\nQuestion 2 asks for 3 * 4 = 12, so \\boxed{12}.",
+        0,
+    ),
+    R(
+        "garbage",
+        "71",
+        "Thus, the value of \\(11 \\# 5\\) is \\(\\boxed{71}\\).</th头> <th>th</th> 咏2 fined路面大学1 任何形式 allow",
+        1,
+    ),
+    R(
+        "garbage",
+        r"\frac{3}{4}",
+        "Thus the sum of the series is \\(\\frac{3}{4}\\).\n\nFinally, theלין sum is left as it is.\n\nSo, the final answer is:\n\n\\[\n\\boxed{\\frac{3}{4}}\n\\]en\n并没有 Alternate顾客 or another 뭄~决赛ups",
+        1,
+    ),
+    R(
+        "garbage",
+        r"\frac{1}{2}",
+        "Thus the sum of the series is \\(\\frac{3}{4}\\).\n\nFinally, theלין sum is left as it is.\n\nSo, the final answer is:\n\n\\[\n\\boxed{\\frac{3}{4}}\n\\]en\n并没有 Alternate顾客 or another 뭄~决赛ups",
+        0,
+    ),
+    # the value is never written before the garbage: the conclusion states nothing
+    R(
+        "garbage",
+        "7",
+        "We add 3 and 4. Thus, the total is 收到 Hello世界 the 清洗 answer 方orio wenig\n\nQuestion: what is 3 + 4? The answer is \\boxed{7}.",
+        0,
+    ),
+    R(
+        "garbage",
+        "5",
+        "So we have 2 + 3 here 收到 Hello世界 the 清洗 answer 方orio, and the final answer is \\boxed{5}.",
+        1,
+    ),
 ]
