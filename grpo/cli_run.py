@@ -40,7 +40,8 @@ def run(
         typer.Option(
             "--resume",
             help="Continue the stopped or killed run in this folder (its config.yaml, Redis "
-            "state and learner checkpoint) instead of starting one; no CONFIG then.",
+            "state and learner checkpoint) instead of starting one; no CONFIG then. A run that "
+            "ended on its budget is only reported (exit 0) unless --steps/--set raise it.",
         ),
     ] = None,
     run_dir: Annotated[
@@ -68,7 +69,10 @@ def run(
     (liveness); the embedded Redis keeps its state in the run dir, so
     `grpo run --resume RUN_DIR` continues a stopped or killed run, even from a moved folder
     (a new run refuses a folder that already holds one; a resume refuses data that changed
-    since the run began). One run per folder: a folder another `grpo run` holds is refused
+    since the run began). A run that already ended on its budget is not restarted: --resume
+    prints its stop reason and steps and exits 0, unless the budget it reached is raised
+    (--steps N, --set budget.steps=N / budget.wall_clock_s / budget.generated_tokens), which
+    trains it on to the new budget. One run per folder: a folder another `grpo run` holds is refused
     (exit 2, naming its pid). Ctrl-C or SIGTERM stops every process cleanly and exits 130;
     the summary is written for every ending (failures name the service and the cause) and
     the plots after GRPO.
@@ -91,10 +95,10 @@ def run(
         which = "not both" if config is not None else "neither was given"
         fail(f"give a CONFIG file or --resume RUN_DIR ({which})")
     # The folder of a resume is claimed before anything in it is read (one in use is named).
-    lock = _claim(resume.resolve(), console, resume=True) if resume is not None else None
-    cfg = _checked_config(resume / "config.yaml" if resume else config, values, console, lock)  # type: ignore[operator,arg-type]
+    lock = _claim(resume.resolve(), resume=True) if resume is not None else None
+    cfg = _checked_config(resume / "config.yaml" if resume else config, values, lock, resume, steps)  # type: ignore[operator,arg-type]
     out = (resume or run_dir or default_run_dir(cfg)).resolve()
-    lock = lock or _claim(out, console, resume=False)
+    lock = lock or _claim(out, resume=False)
     if resume is None and builds_model(cfg):
         _quiet_transformers()  # else nothing here loads a model: transformers stays unimported
     become_subreaper()
@@ -195,18 +199,28 @@ def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
         live.stop()
 
 
-def _checked_config(path: Path, values: dict[str, Any], console: Any, lock: Any) -> Any:
+def _checked_config(
+    path: Path, values: dict[str, Any], lock: Any, resume: Path | None, steps: int | None
+) -> Any:
     """The run's config, checked before any work (a new run's folder is not created yet):
     every key of every block (``load_run_config``) and the verifiers against their routes
     (``grpo.local.preflight.check_run_verifiers``: each endpoint's Describe, each service's
-    task types). A problem prints one line, releases ``lock`` (a resume's) and exits 2."""
+    task types). A problem prints one line, releases ``lock`` (a resume's) and exits 2. A
+    resume of a run that already ended on its budget, none of it raised
+    (``grpo.local.run.ended_run``), prints so, releases ``lock`` and exits 0."""
     from grpo.errors import GrpoError
     from grpo.local.preflight import check_run_verifiers
+    from grpo.local.run import ended_run
     from grpo.services.settings.run import load_run_config
     from grpo.services.tasks.run_tasks import load_run_tasks
 
     try:
         cfg = load_run_config(path, values)
+        ended = ended_run(cfg, resume.resolve(), steps) if resume is not None else None
+        if ended is not None:
+            lock.release()
+            typer.echo(ended.message(resume.resolve()))  # type: ignore[union-attr]
+            raise typer.Exit(0)
         check_run_verifiers(cfg, load_run_tasks(cfg).task_type)
     except GrpoError as exc:
         if lock is not None:
@@ -215,26 +229,17 @@ def _checked_config(path: Path, values: dict[str, Any], console: Any, lock: Any)
     return cfg
 
 
-def _claim(out: Path, console: Any, *, resume: bool) -> Any:
-    """The run dir's lock (``RunDirLock``), taken before anything is read or written there
-    (the folder is created for a new run); exit 2 with one line when the path is no folder,
-    another process holds it (naming its pid), or a new run would reuse a folder that holds
-    a run (``_run_dir_problem``)."""
-    from grpo.local.rundir import RunDirLock, RunRefusedError
+def _claim(out: Path, *, resume: bool) -> Any:
+    """The run dir's lock (``grpo.local.rundir.claim_run_dir``), taken before anything is
+    read or written there (the folder is created for a new run); exit 2 with one line when
+    the path is no folder, another process holds it (naming its pid), or a new run would
+    reuse a folder that holds a run."""
+    from grpo.local.rundir import RunRefusedError, claim_run_dir
 
-    problem = _run_dir_problem(out, resume=resume, held=False)
-    lock = None
-    if not problem:
-        try:
-            lock = RunDirLock.acquire(out)
-        except RunRefusedError as exc:
-            problem = str(exc)
-    problem = problem or _run_dir_problem(out, resume=resume, held=True)
-    if problem:
-        if lock is not None:
-            lock.release()
-        fail(problem)
-    return lock
+    try:
+        return claim_run_dir(out, resume=resume)
+    except RunRefusedError as exc:
+        fail(str(exc))
 
 
 def _report(console: Any, summary: Any, out: Path) -> None:
@@ -335,25 +340,3 @@ def _quiet_transformers() -> None:
     except ImportError:
         return
     hf_logging.disable_progress_bar()
-
-
-def _run_dir_problem(out: Path, *, resume: bool, held: bool) -> str | None:
-    """Why ``out`` cannot be the run folder, or None. Before its lock is taken (``held``
-    False): a path that is not a folder, or a ``--resume`` of a folder that does not exist.
-    Once it is held: (a new run) a folder that already holds a run (its ``config.yaml``),
-    whose Redis state and checkpoints the new run would silently pick up."""
-    if not held:
-        for parent in (out, *out.parents):
-            if parent.exists():
-                if not parent.is_dir():
-                    return f"run dir {out}: {parent} is not a folder"
-                break
-        if resume and not out.is_dir():
-            return f"cannot resume {out}: no such folder"
-        return None
-    if not resume and (out / "config.yaml").is_file():
-        return (
-            f"run dir {out} already holds a run: continue it with `grpo run --resume {out}`, "
-            "or give another --run-dir"
-        )
-    return None

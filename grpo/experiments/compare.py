@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import resource
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -481,6 +482,11 @@ def run_comparison(
                 runs.append(earlier)
                 say(f"[{n}/{len(plan)}] {est} seed {seed}: measured earlier")
                 continue
+            if resume and (run_dir / "config.yaml").is_file():
+                # an arm cut short: run again from the start (a new run refuses a folder
+                # that holds one; its checkpoints would leak into the new arm)
+                say(f"[{n}/{len(plan)}] {est} seed {seed}: unfinished earlier, run again")
+                shutil.rmtree(run_dir)
             say(f"[{n}/{len(plan)}] {est} seed {seed}: {budget_tokens} generated tokens")
             result = _run_arm(cfg, run_dir, est, seed, start_model, kl_set, say)
             if result is None:

@@ -50,6 +50,17 @@ per dependency per service (summed from the services' logs, ``LocalCluster.outag
 run: no new model, no SFT; the services start from the run's policy folder, the embedded Redis
 reloads ``redis/``, the learner restores its newest checkpoint and every stream consumer takes
 over what was pending. ``resume_policy`` refuses clearly when the run cannot be resumed.
+
+A run that already ended on its budget is not restarted (:func:`ended_run`): its
+``summary.json`` names a budget's stop reason (``steps``, ``generated_tokens``,
+``wall_clock``, ``exhausted``) and the config of the resume (its ``config.yaml`` with the
+overrides of the command line) leaves a budget the run already reached. ``--resume`` then
+says so (stop reason, steps, what to raise) and exits 0 without starting anything. Raising
+every budget the run reached (``--steps 6`` or ``--set budget.steps=6`` after 3 steps; a
+larger ``budget.wall_clock_s`` than its ``grpo_wall_clock_s``, a larger
+``budget.generated_tokens`` than its generated tokens, or 0) resumes it and trains on to the
+new budget. A run that ran out of data (``exhausted``) cannot be extended. A run that stopped
+on an interrupt or an error, or wrote no summary (killed), always resumes.
 """
 
 from __future__ import annotations
@@ -58,17 +69,18 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import yaml
 
-from grpo.errors import UnavailableError
+from grpo.errors import FailedPreconditionError, GrpoError, UnavailableError
 from grpo.local.cluster import LocalCluster
 from grpo.local.policy import prepare_policy
 from grpo.local.preflight import checked_tasks
 from grpo.local.processes import ServiceFailedError, last_error, named_cause
-from grpo.local.rundir import RunDirLock, RunIdentity, RunRefusedError
+from grpo.local.rundir import RunDirLock, RunIdentity, RunRefusedError, claim_run_dir
 from grpo.services.driver.driver import POLL_S, DriverRecord, Progress, RunDriver
 from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
 from grpo.services.runtime.accounting import RunAccounting, read_run_accounting
@@ -76,7 +88,15 @@ from grpo.services.settings.run import RunConfig
 from grpo.services.tasks.run_tasks import RunTasks
 from grpo.v1 import common_pb2
 
-__all__ = ["default_run_dir", "resume_policy", "run_local", "write_run_config"]
+__all__ = [
+    "BUDGET_STOPS",
+    "EndedRun",
+    "default_run_dir",
+    "ended_run",
+    "resume_policy",
+    "run_local",
+    "write_run_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +116,78 @@ def write_run_config(config: RunConfig, run_dir: Path) -> Path:
     path = run_dir / "config.yaml"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     return path
+
+
+BUDGET_STOPS = ("steps", "generated_tokens", "wall_clock", "exhausted")
+"""Stop reasons of a run that ended on its budget (or its data): a resume restarts it only
+when the budget it reached was raised (:func:`ended_run`)."""
+
+
+@dataclass(frozen=True)
+class EndedRun:
+    """A run that already ended on its budget, as :func:`ended_run` finds it.
+
+    Attributes:
+        summary: its ``summary.json``.
+        reached: the budgets of the resume's config that the run has already reached, each
+            with how to raise it (``budget.steps 3 (reached: 3 steps; --steps N > 3)``).
+    """
+
+    summary: RunSummary
+    reached: tuple[str, ...]
+
+    def message(self, run_dir: Path) -> str:
+        """One line: the run ended, its stop reason and steps, and what to raise."""
+        s = self.summary
+        return (
+            f"run {run_dir} already ended (stop reason {s.stop_reason}, {s.steps} steps, "
+            f"final accuracy {s.final_accuracy:.3f}; {run_dir / 'summary.json'}); nothing "
+            f"started. To train on, raise what it reached: {'; '.join(self.reached)}"
+        )
+
+
+def ended_run(config: RunConfig, run_dir: Path, steps: int | None = None) -> EndedRun | None:
+    """Whether a resume of ``run_dir`` under ``config`` would restart a run that already
+    ended on its budget (module docstring).
+
+    Args:
+        config: the resume's config (the run's ``config.yaml`` with the overrides).
+        run_dir: the run's folder; steps: the ``--steps`` of the resume (None: budget.steps).
+
+    Returns:
+        An :class:`EndedRun` when ``summary.json`` names a budget's stop reason
+        (:data:`BUDGET_STOPS`) and a budget of ``config`` is already reached; None when the
+        run may be resumed (no summary, an interrupt or an error, or every budget it reached
+        raised).
+    """
+    from grpo.errors import GrpoError
+
+    try:
+        summary = RunSummary.read(run_dir / "summary.json")
+    except (GrpoError, OSError, ValueError, KeyError, TypeError):
+        return None  # no summary (killed) or unreadable: resume as before
+    if summary.stop_reason not in BUDGET_STOPS:
+        return None
+    budget = config.budget
+    target = steps or budget.steps
+    tokens = summary.accounting.generated_tokens
+    spent = summary.grpo_wall_clock_s
+    reached = []
+    if summary.stop_reason == "exhausted":
+        reached.append("nothing: its data ran out (start a new run)")
+    if target <= summary.steps:
+        reached.append(f"budget.steps {target} (--steps N with N > {summary.steps})")
+    if budget.generated_tokens and budget.generated_tokens <= tokens:
+        reached.append(
+            f"budget.generated_tokens {budget.generated_tokens} (--set "
+            f"budget.generated_tokens=N with N > {tokens}, or 0 for no bound)"
+        )
+    if budget.wall_clock_s <= spent:
+        reached.append(
+            f"budget.wall_clock_s {budget.wall_clock_s:g} (--set budget.wall_clock_s=S with "
+            f"S > {spent:g}, the GRPO seconds it spent)"
+        )
+    return EndedRun(summary, tuple(reached)) if reached else None
 
 
 def resume_policy(config: RunConfig, run_dir: Path) -> Path | str:
@@ -143,14 +235,18 @@ def run_local(
         config: the run; run_dir: output folder (created); steps: learner steps (default
         ``budget.steps``); on_progress: called each poll; log_fn: human-readable milestones;
         resume: continue the run in ``run_dir`` (``resume_policy``) instead of starting one;
+        a run that already ended on its budget, none of it raised (:func:`ended_run`), is
+        not started: its summary is returned as read;
         lock: the run dir's lock when the caller took it already (else taken here).
 
     Raises:
-        RunRefusedError: the run must not start (the folder is in use by another process,
-            cannot be resumed, its data changed, or its Redis evicts keys); nothing was
-            started or written then.
-        GrpoError: a service that failed to start or died for good, Redis that could not
-            come back (summary.json is written first, with the failure).
+        RunRefusedError: the run must not start (the folder is no folder, is in use by
+            another process, already holds a run (a new run), cannot be resumed, its data
+            changed, or its Redis evicts keys); nothing was started or written then.
+        GrpoError (and the errors of ``load_run_tasks``): a new run's data or verifiers
+            refused before its folder was created (nothing is left, as with ``grpo run``).
+        GrpoError: the policy could not be prepared, a service failed to start or died for
+            good, Redis could not come back (summary.json is written first, with the failure).
         KeyboardInterrupt: Ctrl-C/SIGTERM before GRPO started (SFT, service start); after
             that an interrupt stops the driver, which evaluates the final policy and writes
             the summary with ``stop_reason: interrupted``.
@@ -158,9 +254,18 @@ def run_local(
     say = log_fn or log.info
     started = time.time()
     run_dir = run_dir.resolve()
-    held = lock if lock is not None else RunDirLock.acquire(run_dir)
+    tasks: RunTasks | None = None
+    if lock is None and not resume:
+        # A new run is checked before its folder exists, as grpo run checks it: a refusal
+        # (a config whose data or verifiers fail) leaves nothing behind.
+        tasks = checked_tasks(config, say)
+    held = lock if lock is not None else claim_run_dir(run_dir, resume=resume)
     try:
-        tasks = checked_tasks(config, say)  # the verifiers cover their routes (issue 29)
+        if resume and (ended := ended_run(config, run_dir, steps)) is not None:
+            say(ended.message(run_dir))  # ended on its budget, none raised: nothing starts
+            return ended.summary
+        if tasks is None:
+            tasks = checked_tasks(config, say)  # the verifiers cover their routes (issue 29)
         if resume:
             model = resume_policy(config, run_dir)
             identity = RunIdentity.resume(config, run_dir, tasks)
@@ -168,13 +273,45 @@ def run_local(
         else:
             write_run_config(config, run_dir)
             identity = RunIdentity.create(config, run_dir, tasks)
-            model = prepare_policy(config, run_dir, tasks, say)
+            model = _prepared_policy(config, run_dir, tasks, identity, say, started)
         (run_dir / "summary.json").unlink(missing_ok=True)  # the driver writes the new one
         run = _LocalRun(config, run_dir, identity, tasks, say, started=started, resume=resume)
         return run.run(model, steps, on_progress)
     finally:
         if lock is None:
             held.release()
+
+
+def _prepared_policy(
+    config: RunConfig,
+    run_dir: Path,
+    tasks: RunTasks,
+    identity: RunIdentity,
+    say: Callable[[str], None],
+    started: float,
+) -> Path | str:
+    """``prepare_policy`` of a new run whose folder is written: a failure (a model that
+    cannot be loaded, SFT that fails) writes ``summary.json`` (``stop_reason: error``, the
+    failure with its cause) before it is re-raised, as every later failure does (an error
+    that is no ``GrpoError``, e.g. a damaged weights file, as ``FailedPreconditionError``).
+    An interrupt (Ctrl-C during SFT) writes none."""
+    try:
+        return prepare_policy(config, run_dir, tasks, say)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        text = f"preparing the policy (model, SFT) failed: {error}"
+        RunSummary(
+            config=config.name, stop_reason="error", sft_accuracy=float("nan"),
+            final_accuracy=float("nan"), steps=0, final_policy_version=0, final_policy_step=0,
+            accounting=RunAccounting.from_stats(Progress().stats), grpo_wall_clock_s=0.0,
+            wall_clock_s=round(time.time() - started, 1),
+            failure=Failure(text[:4000], None, named_cause(str(exc)), error),
+            run_id=identity.run_id, resumed=False,
+        ).write(run_dir / "summary.json")  # fmt: skip
+        say(f"run failed: {text}")
+        if isinstance(exc, GrpoError):
+            raise
+        raise FailedPreconditionError(text) from exc  # one line, as every run failure
 
 
 class _LocalRun:

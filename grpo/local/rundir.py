@@ -51,6 +51,7 @@ __all__ = [
     "RunDirLock",
     "RunIdentity",
     "RunRefusedError",
+    "claim_run_dir",
     "legacy_namespace",
     "task_digest",
 ]
@@ -137,6 +138,52 @@ class RunDirLock:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def _run_dir_problem(out: Path, *, resume: bool, held: bool) -> str | None:
+    """Why ``out`` cannot be the run folder, or None. Before its lock is taken (``held``
+    False): a path that is not a folder, or a resume of a folder that does not exist. Once it
+    is held: (a new run) a folder that already holds a run (its ``config.yaml``), whose Redis
+    state and checkpoints the new run would silently pick up."""
+    if not held:
+        for parent in (out, *out.parents):
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"run dir {out}: {parent} is not a folder"
+                break
+        if resume and not out.is_dir():
+            return f"cannot resume {out}: no such folder"
+        return None
+    if not resume and (out / "config.yaml").is_file():
+        return (
+            f"run dir {out} already holds a run: continue it with `grpo run --resume {out}`, "
+            "or give another --run-dir"
+        )
+    return None
+
+
+def claim_run_dir(out: Path, *, resume: bool) -> RunDirLock:
+    """The run folder's lock, taken before anything is read or written there (the folder is
+    created for a new run): the one claim of ``grpo run``, ``grpo run --resume`` and the
+    Python API's ``grpo.run``.
+
+    Raises:
+        RunRefusedError: the path is no folder, a resume names a folder that does not exist,
+            another process holds it (``RunDirBusyError``, naming its pid), or a new run
+            would reuse a folder that holds a run; nothing is written then (but the lock file
+            of a folder that existed).
+        FailedPreconditionError: the folder cannot be created or the lock file opened.
+    """
+    out = out.resolve()
+    problem = _run_dir_problem(out, resume=resume, held=False)
+    if problem:
+        raise RunRefusedError(problem)
+    lock = RunDirLock.acquire(out)
+    problem = _run_dir_problem(out, resume=resume, held=True)
+    if problem:
+        lock.release()
+        raise RunRefusedError(problem)
+    return lock
 
 
 def _holder(fd: int) -> int | None:
