@@ -15,7 +15,8 @@ What is a verdict and what is undecided (docs/verifiers.md):
   ``answer.MAX_ANSWER_CHARS``, more than ``answer.MAX_ITEMS`` items, nested too deep, a leaf
   no parser reads, ``2 4/3``);
 - ``OK`` (verdict): reward 1 or 0 (0 also when both sides carry known units that differ,
-  ``72^\\circ F`` vs ``72^\\circ C``: ``grpo.verifiers.math.units``); also for a value over
+  ``72^\\circ F`` vs ``72^\\circ C``: ``grpo.verifiers.math.units``, and for a percent
+  against an amount in known units, ``5\\%`` vs ``\\$5``); also for a value over
   ``arith.MAX_DIGITS`` digits whose bounds prove it differs from the other side
   (``9^{9^{9^9}}`` vs 1 is 0, decided without computing it);
 - ``UNDECIDED`` (missing): two well-formed values the verifier could not compare (a value too
@@ -31,7 +32,14 @@ import logging
 import re
 
 from grpo.v1 import common_pb2
-from grpo.verifiers.math.answer import Answer, AnswerSyntaxError, Equation, Items, read_answer
+from grpo.verifiers.math.answer import (
+    Answer,
+    AnswerSyntaxError,
+    Equation,
+    Items,
+    Scalar,
+    read_answer,
+)
 from grpo.verifiers.math.compare import AnswerParseError, UndecidedError, answers_equal
 from grpo.verifiers.math.extract import FORMATS, UnclosedBoxError, extract_answer
 from grpo.verifiers.math.normalize import normalize_with_units
@@ -158,6 +166,10 @@ def _model(parts: list[str]) -> tuple[str, Answer, frozenset[str]]:
     return ", ".join(texts), Items(tuple(models)), units
 
 
+def _percent(a: Answer) -> bool:
+    return isinstance(a, Scalar) and a.percent
+
+
 def _same(a: Answer, b: Answer) -> bool:
     try:
         return answers_equal(a, b)
@@ -252,6 +264,9 @@ def check_answer(
     rule, answer_text, answer, answer_units = read
     if units_conflict(gold_units, answer_units):
         detail = f"{rule}: different units ({', '.join(sorted(answer_units))})"
+        return common_pb2.SCORE_STATUS_OK, 0.0, answer_text, detail
+    if (_percent(answer) and gold_units) or (_percent(gold_model) and answer_units):
+        detail = f"{rule}: a percent against an amount in units"  # 5% vs $5, 5 cm
         return common_pb2.SCORE_STATUS_OK, 0.0, answer_text, detail
     try:
         same = answers_equal(gold_model, answer, rel_tol)

@@ -94,7 +94,7 @@ _TEXT_CMD = (
     r"|operatorname)\s*"
 )
 _TEXT_WORDS = re.compile(
-    r"(?<=[\d})])(?<!\\text\{[A-Za-z]\})\s*"
+    r"(?:(?<=[\d})])|(?<=\\pi))(?<!\\text\{[A-Za-z]\})\s*"
     + _TEXT_CMD
     + r"\{\s*([A-Za-z][A-Za-z .'/-]*?(?:\^\{?[23]\}?)?)\s*\}(?:\^\{?[23]\}?)?"
 )
@@ -143,6 +143,12 @@ _STRAY_DOLLAR = re.compile(r"(?<!\\)\$")  # math delimiters inside joined segmen
 _DEGREE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|(?<=[\d}])\^\s*\{?o\}?(?![A-Za-z]))"
     r"(?:\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*([FCK])\s*\}|\{\s*([FCK])\s*\}|([FCK])(?![A-Za-z])))?"
+)
+# a trigonometric function of an angle in degrees: \sin 60^\circ, \cos(30^{\circ})
+_ANGLE = r"(-?\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?"
+_TRIG_DEGREES = re.compile(
+    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
+    rf"(?:\(\s*{_ANGLE}\s*\)|\{{\s*{_ANGLE}\s*\}}|{_ANGLE})"
 )
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
 _NUMBER_SETS = re.compile(
@@ -251,6 +257,8 @@ def number_from_words(text: str) -> int | None:
 def _fraction_from_words(text: str) -> str | None:
     """``one half``, ``a third``, ``two-thirds``, ``three quarters`` as ``\\frac{n}{d}``."""
     tokens = [t for t in _WORD_SPLIT.split(text.lower().strip()) if t]
+    if tokens == ["half"]:
+        return r"\frac{1}{2}"
     if len(tokens) < 2:
         return None
     last = tokens[-1]
@@ -284,7 +292,11 @@ def _from_words(text: str, units: list[str]) -> str:
             continue
         if percent:
             return f"{number}%"
-        if any(w.lower() in _NOT_A_UNIT or number_from_words(w) is not None for w in rest):
+        if any(
+            (w.lower() in _NOT_A_UNIT and (i == 0 or w.lower() not in ("squared", "cubed")))
+            or number_from_words(w) is not None
+            for i, w in enumerate(rest)
+        ):
             return text
         _note_unit(units, " ".join(rest))
         return str(number)
@@ -354,6 +366,8 @@ def _power(text: str | None) -> str:
 
 def _text_words(units: list[str], m: re.Match[str]) -> str:
     """``\\text{ cm}`` after a number: a unit (dropped, noted); ``\\text{and}``: a connector."""
+    if m.group(1).strip() in ("i", "e"):
+        return m.group(1).strip()  # 6-5\\mathrm{i}: the imaginary unit, not a unit
     words = m.group(1).strip().lower()
     if words.replace(".", "") in ("am", "pm"):
         return f" {words.replace('.', '')}"
@@ -380,6 +394,13 @@ def _words_after(units: list[str], m: re.Match[str]) -> str:
         return m.group(0)  # "27DA": hexadecimal digits, not a unit
     _note_unit(units, m.group(2), _power(m.group(3)))
     return ""
+
+
+def _trig_degrees(m: re.Match[str]) -> str:
+    """``\\sin 60^\\circ`` -> ``\\sin(\\frac{60\\pi}{180})``: an angle in degrees inside a
+    trigonometric function is its value in radians (a degree sign elsewhere is a unit)."""
+    angle = m.group(2) or m.group(3) or m.group(4)
+    return rf"{m.group(1)}(\frac{{{angle}\pi}}{{180}})"
 
 
 def _fraction_unit(units: list[str], m: re.Match[str]) -> str:
@@ -485,6 +506,7 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     text = _NUMBER_SETS.sub(_number_set, text)
     for pattern, replacement in _LOGIC:
         text = pattern.sub(replacement, text)
+    text = _TRIG_DEGREES.sub(_trig_degrees, text)
     text = _DEGREE.sub(functools.partial(_degree, units), text)
     text = _EMPTY_SET.sub(r"\\emptyset", text)
     text = _FRACTION_UNIT.sub(functools.partial(_fraction_unit, units), text)

@@ -55,6 +55,7 @@ UNITS: dict[str, tuple[str, ...]] = {
     "mL": ("ml", "milliliter", "milliliters", "millilitre", "millilitres"),
     "dollar": ("dollar", "dollars"),
     "cent": ("cent", "cents"),
+    "euro": ("euro", "euros", "eur"),
 }
 _SPELLINGS = {spelling: name for name, spellings in UNITS.items() for spelling in spellings}
 # rates written as one word: mph is mi/h
