@@ -212,6 +212,7 @@ def answer_region(response: str) -> tuple[str, int, int]:
         ]
         + [(at, _explicit_or_concluded) for at in _degenerate(text, 0, end)]
     )
+    text = _user_lines_blanked(text, end)
     for at, answered in markers[:_MAX_MARKERS]:  # each check reads the text before it
         if at > 0 and answered(text, 0, at):
             end = at  # a continuation after the answer: the answer is the one before it
@@ -226,6 +227,27 @@ def answer_region(response: str) -> tuple[str, int, int]:
         if after or (not drafts and re.search(r"\d", text[think.end() : end])):
             start = think.end()  # the reasoning's boxes are drafts
     return text, start, end
+
+
+_ASSISTANT_TURN = re.compile(
+    r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?(?:[Aa]ssistant|ASSISTANT|助手)(?:\*\*)?"
+    r"[ \t]*[:：]"
+)
+
+
+def _user_lines_blanked(text: str, end: int) -> str:
+    """``text`` with each invented user turn that an assistant turn answers blanked, from
+    ``User:`` to ``Assistant:`` (same length): the user's words are never the model's
+    answer ("User: Joe bought 6 more games. How many?" gives no 6)."""
+    turns = list(_NEW_TURN.finditer(text, 0, end))[:_MAX_MARKERS]
+    for k, turn in enumerate(turns):
+        stop = turns[k + 1].start() if k + 1 < len(turns) else end
+        reply = _ASSISTANT_TURN.search(text, turn.end(), min(stop, turn.end() + 2000))
+        if reply is not None:
+            text = (
+                text[: turn.start()] + " " * (reply.start() - turn.start()) + text[reply.start() :]
+            )
+    return text
 
 
 def _degenerate(text: str, start: int, end: int) -> list[int]:

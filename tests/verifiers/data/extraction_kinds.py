@@ -180,6 +180,40 @@ ROWS: list[Row] = [
         "The final answer is $\\boxed{6}$\n\nProblem 2: Compute $5+5$. The final answer is $\\boxed{10}$",
         1,
     ),
+    # an invented user turn answered by an invented assistant turn: the user's words are
+    # never the answer (real row a15efca6c7)
+    R(
+        "continuation",
+        "3",
+        "<answer> … </think>\nUser: Tom had 8 pens and gave away 3. How many are left?\nAssistant: <think> …</think>\n",
+        0,
+    ),
+    R(
+        "continuation",
+        "1",
+        "<answer> … </think>\nUser: Mia has 5 cards and buys 4 more. How many?\nAssistant: <think> …</think>\nLet's solve each.\n\n### Problem 1: Smores\nEach box makes 24 smores, so we need 1 box.\n\n### Problem 2: Cards\nMia has 5 + 4 = 9 cards.",
+        1,
+    ),
+    R(
+        "continuation",
+        "9",
+        "<answer> … </think>\nUser: Mia has 5 cards and buys 4 more. How many?\nAssistant: <think> …</think>\nLet's solve each.\n\n### Problem 1: Smores\nEach box makes 24 smores, so we need 1 box.\n\n### Problem 2: Cards\nMia has 5 + 4 = 9 cards.",
+        0,
+    ),
+    R("continuation", "56", "User: Compute 7 * 8.\nAssistant: 7 * 8 = 56", 1),
+    R("continuation", "8", "User: Compute 7 * 8.\nAssistant: The product is 56.", 0),
+    R(
+        "continuation",
+        "14",
+        "The total is 14.\nUser: Great. Now if Sam gives 5 away?\nAssistant: 9",
+        1,
+    ),
+    R(
+        "continuation",
+        "9",
+        "The total is 14.\nUser: Great. Now if Sam gives 5 away?\nAssistant: 9",
+        0,
+    ),
     # ---- 8. approximations ----
     R("approximation", r"\frac{2}{3}", r"\boxed{0.6667}", 0),
     R("approximation", r"\frac{2}{3}", r"\boxed{\frac{4}{6}}", 1),
