@@ -39,7 +39,9 @@ the answer tag and the box, the one that ends the response comes first):
    one not after a preposition), with the items joined to it as a list, reduced to the end of
    its chain (``3x + 2 = 17 + 2 = 19`` gives 19; ``y = 8`` stays an assignment; a constant
    right side is the value; the exact value before ``\approx``). An unfinished response has
-   none, unless a conclusion ("Therefore …") ends just before the cut.
+   none, unless a conclusion ("Therefore …") ends just before the cut. When nothing after
+   the last program states a value, a conclusion before the program whose output prints
+   that very value stands ("Therefore, $ab = 108$. Let's confirm." + ``108``).
 6. ``last_number``: the same when the value is a bare number (``12kg``, ``$4,300``,
    ``…=8:85``). A number inside a LaTeX argument, exponent, subscript or code is never one.
 
@@ -1443,6 +1445,15 @@ def _hedged(text: str, at: int, end: int) -> bool:
     return offered is not None and bool(stated) and offered.group() != stated[-1]
 
 
+def _same_number(a: str, b: str) -> bool:
+    """Two plain numbers that are equal (``24`` and ``24.0``, ``1,200`` and ``1200``)."""
+    a, b = a.replace(",", "").strip(), b.replace(",", "").strip()
+    if not (_PLAIN.fullmatch(a) and _PLAIN.fullmatch(b)):
+        return False
+    return float(a) == float(b)
+
+
+_PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
 _NUMBER_TOKEN = re.compile(r"-?\d+(?:[.,/]\d+)*")
 _NEXT_HEDGE = re.compile(
     r"\s*(?:or\b(?!\s*,)|alternatively\b|it\s+(?:could|might)\s+(?:also\s+)?be\b"
@@ -1561,7 +1572,35 @@ def _leading(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
 
 
 def _final_statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
-    return _statement(text, lo, hi, want)
+    found = _statement(text, lo, hi, want)
+    return found if found is not None else _confirmed_by_program(text, lo, hi, want)
+
+
+def _confirmed_by_program(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
+    """A conclusion that the program after it confirms, when nothing after the program
+    states a value: "Therefore, the value of $ab$ is $6 \\cdot 18 = 108$. Let's confirm this."
+    + a program + its output ``108`` + "The correct value" (cut off) gives 108. The output's
+    last number must be the concluded value; otherwise the program may have changed it."""
+    blocks = [(a, b) for a, b in _code_spans(text, lo, hi) if _fenced(text, a, b)]
+    if len(blocks) < 2 or not text.startswith("```output", blocks[-1][0]):
+        return None
+    (program, _), (output, after) = blocks[-2], blocks[-1]
+    if _items(text, after, hi, _segments(text, after, hi, [])):
+        return None  # something after the program states a value (or its question)
+    shown = _NUMBER_TOKEN.findall(text, output, after)
+    earlier = max([b for _, b in blocks[:-2]] or [lo])
+    found = _statement(text, earlier, program, want)
+    if found is None or not shown or len(found.parts) != 1:
+        return None
+    if not _same_number(found.text, shown[-1]):
+        return None
+    starts = [
+        a for a, _ in _sentences(text, earlier, program, _segments(text, earlier, program, []))
+    ]
+    sentence = max((a for a in starts if a <= found.start), default=earlier)
+    if _CONCLUSION.match(text, sentence, found.start) is None:
+        return None
+    return found
 
 
 _FINDERS = {

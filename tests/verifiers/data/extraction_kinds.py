@@ -39,6 +39,7 @@ KINDS = {
     # kinds found in real outputs after the redesign (the adjudicated rows it still missed)
     "broken_tag": "11. answer tags as small models break or name them",
     "garbage": "12. an answer, then degenerate text (other scripts, invented tasks)",
+    "program_check": "13. a conclusion, then a program that confirms it, then nothing stated",
 }
 
 R = Row
@@ -367,5 +368,57 @@ ROWS: list[Row] = [
         "5",
         "So we have 2 + 3 here 收到 Hello世界 the 清洗 answer 方orio, and the final answer is \\boxed{5}.",
         1,
+    ),
+    # ---- 13. a conclusion, then a program that confirms it (real row f17e35c085) ----
+    R(
+        "program_check",
+        "108",
+        "From the above, the pair is $a = 6$ and $b = 18$. Therefore, the value of $ab$ is $6 \\cdot 18 = 108$. Let's confirm this.\n```python\na_val = 6\nb_val = 18\nprint(a_val * b_val)\n```\n```output\n108\n```\nThe correct value",
+        1,
+    ),
+    R(
+        "program_check",
+        "18",
+        "From the above, the pair is $a = 6$ and $b = 18$. Therefore, the value of $ab$ is $6 \\cdot 18 = 108$. Let's confirm this.\n```python\na_val = 6\nb_val = 18\nprint(a_val * b_val)\n```\n```output\n108\n```\nThe correct value",
+        0,
+    ),
+    R(
+        "program_check",
+        "24",
+        "Hence, the area is $\\frac{1}{2} \\cdot 8 \\cdot 6 = 24$. Let's verify with Python.\n```python\nprint(0.5 * 8 * 6)\n```\n```output\n24.0\n```\nThe code confirms our calculation.",
+        1,
+    ),
+    # the program disagrees: the conclusion is not confirmed, and nothing else is stated
+    R(
+        "program_check",
+        "19",
+        "Therefore, the total is $12 + 7 = 19$. Let's verify.\n```python\nprint(12 + 8)\n```\n```output\n20\n```\nSo the",
+        0,
+    ),
+    R(
+        "program_check",
+        "20",
+        "Therefore, the total is $12 + 7 = 19$. Let's verify.\n```python\nprint(12 + 8)\n```\n```output\n20\n```\nSo the",
+        0,
+    ),
+    # a statement after the program wins
+    R(
+        "program_check",
+        "5",
+        "Thus x = 5. Let's confirm.\n```python\nprint(5)\n```\n```output\n5\n```\nSo the answer is 6.",
+        0,
+    ),
+    R(
+        "program_check",
+        "6",
+        "Thus x = 5. Let's confirm.\n```python\nprint(5)\n```\n```output\n5\n```\nSo the answer is 6.",
+        1,
+    ),
+    # no conclusion before the program: an intermediate value is not confirmed as the answer
+    R(
+        "program_check",
+        "45",
+        "First we compute 3 * 15 = 45. Let's check this step.\n```python\nprint(3 * 15)\n```\n```output\n45\n```\nNext we",
+        0,
     ),
 ]
