@@ -8,7 +8,8 @@ continuation begins: the first turn token with text before it (an end-of-turn to
 another family's turn marker: ``<|im_end|>``, ``<end_of_turn>``, ``<|im_start|>``,
 ``[INST]``, ``<|user|>``, ``<end>``), or, when an answer comes before it, a line opening a
 user turn (``User:``, ``Human:``, ``用户:``), a restated system prompt, a new problem
-(``Question:``, ``Problem 2:``), an invented follow-up ("Can you explain …?") or, in a
+(``Question:``, ``Problem 2:``), an invented follow-up ("Can you explain …?"), an invented
+grader's turn ("Great job! Your answer is correct.") or, in a
 Latin-script response, degenerate text (tokens of other scripts) after an explicit answer or a
 concluding statement with its value ("Putting it all together, … is $$15x - 80$$"); one stray
 token just before the response's last explicit answer does not start it. After the last
@@ -167,6 +168,13 @@ _FOLLOW_UP = re.compile(
     r"(?:^|(?<=\n))[ \t]*(?:Can you|Could you|Would you|Why (?:does|do|did)|Explain|Please)\b"
     r"[^\n?]{0,300}\?"
 )
+# an invented grader's or teacher's turn after the answer ("Great job, …! Your reasoning
+# process and answer are correct."): another speaker, not the model's answer
+_FEEDBACK = re.compile(
+    r"(?:^|(?<=[.!?$\n]))[ \t]*(?:(?:Great|Good|Nice|Excellent)[ \t]+(?:job|work)|Well[ \t]+done)\b"
+    r"|(?:^|(?<=[.!?$\n]))[ \t]*Your[ \t]+(?:reasoning|answer|solution|response|work|explanation"
+    r"|calculation)s?\b[^.\n]{0,60}?\b(?:is|are|was|were)[ \t]+(?:correct|right|wrong|incorrect)\b"
+)
 # a restated system prompt (R1-Zero's): the model starts a conversation of its own
 _SYSTEM_PROMPT = re.compile(
     r"A conversation between User and Assistant|The User asks a question,? and the Assistant"
@@ -209,7 +217,7 @@ def answer_region(response: str) -> tuple[str, int, int]:
     markers = sorted(
         [
             (m.start(), _answered)
-            for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP)
+            for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP, _FEEDBACK)
             for m in pattern.finditer(text, 0, end)
         ]
         + [(at, _explicit_or_concluded) for at in _degenerate(text, 0, end)]

@@ -40,6 +40,7 @@ KINDS = {
     "broken_tag": "11. answer tags as small models break or name them",
     "garbage": "12. an answer, then degenerate text (other scripts, invented tasks)",
     "program_check": "13. a conclusion, then a program that confirms it, then nothing stated",
+    "feedback": "14. an answer, then an invented grader's turn ('Great job! Your answer is correct')",
 }
 
 R = Row
@@ -421,4 +422,45 @@ ROWS: list[Row] = [
         "First we compute 3 * 15 = 45. Let's check this step.\n```python\nprint(3 * 15)\n```\n```output\n45\n```\nNext we",
         0,
     ),
+    # ---- 14. an answer, then an invented grader's turn (real row af39a39197) ----
+    R(
+        "feedback",
+        "12",
+        "The answer is 12. Great job! Your answer is correct. However, the total should be 15.",
+        1,
+    ),
+    R(
+        "feedback",
+        "15",
+        "The answer is 12. Great job! Your answer is correct. However, the total should be 15.",
+        0,
+    ),
+    R(
+        "feedback",
+        "7",
+        "So there are \\boxed{7} ways.\n\nWell done! Your solution is right, but note that \\boxed{8} also counts the empty set.",
+        1,
+    ),
+    R(
+        "feedback",
+        "8",
+        "So there are \\boxed{7} ways.\n\nWell done! Your solution is right, but note that \\boxed{8} also counts the empty set.",
+        0,
+    ),
+    R(
+        "feedback",
+        "3",
+        "Answer: She needs 3 packs. $\\color{green}{\\checkmark}$ Good job, Assistant! Your reasoning process and answer are correct. The final answer is that she needs 4 packs.",
+        1,
+    ),
+    R(
+        "feedback",
+        "4",
+        "Answer: She needs 3 packs. $\\color{green}{\\checkmark}$ Good job, Assistant! Your reasoning process and answer are correct. The final answer is that she needs 4 packs.",
+        0,
+    ),
+    R("feedback", "9", "The answer is 8.\nYour reasoning is wrong. The correct answer is 9.", 0),
+    R("feedback", "8", "The answer is 8.\nYour reasoning is wrong. The correct answer is 9.", 1),
+    # praise before any answer cuts nothing
+    R("feedback", "42", "Let's compute. Great job so far! Now 6 * 7 = 42.", 1),
 ]
