@@ -479,6 +479,11 @@ def _read(text: str, level: int) -> Answer:
         if not a:
             return Items((_read(b, level + 1), _read(f"-({b})", level + 1)))
         return Items((Scalar(f"{a}+({b})"), Scalar(f"{a}-({b})")))
+    inner_pm = text.count(r"\pm") + text.count(r"\mp")
+    if inner_pm == 1 and len(plus_minus) == 1 and not re.search(r"\\[pm][mp][A-Za-z]", text):
+        # \frac{-1 \pm \sqrt{5}}{2}: one \pm inside an expression is its two values
+        sign = r"\pm" if r"\pm" in text else r"\mp"
+        return Items(tuple(Scalar(text.replace(sign, op)) for op in ("+", "-")))
     clock = _time(text)
     if clock is not None:
         return clock
@@ -743,6 +748,8 @@ def _set_builder(inner: str, level: int) -> Answer | None:
             return None
         found: Answer | None = _conditions(condition, level + 1, variable)
         if found is None:
+            found = _values_of(condition, variable)
+        if found is None:
             try:
                 single = _inequality(condition, level + 1)
             except AnswerSyntaxError:
@@ -754,6 +761,19 @@ def _set_builder(inner: str, level: int) -> Answer | None:
             return Intersection((_read(within.strip(), level + 1), found))
         return found
     return None
+
+
+def _values_of(condition: str, variable: str) -> Items | None:
+    """``x = 3 or x = 4`` (a set-builder's condition naming values only): the set ``\\{3,
+    4\\}``; None when not every part is ``variable = value``."""
+    parts = _split(condition, (" or ",))
+    values: list[Answer] = []
+    for part in parts:
+        sides = _split(part, ("=",))
+        if len(sides) != 2 or sides[0] != variable or not sides[1]:
+            return None
+        values.append(Scalar(sides[1]))
+    return Items(tuple(values), braces=True)
 
 
 def _base_number(text: str) -> BaseNumber | None:

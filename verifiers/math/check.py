@@ -38,6 +38,7 @@ from grpo.verifiers.math.answer import (
     Equation,
     Items,
     Scalar,
+    Tuple,
     read_answer,
 )
 from grpo.verifiers.math.compare import AnswerParseError, UndecidedError, answers_equal
@@ -166,6 +167,46 @@ def _model(parts: list[str]) -> tuple[str, Answer, frozenset[str]]:
     return ", ".join(texts), Items(tuple(models)), units
 
 
+# what may stand between the boxes of one point: delimiters, a comma or "and", the next
+# coordinate's name ("$ and $y = ")
+_BETWEEN_COORDINATES = re.compile(
+    r"^\}?[\s$,;]*(?:\\[()\]\[])?[\s$,;]*(?:and|\\text\{\s*and\s*\})?[\s$]*(?:\\[()\]\[])?[\s$]*"
+    r"(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?(?:\\boxed|\\fbox)\s*\{$"
+)
+
+
+def _point_of_boxes(
+    gold: Tuple,
+    read: tuple[str, str, Answer, frozenset[str]],
+    response: str,
+    answer_format: str,
+    prompt: str,
+) -> tuple[str, str, Answer, frozenset[str]]:
+    """A point asked and one value read: the boxes of one statement, when they hold as many
+    plain values as the point has coordinates and only delimiters, ``and`` or the next
+    coordinate's name stand between them (``$x = \\boxed{2}$ and $y = \\boxed{-1}$``
+    against ``(2, -1)``); else ``read`` unchanged (``\\boxed{2} no, \\boxed{3}`` is a draft
+    and its correction, never a point)."""
+    if read[0] != "boxed":
+        return read
+    try:
+        found = extract_answer(response, answer_format, True, prompt)
+    except UnclosedBoxError:
+        return read
+    if found is None or found.rule != "boxed" or len(found.parts) != len(gold.items):
+        return read
+    for (p0, t0), (p1, _) in zip(found.parts, found.parts[1:], strict=False):
+        if not _BETWEEN_COORDINATES.match(response[p0 + len(t0) : p1].strip()):
+            return read
+    try:
+        text, model, units = _model([t for _, t in found.parts])
+    except (AnswerSyntaxError, RecursionError):
+        return read
+    if isinstance(model, Items) and all(isinstance(x, Scalar) for x in model.items):
+        return found.rule, text, model, units
+    return read
+
+
 def _percent(a: Answer) -> bool:
     return isinstance(a, Scalar) and a.percent
 
@@ -261,6 +302,8 @@ def check_answer(
     if isinstance(read, str):
         status = common_pb2.SCORE_STATUS_NO_ANSWER
         return status, 0.0, "", read
+    if isinstance(gold_model, Tuple) and isinstance(read[2], Scalar | Equation):
+        read = _point_of_boxes(gold_model, read, response, answer_format, prompt)
     rule, answer_text, answer, answer_units = read
     if units_conflict(gold_units, answer_units):
         detail = f"{rule}: different units ({', '.join(sorted(answer_units))})"

@@ -198,7 +198,18 @@ class _Comparer:
 
     def _named_tuple(self, g: Answer, a: Answer) -> bool | None:
         """A tuple against assignments of as many different variables, in order:
-        ``(2, -1)`` vs ``x=2, y=-1``. None when the two are not of that shape."""
+        ``(2, -1)`` vs ``x=2, y=-1``; a tuple gold against a list of plain values, in order
+        (``(2, -1)`` vs ``2, -1``; never ``-1, 2``). None when the two are not of that shape."""
+        if (
+            isinstance(g, Tuple)
+            and isinstance(a, Items)
+            and not a.braces
+            and len(a.items) > 1
+            and all(isinstance(x, Scalar) for x in a.items)
+        ):  # x = \boxed{2} and y = \boxed{-1}: the values of the point, in its order
+            return len(g.items) == len(a.items) and all(
+                self.equal(x, y) for x, y in zip(g.items, a.items, strict=True)
+            )
         for t, n in ((g, a), (a, g)):
             if not (isinstance(t, Tuple) and isinstance(n, Items)):
                 continue

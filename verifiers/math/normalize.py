@@ -150,6 +150,10 @@ _TRIG_DEGREES = re.compile(
     r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
     rf"(?:\(\s*{_ANGLE}\s*\)|\{{\s*{_ANGLE}\s*\}}|{_ANGLE})"
 )
+# a vector in angle brackets: \langle 2, -3 \rangle is (2, -3)
+_ANGLE_BRACKETS = re.compile(r"\\langle(?![A-Za-z])\s*|\s*\\rangle(?![A-Za-z])")
+# an interval in the reversed-bracket notation: ]-\infty, 0[, [3, \infty[, ]1, 2]
+_REVERSED_INTERVAL = re.compile(r"^\s*([\[\]])([^\[\](),]+),([^\[\](),]+)([\[\]])\s*$")
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
 _NUMBER_SETS = re.compile(
     r"\\(?:mathbb|mathbf|Bbb|mathbbm)\s*\{\s*([RZNQC])\s*\}|\\(?:mathbb|Bbb)\s+([RZNQC])(?![A-Za-z])"
@@ -366,8 +370,10 @@ def _power(text: str | None) -> str:
 
 def _text_words(units: list[str], m: re.Match[str]) -> str:
     """``\\text{ cm}`` after a number: a unit (dropped, noted); ``\\text{and}``: a connector."""
-    if m.group(1).strip() in ("i", "e"):
-        return m.group(1).strip()  # 6-5\\mathrm{i}: the imaginary unit, not a unit
+    if m.group(1).strip() in ("i", "e") or (
+        len(m.group(1).strip()) == 1 and re.match(r"\\(?:mathbf|boldsymbol)", m.group(0).strip())
+    ):
+        return m.group(1).strip()  # 6-5\\mathrm{i}, 3\\mathbf{j}: a symbol, not a unit
     words = m.group(1).strip().lower()
     if words.replace(".", "") in ("am", "pm"):
         return f" {words.replace('.', '')}"
@@ -394,6 +400,14 @@ def _words_after(units: list[str], m: re.Match[str]) -> str:
         return m.group(0)  # "27DA": hexadecimal digits, not a unit
     _note_unit(units, m.group(2), _power(m.group(3)))
     return ""
+
+
+def _reversed_interval(m: re.Match[str]) -> str:
+    """``]a, b[`` -> ``(a, b)``; ``[a, b]`` is left as it is (a bracket facing out is open)."""
+    left, right = m.group(1), m.group(4)
+    if left == "[" and right == "]":
+        return m.group(0)
+    return f"{'(' if left == ']' else '['}{m.group(2)},{m.group(3)}{')' if right == '[' else ']'}"
 
 
 def _trig_degrees(m: re.Match[str]) -> str:
@@ -500,6 +514,8 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     text = text.replace(r"\displaystyle", "")
     text = _COLOR.sub("", text)
     text = re.sub(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])", "", text)
+    text = _ANGLE_BRACKETS.sub(lambda m: "(" if m.group(0).startswith(r"\langle") else ")", text)
+    text = _REVERSED_INTERVAL.sub(_reversed_interval, text)
     text = _LATEX_SQRT_PAREN.sub(r"\\sqrt{\1}", text)
     text = _FRAC_BARE.sub(_braced_frac, text)
     text = _SQRT_BARE.sub(r"\\sqrt{\1}", text)
