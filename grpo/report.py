@@ -36,6 +36,9 @@ Metric names are the writers' own constants (``grpo.learner.metric_names``) wher
 component uses them; ``METRICS_READ`` lists every name read (a test checks each is written by
 a real learner step, and another that a real run's ``metrics.jsonl`` draws every line). A
 panel whose metrics a run lacks (a run without evaluation or an assembler) says "no data".
+A step that did not write a line's metric (the learner leaves out a mean over an empty set,
+e.g. ``len/mean_pos_adv`` in a batch without a positive advantage: ``learner/diagnostics.py``)
+is a gap in that line, never a 0; a point with no neighbour is drawn as a dot.
 matplotlib runs with the non-interactive Agg backend.
 """
 
@@ -322,23 +325,47 @@ def load_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _series(rows: Sequence[Row], x_key: str, line: Line) -> tuple[list[float], list[float]]:
-    """(x, y) of ``line`` over ``rows``, skipping rows without a finite value."""
+    """(x, y) of ``line`` over the rows that have ``x_key``; y is NaN where the row has no
+    finite value (a metric not written that step, e.g. a mean over an empty set), so the
+    line is drawn with a gap there instead of joining its neighbours. Empty when no row has
+    a value."""
     xs, ys = [], []
     for row in rows:
         x, y = row.get(x_key), line.value(row)
-        if isinstance(x, int | float) and y is not None:
+        if isinstance(x, int | float) and not isinstance(x, bool):
             xs.append(float(x))
-            ys.append(y)
+            ys.append(math.nan if y is None else y)
+    if not any(math.isfinite(y) for y in ys):
+        return [], []
     return xs, ys
 
 
+def _points(ys: Sequence[float]) -> int:
+    """Finite values of a series."""
+    return sum(1 for y in ys if math.isfinite(y))
+
+
+def _isolated(ys: Sequence[float]) -> list[int]:
+    """Indices of finite values with no finite neighbour (a line cannot show them)."""
+    finite = [math.isfinite(y) for y in ys]
+    return [
+        i
+        for i, ok in enumerate(finite)
+        if ok and not (i > 0 and finite[i - 1]) and not (i + 1 < len(ys) and finite[i + 1])
+    ]
+
+
 def _draw(ax: Any, rows: Sequence[Row], x_key: str, lines: Sequence[Line]) -> int:
-    """Plot ``lines`` on ``ax`` ("no data" when none has a point); returns lines drawn."""
+    """Plot ``lines`` on ``ax`` ("no data" when none has a point), with a gap at each step
+    whose value is missing; returns lines drawn."""
     drawn = 0
     for line in lines:
         xs, ys = _series(rows, x_key, line)
         if xs:
-            ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=line.label)
+            if _points(ys) < 50:
+                ax.plot(xs, ys, marker=".", label=line.label)
+            else:  # no marker but on the points a line cannot show
+                ax.plot(xs, ys, marker=".", markevery=_isolated(ys), label=line.label)
             drawn += 1
     if drawn:
         ax.legend(fontsize=8)
@@ -459,7 +486,7 @@ def report_series(run_dir: str | Path) -> dict[str, dict[str, dict[str, int]]]:
     reward = _reward_line(run_dir)
     out: dict[str, dict[str, dict[str, int]]] = {
         REWARD_FILE: {
-            "reward": {reward.label: len(_series(rows, "step", reward)[0])},
+            "reward": {reward.label: _points(_series(rows, "step", reward)[1])},
             "held-out accuracy": {"greedy": len(_eval_points(run_dir, rows)["y"])},
         }
     }
@@ -468,7 +495,7 @@ def report_series(run_dir: str | Path) -> dict[str, dict[str, dict[str, int]]]:
             panel.title: {
                 line.label: n
                 for line in panel.all_lines(rows)
-                if (n := len(_series(rows, "step", line)[0]))
+                if (n := _points(_series(rows, "step", line)[1]))
             }
             for panel in figure.panels
         }

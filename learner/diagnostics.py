@@ -36,6 +36,15 @@ weight/ — ``weight/<slice>/<label>``: share of the batch's effective gradient 
 entropy/mean, loss/*, kl/*, tis/* — passed through from the trainer (see
     :func:`grpo.learner.losses.policy_loss`); ``time/<name>`` from ``timings`` (seconds,
     e.g. ``time/straggler_wait_s``, ``time/step_s``).
+
+A mean, share or ratio over a set that is empty at this step is absent from the dict, never
+0 (a 0 would read as a real value on a plot): ``len/mean_pos_adv`` in a batch without a
+positive advantage, the ``groups/`` reward means and shares and the ``adv/`` means and sign
+shares without a valid reward, the group-level shares without a group that has one,
+``adv/scale`` when every group is tied (|R − mean| = 0), ``adv/token_abs_mean`` without a loss
+token, ``weight/*`` when no response carries gradient weight, the ``len/`` means of an empty
+batch. TensorBoard then has no point at that step and ``grpo report`` draws a gap. Counts
+(``groups/missing``, ``denom/*``, ...) are always written.
 """
 
 from __future__ import annotations
@@ -97,10 +106,10 @@ def undecided_diagnostics(undecided: Sequence[int], members: Sequence[int]) -> d
     if any(u < 0 or u > m for u, m in zip(undecided, members, strict=True)):
         raise ValueError("a group has more undecided members than members")
     total = sum(members)
-    return {
-        "groups/undecided": float(sum(undecided)),
-        "groups/undecided_frac": float(sum(undecided)) / max(total, 1),
-    }
+    out = {"groups/undecided": float(sum(undecided))}
+    if total:  # a share of no member is not written
+        out["groups/undecided_frac"] = float(sum(undecided)) / total
+    return out
 
 
 def _valid(rewards: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -191,11 +200,13 @@ def _slice_shares(weights: torch.Tensor, labels: Sequence[str], name: str) -> di
         raise ValueError(f"slice {name!r} has {len(labels)} labels for {weights.shape[0]} rows")
     total = float(weights.sum())
     out: dict[str, float] = {}
+    if total <= 0:  # no gradient weight at all (every advantage 0): no share to report
+        return out
     for label in sorted(set(labels)):
         picked = torch.tensor(
             [lab == label for lab in labels], dtype=torch.bool, device=weights.device
         )
-        share = float(weights[picked].sum()) / total if total > 0 else 0.0
+        share = float(weights[picked].sum()) / total
         out[f"{mn.weight_prefix(name)}{label}"] = share
     return out
 
@@ -251,7 +262,7 @@ def batch_diagnostics(
         timings: seconds by name, copied to ``time/<name>``.
 
     Returns:
-        dict[str, float].
+        dict[str, float]; a mean over an empty set is absent (module docstring).
 
     Raises:
         ValueError: shapes disagree, G < 2, unknown reduction, slice label lists of the wrong
@@ -278,7 +289,8 @@ def batch_diagnostics(
     correct = ok & (graded >= correct_threshold)
     n_correct = correct.sum(1)
     has = stats.count > 0
-    groups_with_valid = max(int(has.sum()), 1)
+    n_valid = int(ok.sum())
+    n_groups_valid = int(has.sum())
     all_correct = has & (n_correct == stats.count)
     all_wrong = has & (n_correct == 0)
     centered = torch.where(ok, (r64 - stats.mean.unsqueeze(1)).abs(), 0).sum() / valid_n
@@ -290,25 +302,38 @@ def batch_diagnostics(
     out: dict[str, float] = {
         "groups/count": float(p),
         "groups/rollouts": float(p * g),
-        mn.GROUPS_REWARD_MEAN: float(r64.sum() / valid_n),
-        mn.GROUPS_REWARD_STD_MEAN: float(stats.std[has].mean()) if bool(has.any()) else 0.0,
-        mn.GROUPS_CORRECT_FRAC: float(correct.sum()) / valid_n,
         "groups/missing": float((~ok).sum()),
-        mn.GROUPS_MISSING_FRAC: float((~ok).sum()) / max(p * g, 1),
-        mn.GROUPS_ALL_CORRECT_FRAC: float(all_correct.sum()) / groups_with_valid,
-        mn.GROUPS_ALL_WRONG_FRAC: float(all_wrong.sum()) / groups_with_valid,
-        mn.GROUPS_MIXED_FRAC: float((has & ~all_correct & ~all_wrong).sum()) / groups_with_valid,
         "groups/no_valid": float((~has).sum()),
         "adv/std_convention": 0.0 if std == "population" else 1.0,
         mn.ADV_ZERO_VARIANCE_GROUPS: float((dropped & ~stats.too_few_valid).sum()),
         mn.ADV_TOO_FEW_VALID_GROUPS: float(stats.too_few_valid.sum()),
-        mn.ADV_CENTERED_ABS_MEAN: float(centered),
-        mn.ADV_ABS_MEAN: float(adv_abs),
-        "adv/scale": float(adv_abs / centered) if float(centered) > 0 else 0.0,
-        mn.ADV_POS_FRAC: float((ok & (a64 > 0)).sum()) / valid_n,
-        mn.ADV_NEG_FRAC: float((ok & (a64 < 0)).sum()) / valid_n,
-        mn.ADV_ZERO_FRAC: float((ok & (a64 == 0)).sum()) / valid_n,
     }
+    if p * g:
+        out[mn.GROUPS_MISSING_FRAC] = float((~ok).sum()) / (p * g)
+    if n_valid:  # means and shares over the valid rewards
+        out.update(
+            {
+                mn.GROUPS_REWARD_MEAN: float(r64.sum() / valid_n),
+                mn.GROUPS_CORRECT_FRAC: float(correct.sum()) / valid_n,
+                mn.ADV_CENTERED_ABS_MEAN: float(centered),
+                mn.ADV_ABS_MEAN: float(adv_abs),
+                mn.ADV_POS_FRAC: float((ok & (a64 > 0)).sum()) / valid_n,
+                mn.ADV_NEG_FRAC: float((ok & (a64 < 0)).sum()) / valid_n,
+                mn.ADV_ZERO_FRAC: float((ok & (a64 == 0)).sum()) / valid_n,
+            }
+        )
+    if float(centered) > 0:  # |A| / |R − mean|: undefined when every group is tied
+        out["adv/scale"] = float(adv_abs / centered)
+    if n_groups_valid:  # means and shares over the groups with a valid reward
+        out.update(
+            {
+                mn.GROUPS_REWARD_STD_MEAN: float(stats.std[has].mean()),
+                mn.GROUPS_ALL_CORRECT_FRAC: float(all_correct.sum()) / n_groups_valid,
+                mn.GROUPS_ALL_WRONG_FRAC: float(all_wrong.sum()) / n_groups_valid,
+                mn.GROUPS_MIXED_FRAC: float((has & ~all_correct & ~all_wrong).sum())
+                / n_groups_valid,
+            }
+        )
     out.update(
         _length_and_weights(
             a64[row_prompt, row_slot],
@@ -349,9 +374,6 @@ def _length_and_weights(
     if lens.shape != (n,):
         raise ValueError(f"lengths must be [N] = [{n}]; got {tuple(lens.shape)}")
 
-    def mean_len(sel: torch.Tensor) -> float:
-        return float(lens[sel].mean()) if bool(sel.any()) else 0.0
-
     tok_adv = (
         row_adv.unsqueeze(1).expand(n, width)
         if token_advantages is None
@@ -359,18 +381,23 @@ def _length_and_weights(
     )
     tokens = int(mask.sum())
     out = {
-        mn.LEN_MEAN: float(lens.mean()) if n else 0.0,
-        "len/max": float(lens.max()) if n else 0.0,
-        mn.LEN_MEAN_POS_ADV: mean_len(row_adv > 0),
-        mn.LEN_MEAN_NEG_ADV: mean_len(row_adv < 0),
-        mn.LEN_MEAN_ZERO_ADV: mean_len(row_adv == 0),
-        mn.LEN_TRUNCATED_FRAC: float(truncated.float().mean())
-        if truncated is not None and n
-        else 0.0,
         mn.DENOM_RESPONSES: float(mask.any(1).sum()),
         mn.DENOM_TOKENS: float(tokens),
-        "adv/token_abs_mean": float(torch.where(mask, tok_adv.abs(), 0).sum()) / max(tokens, 1),
     }
+    if n:
+        out[mn.LEN_MEAN] = float(lens.mean())
+        out["len/max"] = float(lens.max())
+        if truncated is not None:
+            out[mn.LEN_TRUNCATED_FRAC] = float(truncated.float().mean())
+    for name, rows in (
+        (mn.LEN_MEAN_POS_ADV, row_adv > 0),
+        (mn.LEN_MEAN_NEG_ADV, row_adv < 0),
+        (mn.LEN_MEAN_ZERO_ADV, row_adv == 0),
+    ):
+        if bool(rows.any()):  # a mean over no response is not written (not 0)
+            out[name] = float(lens[rows].mean())
+    if tokens:
+        out["adv/token_abs_mean"] = float(torch.where(mask, tok_adv.abs(), 0).sum()) / tokens
     weights = _effective_weights(tok_adv, mask, reduction, max_response_length)
     limit = max_response_length or width
     quarter = torch.clamp(torch.ceil(lens * 4 / max(limit, 1)), 1, 4).long()

@@ -173,18 +173,26 @@ class DataParallel:
             p.grad = flat[offset : offset + n].view_as(p).clone()
             offset += n
 
-    def merge_stats(self, stats: Mapping[str, float]) -> dict[str, float]:
+    def merge_stats(
+        self, stats: Mapping[str, float], keys: Sequence[str] | None = None
+    ) -> dict[str, float]:
         """Merge a rank's loss statistics into world-level ones.
 
         ``loss/total``, ``loss/tokens``, ``loss/responses`` are summed; ``loss/ratio_min``/``max``
         reduced with min/max; every other entry is the mean weighted by ``loss/tokens`` (as
         ``grpo.learner.losses.merge_loss_stats`` does across micro-batches). Every rank must
-        pass the same keys.
+        pass the same ``keys`` (default: the keys of ``stats``); a key a rank's ``stats``
+        lacks (its rank had no loss token: ``merge_loss_stats`` leaves its means out) counts
+        with weight 0. With no loss token on any rank only the sums are returned.
         """
-        keys = sorted(stats)
+        names = sorted(keys if keys is not None else stats)
         tokens = float(stats.get("loss/tokens", 0.0))
         weighted = torch.tensor(
-            [stats[k] if k in _SUMMED else stats[k] * tokens for k in keys] + [tokens],
+            [
+                stats.get(k, 0.0) if k in _SUMMED else stats.get(k, 0.0) * tokens if tokens else 0.0
+                for k in names
+            ]
+            + [tokens],
             dtype=torch.float64,
         )
         self.all_reduce(weighted, "sum")
@@ -192,13 +200,14 @@ class DataParallel:
         maxs = torch.tensor([stats.get(k, -math.inf) for k in _MAX], dtype=torch.float64)
         self.all_reduce(mins, "min")
         self.all_reduce(maxs, "max")
-        total_tokens = max(float(weighted[-1]), 1.0)
+        total_tokens = float(weighted[-1])
         out = {
             k: float(weighted[i]) if k in _SUMMED else float(weighted[i]) / total_tokens
-            for i, k in enumerate(keys)
+            for i, k in enumerate(names)
+            if k in _SUMMED or total_tokens > 0
         }
-        out.update({k: float(mins[i]) for i, k in enumerate(_MIN) if k in stats})
-        out.update({k: float(maxs[i]) for i, k in enumerate(_MAX) if k in stats})
+        out.update({k: float(mins[i]) for i, k in enumerate(_MIN) if math.isfinite(mins[i])})
+        out.update({k: float(maxs[i]) for i, k in enumerate(_MAX) if math.isfinite(maxs[i])})
         return out
 
     def broadcast_command(self, command: RankCommand | None = None) -> RankCommand:

@@ -469,13 +469,14 @@ def merge_loss_stats(parts: Sequence[Mapping[str, float]]) -> dict[str, float]:
     ``loss/total``, ``loss/tokens`` and ``loss/responses`` are summed (micro-batch losses
     with global denominators sum to the batch loss); ``loss/ratio_min``/``loss/ratio_max``
     take the min/max; every other entry is the mean weighted by ``loss/tokens``. Parts with
-    no loss tokens contribute only to the sums.
+    no loss tokens contribute only to the sums; when no part has a loss token, only the sums
+    are returned (a mean over no token is not a number, and is not written as 0).
 
     Args:
         parts: stats dicts returned by :func:`policy_loss`.
 
     Returns:
-        One dict with the same keys.
+        One dict with the same keys (only the sums without a loss token).
 
     Raises:
         ValueError: ``parts`` is empty.
@@ -490,7 +491,7 @@ def merge_loss_stats(parts: Sequence[Mapping[str, float]]) -> dict[str, float]:
         if key in _SUMMED:
             out[key] = math.fsum(p.get(key, 0.0) for p in parts)
         elif not live:
-            out[key] = 0.0
+            continue
         elif key == mn.LOSS_RATIO_MIN:
             out[key] = min(p[key] for p in live if key in p)
         elif key == mn.LOSS_RATIO_MAX:

@@ -792,8 +792,9 @@ class Trainer:
         if self.parallel is not None and self.parallel.world_size > 1:
             sums = self.parallel.all_reduce(sums, "sum")
             mx = self.parallel.all_reduce(mx, "max")
-            loss_stats = self.parallel.merge_stats(loss_stats)
-        tokens = max(float(sums[0]), 1.0)
+            keys = list(dict.fromkeys(k for part in tally.parts for k in part))
+            loss_stats = self.parallel.merge_stats(loss_stats, keys)
+        tokens = float(sums[0])  # loss tokens seen (0: the means below are not written)
         rows_meta = [batch.group_metadata[int(p)] for p in batch.row_prompt.tolist()]
         slices = {"task": [batch.task_types[int(p)] for p in batch.row_prompt.tolist()]}
         if any("difficulty" in m for m in rows_meta):
@@ -817,13 +818,14 @@ class Trainer:
             max_response_length=self.config.max_response_length or int(mask.shape[1]),
             slices=slices,
             loss_stats=loss_stats,
-            entropy_mean=float(sums[1]) / tokens,
+            entropy_mean=float(sums[1]) / tokens if tokens else None,
             timings={
                 "straggler_wait_mean_s": float(batch.straggler_wait_s.mean()),
                 "straggler_wait_max_s": float(batch.straggler_wait_s.max()),
             },
         )
-        metrics[mn.BEHAVIOR_ABS_LOGPROB_DIFF_MEAN] = float(sums[2]) / tokens
-        metrics["behavior/abs_logprob_diff_max"] = float(mx[0])
+        if tokens:  # |log π_old − log μ| over no token is not written
+            metrics[mn.BEHAVIOR_ABS_LOGPROB_DIFF_MEAN] = float(sums[2]) / tokens
+            metrics["behavior/abs_logprob_diff_max"] = float(mx[0])
         metrics["behavior/policy_version_min"] = float(batch.policy_versions.min())
         return metrics

@@ -135,6 +135,45 @@ def test_undecided_members_are_counted_per_step() -> None:
 
     out = undecided_diagnostics([0, 2, 1], [4, 4, 4])
     assert out == {"groups/undecided": 3.0, "groups/undecided_frac": 0.25}
-    assert undecided_diagnostics([], []) == {"groups/undecided": 0.0, "groups/undecided_frac": 0.0}
+    # a share of no member is not written (not 0)
+    assert undecided_diagnostics([], []) == {"groups/undecided": 0.0}
     with pytest.raises(ValueError, match="more undecided"):
         undecided_diagnostics([5], [4])
+
+
+def test_a_mean_over_an_empty_set_is_not_written():
+    # Every group all wrong except one mixed group whose advantages are only >= 0 on the
+    # responses that have loss tokens: no negative-advantage row, so no len/mean_neg_adv.
+    rewards = T([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    adv = group_advantages(rewards)  # all tied: every advantage 0
+    mask = torch.ones(8, 4, dtype=torch.bool)
+    d = batch_diagnostics(rewards, adv, mask, slices={"task": ["a"] * 8})
+    for name in ("len/mean_pos_adv", "len/mean_neg_adv", "adv/scale"):
+        assert name not in d, name  # was 0.0: a false zero on every plot
+    assert d["len/mean_zero_adv"] == 4.0 and d["len/mean"] == 4.0
+    assert not [k for k in d if k.startswith("weight/")]  # no gradient weight to share
+    assert d["adv/zero_frac"] == 1.0 and d["adv/pos_frac"] == 0.0  # shares of 8 valid
+
+    # Only positive advantages on the rows with a sign
+    mixed = T([[1.0, 0.0, 0.0, 0.0]])
+    a = group_advantages(mixed)
+    a = torch.where(a < 0, torch.zeros_like(a), a)
+    d = batch_diagnostics(mixed, a, torch.ones(4, 3, dtype=torch.bool))
+    assert d["len/mean_pos_adv"] == 3.0 and "len/mean_neg_adv" not in d
+
+    # No valid reward at all: no reward mean, no correct share, no advantage means or shares
+    missing = T([[NAN, NAN, NAN, NAN]])
+    d = batch_diagnostics(missing, torch.zeros(1, 4), torch.ones(4, 3, dtype=torch.bool))
+    for name in (
+        "groups/reward_mean", "groups/correct_frac", "groups/reward_std_mean",
+        "groups/all_correct_frac", "groups/all_wrong_frac", "groups/mixed_frac",
+        "adv/centered_abs_mean", "adv/abs_mean", "adv/pos_frac", "adv/neg_frac",
+        "adv/zero_frac",
+    ):  # fmt: skip
+        assert name not in d, name
+    assert d["groups/missing"] == 4 and d["groups/missing_frac"] == 1.0
+    assert d["groups/no_valid"] == 1
+
+    # No loss token: no token mean
+    d = batch_diagnostics(rewards, adv, torch.zeros(8, 4, dtype=torch.bool))
+    assert "adv/token_abs_mean" not in d and d["denom/tokens"] == 0

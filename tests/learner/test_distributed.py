@@ -50,6 +50,25 @@ def _losses(batch: dict[str, torch.Tensor], rows: slice) -> dict[str, torch.Tens
     return out
 
 
+def _merged_stats(rank: int) -> dict[str, dict[str, float]]:
+    """``DataParallel.merge_stats`` when rank 0 has no loss token (its micro-batches' means
+    left out by ``merge_loss_stats``) and rank 1 has 8, and when no rank has one."""
+    from grpo.learner.distributed import DataParallel
+    from grpo.learner.losses import merge_loss_stats
+
+    lp = torch.zeros(2, 4)
+    mask = torch.full((2, 4), rank == 1)
+    _, stats = policy_loss(lp, lp + 0.5, torch.tensor([1.0, -1.0]), mask)
+    keys = list(stats)
+    parallel = DataParallel()
+    _, none = policy_loss(lp, lp, torch.tensor([1.0, -1.0]), torch.zeros(2, 4, dtype=torch.bool))
+    return {
+        "one_rank": parallel.merge_stats(merge_loss_stats([stats]), keys),
+        "no_rank": parallel.merge_stats(merge_loss_stats([none]), keys),
+        "rank1": stats,
+    }
+
+
 def _worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -76,6 +95,7 @@ def _worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
             golden[reduction] = loss
         rows = slice(0, 2) if rank == 0 else slice(2, 6)
         result = {"adv": adv, "golden": golden, "losses": _losses(_batch(), rows)}
+        result["merged"] = _merged_stats(rank)
         torch.save(result, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -111,3 +131,15 @@ def test_loss_and_gradient_over_two_ranks_equal_one_process(two_ranks):
         torch.testing.assert_close(loss, single[f"{reduction}/loss"], rtol=0, atol=1e-12)
         grad = torch.cat([r["losses"][f"{reduction}/grad"] for r in two_ranks])
         torch.testing.assert_close(grad, single[f"{reduction}/grad"], rtol=0, atol=1e-12)
+
+
+def test_merged_stats_weigh_a_rank_without_loss_tokens_by_zero(two_ranks):
+    rank1 = two_ranks[1]["merged"]["rank1"]
+    for rank in two_ranks:
+        merged = rank["merged"]["one_rank"]
+        assert merged["loss/tokens"] == 8.0
+        for key in ("loss/clip_frac_low", "loss/clip_frac_high", "loss/ratio_mean"):
+            assert merged[key] == pytest.approx(rank1[key]), key  # rank 0 adds nothing
+        assert merged["loss/ratio_min"] == pytest.approx(rank1["loss/ratio_min"])
+        # no loss token on any rank: only the sums (a mean over nothing is not written)
+        assert set(rank["merged"]["no_rank"]) == {"loss/total", "loss/tokens", "loss/responses"}

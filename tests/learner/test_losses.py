@@ -289,3 +289,18 @@ def test_gradcheck(reduction: str, loss_type: str, ratio_level: str):
         )[0]
 
     assert torch.autograd.gradcheck(fn, (lp,))
+
+
+def test_merged_stats_without_a_loss_token_keep_only_the_sums():
+    lp = torch.zeros(2, 4)
+    empty = torch.zeros(2, 4, dtype=torch.bool)
+    _, stats = policy_loss(lp, lp, T([1.0, -1.0]), empty)
+    merged = merge_loss_stats([stats, stats])
+    # a clip fraction, ratio or KL over no token is not a number: not written (was 0.0)
+    assert set(merged) == {"loss/total", "loss/tokens", "loss/responses"}
+    assert merged["loss/tokens"] == 0.0
+    full = torch.ones(2, 4, dtype=torch.bool)
+    _, live = policy_loss(lp, lp, T([1.0, -1.0]), full)
+    merged = merge_loss_stats([stats, live])  # the empty part only adds to the sums
+    assert merged["loss/clip_frac_low"] == live["loss/clip_frac_low"]
+    assert merged["loss/ratio_min"] == 1.0 and merged["loss/tokens"] == 8.0

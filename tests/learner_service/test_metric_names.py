@@ -37,7 +37,12 @@ def _written_by_a_trainer_step(model_dir: Path, groups) -> set[str]:
 
 
 def test_every_metric_the_report_reads_is_written(tiny_model_dir: Path, make_groups) -> None:
-    written = _written_by_a_trainer_step(tiny_model_dir, make_groups(num_groups=2, group_size=4))
+    # Two mixed groups (positive and negative advantages) and one whose rewards are all 1
+    # (advantage 0): a mean over an empty set is not written, so each sign needs its rows.
+    groups = make_groups(num_groups=3, group_size=4)
+    for member in groups[2].members:
+        member.outcome.reward = 1.0
+    written = _written_by_a_trainer_step(tiny_model_dir, groups)
     assembler = {
         mn.assembler_metric(f.name) for f in assembler_pb2.AssemblerStats.DESCRIPTOR.fields
     }

@@ -113,3 +113,30 @@ def test_report_errors_name_the_problem(tmp_path: Path) -> None:
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\nnot json\n')
     with pytest.raises(InvalidArgumentError, match=r"metrics\.jsonl:2 is not JSON"):
         render_report(tmp_path)
+
+
+def test_a_metric_missing_at_a_step_is_a_gap_not_a_zero(tmp_path: Path) -> None:
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from grpo.report import Line, _draw, _series
+
+    _write_metrics(tmp_path, steps=6)
+    rows = load_metrics(tmp_path / "metrics.jsonl")
+    for row in rows[2:4]:  # steps 3 and 4 had no negative-advantage response
+        del row["len/mean_neg_adv"]
+    line = Line("advantage < 0", "len/mean_neg_adv")
+    xs, ys = _series(rows, "step", line)
+    assert xs == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert [math.isnan(y) for y in ys] == [False, False, True, True, False, False]
+    fig, ax = plt.subplots()
+    assert _draw(ax, rows, "step", [line]) == 1
+    (drawn,) = ax.get_lines()
+    assert math.isnan(drawn.get_ydata()[2])  # matplotlib breaks the line there
+    plt.close(fig)
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    lengths = report_series(tmp_path)["length_by_advantage.png"]
+    (panel,) = [p for p in lengths.values() if "advantage < 0" in p]
+    assert panel["advantage < 0"] == 4 and panel["advantage > 0"] == 6  # finite points
+    assert _series(rows, "step", Line("never", "no/such_metric")) == ([], [])
