@@ -1163,6 +1163,7 @@ def _statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
             continue
         if last_sentence and body.endswith("?"):
             return None  # the response ends in a question: no statement
+        final = last_sentence
         last_sentence = False
         if want.prompt and len(body) >= 20 and " ".join(body.split()) in want.prompt:
             continue  # the problem restated
@@ -1173,12 +1174,45 @@ def _statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
             for it in _items(text, s_lo, s_hi, segments)
             if not any(a <= it.start < b for a, b in inline) and not _restated(text, it, want)
         ]
+        if not items and final and (count := _count_in_words(text, s_lo, s_hi)) is not None:
+            return count  # "The graph of the parabola has two \( y \)-intercepts."
         if not items:
             continue
         if body.endswith("?"):
             return None  # "4 \\div 2 = ?": a question is no statement
         return _item_extraction(text, items, want)
     return None
+
+
+_COUNT_WORDS = (
+    "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
+    "|fifteen|sixteen|seventeen|eighteen|nineteen|twenty"
+)
+# a count stated in words: "has two y-intercepts", "there are three solutions", "are exactly
+# four such numbers"; not a plan ("two cases to consider") nor a reference ("the two roots")
+_COUNT = re.compile(
+    r"\b(?:there[ \t]+(?:is|are|were|will[ \t]+be)|has|have|had|are|is|were|was)[ \t]+"
+    rf"(?:exactly[ \t]+|only[ \t]+|just[ \t]+)?({_COUNT_WORDS})[ \t]+(?!to\b|of\b|and\b|or\b)"
+    r"[A-Za-z\\$(]",
+    re.IGNORECASE,
+)
+_PLAN = re.compile(
+    r"\b(?:to (?:consider|check|find|solve|examine)|let(?:'s| us)|we (?:need|will|must|can)"
+    r"|first|next|then|if|when|suppose|assume)\b",
+    re.IGNORECASE,
+)
+
+
+def _count_in_words(text: str, lo: int, hi: int) -> Extraction | None:
+    """The final sentence's count in words, when it states one and nothing else: "The graph of
+    the parabola has two \\( y \\)-intercepts." gives ``two``. A sentence that plans
+    ("There are two cases to consider", "First, there are three …") or holds several counts
+    states none."""
+    found = list(_COUNT.finditer(text, lo, hi))
+    if len(found) != 1 or _PLAN.search(text, lo, hi) is not None:
+        return None
+    word = found[0]
+    return Extraction.of([(word.start(1), word.group(1))], "final_statement")
 
 
 def _restated(text: str, item: _Item, want: _Want) -> bool:

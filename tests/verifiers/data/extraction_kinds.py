@@ -41,6 +41,7 @@ KINDS = {
     "garbage": "12. an answer, then degenerate text (other scripts, invented tasks)",
     "program_check": "13. a conclusion, then a program that confirms it, then nothing stated",
     "feedback": "14. an answer, then an invented grader's turn ('Great job! Your answer is correct')",
+    "count_words": "15. a final count in words ('The graph has two y-intercepts.')",
 }
 
 R = Row
@@ -463,4 +464,35 @@ ROWS: list[Row] = [
     R("feedback", "8", "The answer is 8.\nYour reasoning is wrong. The correct answer is 9.", 1),
     # praise before any answer cuts nothing
     R("feedback", "42", "Let's compute. Great job so far! Now 6 * 7 = 42.", 1),
+    # ---- 15. a final count in words (real row 25edb784c6) ----
+    R(
+        "count_words",
+        "2",
+        "Solving gives \\( y = 2 \\pm \\sqrt{5} \\).\nThe graph of the parabola has two \\( y \\)-intercepts.",
+        1,
+    ),
+    R(
+        "count_words",
+        "1",
+        "Solving gives \\( y = 2 \\pm \\sqrt{5} \\).\nThe graph of the parabola has two \\( y \\)-intercepts.",
+        0,
+    ),
+    R(
+        "count_words",
+        "3",
+        "The discriminant is positive and the cubic changes sign twice. Therefore, there are three real solutions.",
+        1,
+    ),
+    R(
+        "count_words",
+        "12",
+        "Each interior angle is $150^\\circ$.\nSo the polygon has twelve sides.",
+        1,
+    ),
+    R("count_words", "2", "We solve $x^2 = 4$. There are two cases to consider.", 0),
+    R("count_words", "4", "First, there are four choices for the first digit.", 0),
+    R("count_words", "2", "The two roots are distinct.", 0),
+    R("count_words", "3", "The bag has two red balls and three blue balls.", 0),
+    R("count_words", "5", "The set has five elements. Its sum is $15$.", 0),
+    R("count_words", "15", "The set has five elements. Its sum is $15$.", 1),
 ]
