@@ -7,7 +7,7 @@ and labels between values are blanked (offsets kept). The region ends where a ha
 continuation begins: the first turn token with text before it (an end-of-turn token or
 another family's turn marker: ``<|im_end|>``, ``<end_of_turn>``, ``<|im_start|>``,
 ``[INST]``, ``<|user|>``, ``<end>``), or, when an answer comes before it, a line opening a
-user turn (``User:``, ``Human:``, ``用户:``), a restated system prompt, a new problem
+user turn (``User:``, ``Human:``, ``<human>:``, ``用户:``), a restated system prompt, a new problem
 (``Question:``, ``Problem 2:``), an invented follow-up ("Can you explain …?"), an invented
 grader's turn ("Great job! Your answer is correct.") or, in a
 Latin-script response, degenerate text (tokens of other scripts) after an explicit answer or a
@@ -149,7 +149,7 @@ _TURN_TOKEN = re.compile(
     r"|<start_of_turn>|<end_of_turn>|<eos>|\[INST\]|<end>"
 )
 _NEW_TURN = re.compile(
-    r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?(?:[Uu]ser|USER|[Hh]uman|HUMAN|用户)"
+    r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?<?(?:[Uu]ser|USER|[Hh]uman|HUMAN|用户)>?"
     r"(?:\*\*)?[ \t]*[:：]"
 )
 _NEW_PROBLEM = re.compile(
