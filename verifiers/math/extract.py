@@ -871,7 +871,7 @@ def _run_end(text: str, i: int, hi: int) -> tuple[int, bool]:
                 break
             j = _skip_group(text, m.end(), hi)
             if name not in ("\\,", "\\;", "\\!", "\\ ", "\\quad", "\\qquad"):
-                value = value or (name[1:].isalpha() and name[1:] not in _STRUCTURE)
+                value = value or _command_value(name[1:], j > m.end())
                 operator = not name[1:].isalpha() or name[1:] in _OPERATOR_COMMANDS
                 last_kind = "op" if operator else "close"
             continue
@@ -1002,14 +1002,94 @@ def _items(text: str, lo: int, hi: int, segments: list[_Item]) -> list[_Item]:
     return [item for item in out if _has_value(text, item)]
 
 
+_VALUE_SYMBOLS = frozenset(
+    [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "varepsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "vartheta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+        "nu",
+        "xi",
+        "pi",
+        "varpi",
+        "rho",
+        "varrho",
+        "sigma",
+        "varsigma",
+        "tau",
+        "upsilon",
+        "phi",
+        "varphi",
+        "chi",
+        "psi",
+        "omega",
+        "Gamma",
+        "Delta",
+        "Theta",
+        "Lambda",
+        "Xi",
+        "Pi",
+        "Sigma",
+        "Upsilon",
+        "Phi",
+        "Psi",
+        "Omega",
+        "infty",
+        "emptyset",
+        "varnothing",
+        "ell",
+        "hbar",
+        "aleph",
+        "imath",
+        "jmath",
+        "angle",
+        "triangle",
+    ]
+)
+_COMMAND = re.compile(r"\\([A-Za-z]+)(\s*[{\[])?")
+
+
+def _command_value(name: str, argument: bool) -> bool:
+    """A LaTeX command that may be (part of) a value: one with an argument (``\\frac{1}{2}``,
+    ``\\mathbb{R}``), a symbol (``\\pi``, ``\\infty``, ``\\theta``, ``\\R``) or a function
+    (``\\sin x``); never a bare unknown command of degenerate text (``\\matrix``,
+    ``\\checkmark``) nor a structure command (``\\quad``, ``\\left``)."""
+    if not name.isalpha() or name in _STRUCTURE:
+        return False
+    return (
+        argument
+        or name in _VALUE_SYMBOLS
+        or name in _FUNCTION_WORDS
+        or name.lstrip("a") in _FUNCTION_WORDS  # \arcsin, \arctan
+        or (len(name) == 1 and name.isupper())
+    )
+
+
 def _has_value(text: str, item: _Item) -> bool:
-    """An item that may state a value: a number, a constant, a LaTeX command, or a segment
-    that is more than a variable's name (``$R$`` in prose names a quantity, states none)."""
+    """An item that may state a value: a number, a constant, a LaTeX command that may be a
+    value (:func:`_command_value`), or a segment that is more than a variable's name (``$R$``
+    in prose names a quantity, states none)."""
     content = text[item.start : item.end]
     return (
         any(c.isdigit() or c in _CONSTANTS for c in content)
-        or "\\" in content
-        or (item.segment and bool(content.strip()) and not is_name(content))
+        or any(
+            _command_value(m.group(1), m.group(2) is not None) for m in _COMMAND.finditer(content)
+        )
+        or (
+            item.segment
+            and any(c.isalnum() for c in _COMMAND.sub("", content))
+            and not is_name(content)
+        )
     )
 
 
@@ -1590,6 +1670,12 @@ def _whole(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
         if raw.startswith(left) and raw.endswith(right) and len(raw) > len(left) + len(right):
             seg_lo, seg_hi = at + len(left), at + len(raw) - len(right)
             break
+    bare = _COMMAND.sub("", text[seg_lo:seg_hi])
+    if not any(c.isalnum() for c in bare) and not any(
+        _command_value(m.group(1), m.group(2) is not None)
+        for m in _COMMAND.finditer(text, seg_lo, seg_hi)
+    ):
+        return None  # "<answer> $\\checkmark$ </answer>": no value
     a, b = _chain_value(text, _Item(seg_lo, seg_hi, True), want.equation)
     if b <= a:
         return None

@@ -42,6 +42,7 @@ KINDS = {
     "program_check": "13. a conclusion, then a program that confirms it, then nothing stated",
     "feedback": "14. an answer, then an invented grader's turn ('Great job! Your answer is correct')",
     "count_words": "15. a final count in words ('The graph has two y-intercepts.')",
+    "bare_command": "16. bare unknown LaTeX commands of degenerate text are no value",
 }
 
 R = Row
@@ -495,4 +496,23 @@ ROWS: list[Row] = [
     R("count_words", "3", "The bag has two red balls and three blue balls.", 0),
     R("count_words", "5", "The set has five elements. Its sum is $15$.", 0),
     R("count_words", "15", "The set has five elements. Its sum is $15$.", 1),
+    # ---- 16. bare unknown commands of degenerate text are no value (real row 1b700388d4) ----
+    R(
+        "bare_command",
+        "14",
+        "So, the simplified expression is indeed \\boxed{14}. tighter cases\n\\] < wenig > < answer > \\end{ array }\n\\] < \\ Mystery \\] < \\atrix > \\] < \\matrix > \\] < \\matrix > \\] < \\matrix > \\]",
+        1,
+    ),
+    R(
+        "bare_command",
+        "13",
+        "So, the simplified expression is indeed \\boxed{14}. tighter cases\n\\] < wenig > < answer > \\end{ array }\n\\] < \\ Mystery \\] < \\atrix > \\] < \\matrix > \\] < \\matrix > \\] < \\matrix > \\]",
+        0,
+    ),
+    R("bare_command", "7", "We computed $3 + 4 = 7$ above.\n\\matrix \\atrix \\checkmark", 1),
+    R("bare_command", "5", "We get $x = 5$. <answer> $\\checkmark$ </answer>", 1),
+    R("bare_command", r"\infty", "The limit diverges, so the answer is $\\infty$.", 1),
+    R("bare_command", r"\cos x", "So the derivative is $\\cos x$.", 1),
+    R("bare_command", r"\frac{\pi}{2}", "The angle is therefore \\frac{\\pi}{2}.", 1),
+    R("bare_command", "2", "The angle is therefore \\frac{\\pi}{2}.", 0),
 ]
