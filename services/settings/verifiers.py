@@ -60,9 +60,10 @@ from grpo.errors import (
     GrpoError,
     InvalidArgumentError,
 )
+from grpo.services.runtime.channels import CHECK_TIMEOUT_S
 from grpo.services.runtime.config import deep_merge, error_text
 from grpo.services.runtime.registry import SERVICES, VerifierDeclaration, load_spec
-from grpo.services.runtime.routing import validate_address
+from grpo.services.runtime.routing import Route, validate_address
 from grpo.services.runtime.verifier_client import (
     EndpointTLS,
     VerifierClientConfig,
@@ -79,6 +80,7 @@ __all__ = [
     "VerifierRef",
     "VerifiersConfig",
     "builtin_verifiers",
+    "check_routes",
     "check_verifier_plan",
     "check_verifiers_config",
     "classify_verifier",
@@ -613,18 +615,10 @@ def check_verifier_plan(
     """
     base = client or VerifierClientConfig()
     cfg = base.model_copy(update={"endpoint_tls": {**base.endpoint_tls, **plan.endpoint_tls()}})
-    call = describe or (lambda a, c, t: describe_verifier(a, c, timeout_s=t))
     endpoints = sorted({v.address for v in plan.verifiers() if v.form == "endpoint"})
-    answers: dict[str, Any] = {}
-    if endpoints:
-        with ThreadPoolExecutor(max_workers=min(16, len(endpoints))) as pool:
-            futures = {a: pool.submit(call, a, cfg, plan.check_timeout_s) for a in endpoints}
-        for address, future in futures.items():
-            try:
-                answers[address] = future.result()
-            except GrpoError as exc:
-                uses = _uses(plan, address)
-                raise EndpointCheckError(f"{uses}: {exc}", address=address) from None
+    answers = _describe_all(
+        endpoints, cfg, plan.check_timeout_s, describe, lambda a: _uses(plan, a)
+    )
     for task_type, route in plan.routes.items():
         checks = [(c.where, c.verifier, "outcome") for c in route.outcome]
         if route.process is not None:
@@ -643,6 +637,89 @@ def check_verifier_plan(
             problem = _mismatch(where, verifier, task_type, want, kind, types)
             if problem:
                 raise EndpointCheckError(problem, address=verifier.address)
+    return answers
+
+
+def _describe_all(
+    addresses: Sequence[str],
+    cfg: VerifierClientConfig,
+    timeout_s: float,
+    describe: Callable[[str, VerifierClientConfig, float], Any] | None,
+    uses: Callable[[str], str],
+) -> dict[str, Any]:
+    """Each address's ``Describe`` (``describe_verifier``, or ``describe``), all at once,
+    each bounded by ``timeout_s``; the first that fails (in order) raises, prefixed with
+    ``uses(address)`` (the config paths that name it).
+
+    Raises:
+        EndpointCheckError: an address did not answer (one line).
+    """
+    call = describe or (lambda a, c, t: describe_verifier(a, c, timeout_s=t))
+    answers: dict[str, Any] = {}
+    if not addresses:
+        return answers
+    with ThreadPoolExecutor(max_workers=min(16, len(addresses))) as pool:
+        futures = {a: pool.submit(call, a, cfg, timeout_s) for a in addresses}
+    for address, future in futures.items():
+        try:
+            answers[address] = future.result()
+        except GrpoError as exc:
+            raise EndpointCheckError(f"{uses(address)}: {exc}", address=address) from None
+    return answers
+
+
+def check_routes(
+    routes: Mapping[str, Route],
+    client: VerifierClientConfig | None = None,
+    *,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    describe: Callable[[str, VerifierClientConfig, float], Any] | None = None,
+) -> dict[str, Any]:
+    """Check a routing table as :func:`check_verifier_plan` checks a run's plan: the
+    assembler's routes at its start (``grpo serve assembler``, on Kubernetes too, where the
+    table comes from the chart's values).
+
+    Every address of every route (primary outcome, further rewards, process) is called
+    once, all at once, each bounded by ``timeout_s``; each must declare the kind and accept
+    the task type of every route given to it.
+
+    Args:
+        routes: task type -> ``Route`` (``RoutingTable.snapshot()``).
+        client: TLS and message limits of the calls (the assembler's ``verifier`` settings,
+            ``endpoint_tls`` included).
+        timeout_s: the bound of each ``Describe`` (seconds).
+        describe: ``describe_verifier`` (injectable for tests).
+
+    Returns:
+        Address -> its ``VerifierDescribeResponse``.
+
+    Raises:
+        EndpointCheckError: one line: an address that does not answer, named with its
+            routes (``routing.math.outcome``, ``routing.math.rewards.format``,
+            ``routing.math.process``), or one that declares another kind or does not accept
+            the route's task type (naming the route and what it declares).
+    """
+    cfg = client or VerifierClientConfig()
+    uses: dict[str, list[str]] = {}
+    checks: list[tuple[str, str, str, str]] = []  # (where, address, task type, kind wanted)
+    for task_type, route in sorted(routes.items()):
+        named = [(f"routing.{task_type}.outcome", route.outcome, "outcome")]
+        named += [(f"routing.{task_type}.rewards.{t.name}", t.addresses, "outcome")
+                  for t in route.rewards]  # fmt: skip
+        named.append((f"routing.{task_type}.process", route.process, "process"))
+        for where, addresses, want in named:
+            for address in addresses:
+                uses.setdefault(address, []).append(where)
+                checks.append((where, address, task_type, want))
+    answers = _describe_all(list(uses), cfg, timeout_s, describe, lambda a: ", ".join(uses[a]))
+    for where, address, task_type, want in checks:
+        info = answers[address]
+        label = f"{info.name!r} {info.version}".strip()
+        verifier = PlannedVerifier(f"{address} ({label})", "endpoint", address=address)
+        types = tuple(info.task_types)
+        problem = _mismatch(where, verifier, task_type, want, _kind_name(info.kind), types)
+        if problem:
+            raise EndpointCheckError(problem, address=address)
     return answers
 
 

@@ -377,11 +377,24 @@ def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
         target = f"dns:///{svc_name}.{NAMESPACE}.svc.cluster.local:50051" if headless else address
         kind = spec.get("kind", "outcome")
         for task_type in spec["taskTypes"]:
-            assert target in getattr(table.lookup(task_type), kind), (vname, task_type)
+            route = table.lookup(task_type)
+            routed_as = (
+                route.process
+                if kind == "process"
+                else [a for t in route.terms for a in t.addresses]
+            )
+            assert target in routed_as, (vname, task_type)
+        discovered = tuple(
+            t for t in spec["taskTypes"]
+            if kind == "process" or target in table.lookup(t).outcome
+        )  # a further (non-primary) reward is routed by the static table only  # fmt: skip
         # Headless: DNS answers with every pod, so the assembler balances calls over them.
         svc = services[svc_name]
         assert (svc["spec"].get("clusterIP") == "None") is headless
         # The Service carries the labels/annotations discovery reads, giving the same Service.
+        if not discovered:
+            assert "grpo.dev/verifier" not in svc["metadata"]["labels"]
+            continue
         assert svc["metadata"]["labels"]["grpo.dev/verifier"] == "true"
         found = verifier_from_service(
             V1Service(
@@ -397,11 +410,7 @@ def test_every_verifier_is_routed_and_discoverable(name: str) -> None:
                 ),
             )
         )
-        assert (found.address, found.kind, found.task_types) == (
-            address,
-            kind,
-            tuple(spec["taskTypes"]),
-        )
+        assert (found.address, found.kind, found.task_types) == (address, kind, discovered)
     routed = {a for t in table.task_types() for a in table.lookup(t).addresses}
     if headless:
         fqdn = f"{NAMESPACE}.svc.cluster.local:50051"
@@ -622,10 +631,60 @@ def test_extra_verifier_is_one_values_entry() -> None:
     table = RoutingTable.from_config(config_files(objects)["routing.yaml"])
     judge = f"dns:///{name}.{NAMESPACE}.svc.cluster.local:50051"
     assert table.lookup("poetry").outcome == (judge,)
-    # several verifiers of one task type: all routed, ordered by verifier name
+    # a second outcome verifier of a task type is a weighted reward beside the primary (the
+    # math verifier, primary: true), never balanced with it
     math = f"dns:///{PREFIX}-verifier-math.{NAMESPACE}.svc.cluster.local:50051"
-    assert table.lookup("math").outcome == (judge, math)
+    route = table.lookup("math")
+    assert route.outcome == (math,) and route.name == "outcome" and route.weight == 1.0
+    assert [(t.name, t.weight, t.addresses) for t in route.rewards] == [("judge", 1.0, (judge,))]
     assert base_values["verifiers"].keys() < values["verifiers"].keys()
+
+
+def test_reward_weights_of_the_verifier_values_reach_the_assemblers_settings(
+    tmp_path: Path,
+) -> None:
+    """``weight``, ``rewardName`` and ``primary`` of the verifier values, rendered into the
+    assembler's placement and derived by ``grpo serve assembler --run-config ... --placement
+    ...`` (the one derivation): the routing table the assembler scores with."""
+    values = with_required({
+        "verifiers": {
+            "math": {"weight": 0.8, "rewardName": "correct"},
+            "judge": {**JUDGE, "taskTypes": ["math", "gsm8k"], "weight": -0.25,
+                      "rewardName": "style"},
+            "fmt": {"external": {"address": "fmt.judges.svc:50070"}, "taskTypes": ["math"],
+                    "weight": 0.2},
+        },
+    })  # fmt: skip
+    objects = manifests(chart().render(values=values, name=RELEASE, namespace=NAMESPACE,
+                                       is_install=True))  # fmt: skip
+    assembler = workloads(objects)[f"{PREFIX}-assembler"]
+    serve, settings = effective_settings(objects, assembler, tmp_path)
+    assert serve == "assembler"
+    table = RoutingTable.from_config({k: v.model_dump() for k, v in settings.routing.items()})
+    host = f"{NAMESPACE}.svc.cluster.local:50051"
+    math, judge = (f"dns:///{PREFIX}-verifier-{v}.{host}" for v in ("math", "judge"))
+    for task_type, terms in {
+        "math": [("correct", 0.8, (math,)), ("fmt", 0.2, ("fmt.judges.svc:50070",)),
+                 ("style", -0.25, (judge,))],
+        "gsm8k": [("correct", 0.8, (math,)), ("style", -0.25, (judge,))],
+        "arith": [("correct", 0.8, (math,))],
+    }.items():  # fmt: skip
+        assert [(t.name, t.weight, t.addresses) for t in table.lookup(task_type).terms] == terms
+    # the judge is a further reward of each of its task types: not labelled for discovery
+    service = of_kind(objects, "Service")[f"{PREFIX}-verifier-judge"]
+    assert "grpo.dev/verifier" not in service["metadata"]["labels"]
+    # two outcome verifiers of a task type need one marked primary; weights are outcome-only
+    for bad, message in [
+        ({"math": {"primary": False}, "judge": {**JUDGE, "taskTypes": ["math"]}},
+         "task type math has 2 outcome verifiers (judge, math) and 0 marked primary"),
+        ({"steps": {"weight": 0.5}}, "verifiers.steps: weight, primary and rewardName apply to "
+         "outcome verifiers"),
+        ({"math": {"weight": "high"}}, "'/verifiers/math/weight'"),
+    ]:  # fmt: skip
+        refused = (helm.HelmValuesError, helm.HelmRenderError)  # schema; the template's fail
+        with pytest.raises(refused, match=re.escape(message)):
+            chart().render(values=with_required({"verifiers": bad}), name=RELEASE,
+                           namespace=NAMESPACE, is_install=True)  # fmt: skip
 
 
 def test_an_external_verifier_is_only_routed_and_reached() -> None:

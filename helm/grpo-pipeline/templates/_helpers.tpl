@@ -134,18 +134,63 @@ Templates read it with: include "grpo.workloads" . | fromYaml
 {{- if eq .Values.weights.transfer "grpc" -}}true{{- end -}}
 {{- end -}}
 
-{{/* The routing table (task type -> outcome/process addresses) built from `verifiers`: a
-     deployed verifier at its Service, an `external` one at its address. */}}
+{{/* Each task type's primary outcome verifier (task type -> verifier name): its only outcome
+     verifier, or, when several are enabled for it, the one with `primary: true` (the render
+     fails unless exactly one is marked). The others are weighted rewards of the route. */}}
+{{- define "grpo.primaryVerifiers" -}}
+{{- $outcomes := dict -}}
+{{- range $name, $v := .Values.verifiers -}}
+{{- if and (or (not (hasKey $v "enabled")) $v.enabled) (ne (default "outcome" $v.kind) "process") -}}
+{{- range $t := $v.taskTypes -}}
+{{- $_ := set $outcomes $t (append (get $outcomes $t | default (list)) $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $primaries := dict -}}
+{{- range $t, $names := $outcomes -}}
+{{- $marked := list -}}
+{{- range $n := $names -}}
+{{- if (get $.Values.verifiers $n).primary -}}{{- $marked = append $marked $n -}}{{- end -}}
+{{- end -}}
+{{- if eq (len $names) 1 -}}
+{{- $_ := set $primaries $t (first $names) -}}
+{{- else if eq (len $marked) 1 -}}
+{{- $_ := set $primaries $t (first $marked) -}}
+{{- else -}}
+{{- fail (printf "task type %s has %d outcome verifiers (%s) and %d marked primary: set primary: true on exactly one (its reward is the primary one: held-out accuracy, correct counts); the others are weighted rewards (weight, rewardName)" $t (len $names) (join ", " $names) (len $marked)) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $primaries -}}
+{{- end -}}
+
+{{/* The routing table (RoutingTable.from_config form) built from `verifiers`: per task type the
+     primary outcome verifier (`outcome`, named `rewardName` or "outcome", weighted `weight`),
+     every other outcome verifier of that task type as a weighted reward (`rewards`: name
+     `rewardName` or the verifier's key, `weight`, default 1) and the process verifiers. A
+     deployed verifier is at its Service, an `external` one at its address. */}}
 {{- define "grpo.routing" -}}
 {{- $routes := dict -}}
+{{- $primaries := include "grpo.primaryVerifiers" . | fromYaml -}}
 {{- range $name, $v := .Values.verifiers -}}
 {{- if or (not (hasKey $v "enabled")) $v.enabled -}}
 {{- $addr := include "grpo.verifierAddress" (dict "root" $ "component" (printf "verifier-%s" $name)) -}}
 {{- if $v.external }}{{ $addr = $v.external.address }}{{ end -}}
 {{- $kind := default "outcome" $v.kind -}}
+{{- if and (eq $kind "process") (or (hasKey $v "weight") (hasKey $v "primary") (hasKey $v "rewardName")) -}}
+{{- fail (printf "verifiers.%s: weight, primary and rewardName apply to outcome verifiers; a process verifier's weight is the run's learner.algo.process_weight" $name) -}}
+{{- end -}}
 {{- range $t := $v.taskTypes -}}
 {{- $r := get $routes $t | default (dict "outcome" (list) "process" (list)) -}}
-{{- $_ := set $r $kind (append (get $r $kind) $addr) -}}
+{{- if eq $kind "process" -}}
+{{- $_ := set $r "process" (append $r.process $addr) -}}
+{{- else if eq (get $primaries $t) $name -}}
+{{- $_ := set $r "outcome" (list $addr) -}}
+{{- if $v.rewardName }}{{ $_ := set $r "name" $v.rewardName }}{{ end -}}
+{{- if hasKey $v "weight" }}{{ $_ := set $r "weight" $v.weight }}{{ end -}}
+{{- else -}}
+{{- $term := dict "name" (default $name $v.rewardName) "weight" (ternary $v.weight 1 (hasKey $v "weight")) "addresses" (list $addr) -}}
+{{- $_ := set $r "rewards" (append (get $r "rewards" | default (list)) $term) -}}
+{{- end -}}
 {{- $_ := set $routes $t $r -}}
 {{- end -}}
 {{- end -}}
