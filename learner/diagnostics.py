@@ -211,6 +211,54 @@ def _slice_shares(weights: torch.Tensor, labels: Sequence[str], name: str) -> di
     return out
 
 
+def _valid_reward_means(
+    r64: torch.Tensor,
+    a64: torch.Tensor,
+    ok: torch.Tensor,
+    correct: torch.Tensor,
+    group_mean: torch.Tensor,
+) -> dict[str, float]:
+    """Means and shares over the valid rewards (none when there is no valid reward):
+    reward mean, correct share, |R − mean|, |A|, their ratio (none when every group is tied)
+    and the advantage sign shares. Tensors are [P, G] (``group_mean`` [P])."""
+    n_valid = int(ok.sum())
+    if not n_valid:
+        return {}
+    centered = float(torch.where(ok, (r64 - group_mean.unsqueeze(1)).abs(), 0).sum()) / n_valid
+    adv_abs = float(torch.where(ok, a64.abs(), 0).sum()) / n_valid
+    out = {
+        mn.GROUPS_REWARD_MEAN: float(r64.sum()) / n_valid,
+        mn.GROUPS_CORRECT_FRAC: float(correct.sum()) / n_valid,
+        mn.ADV_CENTERED_ABS_MEAN: centered,
+        mn.ADV_ABS_MEAN: adv_abs,
+        mn.ADV_POS_FRAC: float((ok & (a64 > 0)).sum()) / n_valid,
+        mn.ADV_NEG_FRAC: float((ok & (a64 < 0)).sum()) / n_valid,
+        mn.ADV_ZERO_FRAC: float((ok & (a64 == 0)).sum()) / n_valid,
+    }
+    if centered > 0:  # |A| / |R − mean|: undefined when every group is tied
+        out["adv/scale"] = adv_abs / centered
+    return out
+
+
+def _group_shares(
+    group_std: torch.Tensor, count: torch.Tensor, n_correct: torch.Tensor
+) -> dict[str, float]:
+    """Mean std and all-correct / all-wrong / mixed shares over the groups with a valid
+    reward (none without such a group); tensors are [P]: std, valid and correct counts."""
+    has = count > 0
+    n = int(has.sum())
+    if not n:
+        return {}
+    all_correct = has & (n_correct == count)
+    all_wrong = has & (n_correct == 0)
+    return {
+        mn.GROUPS_REWARD_STD_MEAN: float(group_std[has].mean()),
+        mn.GROUPS_ALL_CORRECT_FRAC: float(all_correct.sum()) / n,
+        mn.GROUPS_ALL_WRONG_FRAC: float(all_wrong.sum()) / n,
+        mn.GROUPS_MIXED_FRAC: float((has & ~all_correct & ~all_wrong).sum()) / n,
+    }
+
+
 def batch_diagnostics(
     rewards: torch.Tensor,
     advantages: torch.Tensor,
@@ -284,17 +332,9 @@ def batch_diagnostics(
     mask = response_mask.bool()
     r64 = torch.where(ok, rewards, 0).to(torch.float64)
     a64 = advantages.detach().to(torch.float64)
-    valid_n = max(int(ok.sum()), 1)
     graded = r64 if correct_rewards is None else torch.where(ok, correct_rewards, 0).double()
     correct = ok & (graded >= correct_threshold)
-    n_correct = correct.sum(1)
     has = stats.count > 0
-    n_valid = int(ok.sum())
-    n_groups_valid = int(has.sum())
-    all_correct = has & (n_correct == stats.count)
-    all_wrong = has & (n_correct == 0)
-    centered = torch.where(ok, (r64 - stats.mean.unsqueeze(1)).abs(), 0).sum() / valid_n
-    adv_abs = torch.where(ok, a64.abs(), 0).sum() / valid_n
     dropped = stats.too_few_valid | (stats.zero_variance if estimator == "grpo" else stats.tied)
     if estimator == "gae":  # the critic's baseline never zeroes a whole group
         dropped = torch.zeros_like(dropped)
@@ -310,30 +350,8 @@ def batch_diagnostics(
     }
     if p * g:
         out[mn.GROUPS_MISSING_FRAC] = float((~ok).sum()) / (p * g)
-    if n_valid:  # means and shares over the valid rewards
-        out.update(
-            {
-                mn.GROUPS_REWARD_MEAN: float(r64.sum() / valid_n),
-                mn.GROUPS_CORRECT_FRAC: float(correct.sum()) / valid_n,
-                mn.ADV_CENTERED_ABS_MEAN: float(centered),
-                mn.ADV_ABS_MEAN: float(adv_abs),
-                mn.ADV_POS_FRAC: float((ok & (a64 > 0)).sum()) / valid_n,
-                mn.ADV_NEG_FRAC: float((ok & (a64 < 0)).sum()) / valid_n,
-                mn.ADV_ZERO_FRAC: float((ok & (a64 == 0)).sum()) / valid_n,
-            }
-        )
-    if float(centered) > 0:  # |A| / |R − mean|: undefined when every group is tied
-        out["adv/scale"] = float(adv_abs / centered)
-    if n_groups_valid:  # means and shares over the groups with a valid reward
-        out.update(
-            {
-                mn.GROUPS_REWARD_STD_MEAN: float(stats.std[has].mean()),
-                mn.GROUPS_ALL_CORRECT_FRAC: float(all_correct.sum()) / n_groups_valid,
-                mn.GROUPS_ALL_WRONG_FRAC: float(all_wrong.sum()) / n_groups_valid,
-                mn.GROUPS_MIXED_FRAC: float((has & ~all_correct & ~all_wrong).sum())
-                / n_groups_valid,
-            }
-        )
+    out.update(_valid_reward_means(r64, a64, ok, correct, stats.mean))
+    out.update(_group_shares(stats.std, stats.count, correct.sum(1)))
     out.update(
         _length_and_weights(
             a64[row_prompt, row_slot],
