@@ -172,7 +172,8 @@ _FOLLOW_UP = re.compile(
 # process and answer are correct."): another speaker, not the model's answer
 _FEEDBACK = re.compile(
     r"(?:^|(?<=[.!?$\n]))[ \t]*(?:(?:Great|Good|Nice|Excellent)[ \t]+(?:job|work)|Well[ \t]+done)\b"
-    r"|(?:^|(?<=[.!?$\n]))[ \t]*Your[ \t]+(?:reasoning|answer|solution|response|work|explanation"
+    r"|(?:^|(?<=[.!?$\n]))[ \t]*(?:(?:Great|Good|Nice|Excellent|Perfect|Yes)[!,.]?[ \t]+)?"
+    r"[Yy]our[ \t]+(?:reasoning|answer|solution|response|work|explanation"
     r"|calculation)s?\b[^.\n]{0,60}?\b(?:is|are|was|were)[ \t]+(?:correct|right|wrong|incorrect)\b"
 )
 # a restated system prompt (R1-Zero's): the model starts a conversation of its own

@@ -463,6 +463,18 @@ ROWS: list[Row] = [
     ),
     R("feedback", "9", "The answer is 8.\nYour reasoning is wrong. The correct answer is 9.", 0),
     R("feedback", "8", "The answer is 8.\nYour reasoning is wrong. The correct answer is 9.", 1),
+    R(
+        "feedback",
+        "12",
+        "So the answer is 12.\n\nGreat, your answer is correct! Now try: 3 more apples make 15.",
+        1,
+    ),
+    R(
+        "feedback",
+        "15",
+        "So the answer is 12.\n\nGreat, your answer is correct! Now try: 3 more apples make 15.",
+        0,
+    ),
     # praise before any answer cuts nothing
     R("feedback", "42", "Let's compute. Great job so far! Now 6 * 7 = 42.", 1),
     # ---- 15. a final count in words (real row 25edb784c6) ----
