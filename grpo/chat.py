@@ -10,7 +10,8 @@ evaluation all see the same text; nothing applies a template later.
 A template ends the assistant's turn with a token of its own (ChatML's ``<|im_end|>``), which
 is not always the tokenizer's EOS (a base model's ``<|endoftext|>``): :func:`end_of_turn_ids`
 finds it by rendering a short conversation, and the generation backends stop at it besides
-EOS.
+EOS. The supervised warm start ends each target as the template ends an assistant turn
+(:func:`assistant_turn_suffix`), so the model learns to stop where generation stops.
 
 :data:`CHATML_TEMPLATE` is the template ``grpo model init --tokenizer bpe`` saves (Qwen's
 turn markers, no default system message, no tools).
@@ -26,6 +27,7 @@ __all__ = [
     "CHATML_TEMPLATE",
     "END_OF_TURN",
     "START_OF_TURN",
+    "assistant_turn_suffix",
     "end_of_turn_ids",
     "has_chat_template",
     "render_prompt",
@@ -75,6 +77,39 @@ def render_prompt(tokenizer: Any, prompt: str, *, system: str | None = None) -> 
     messages.append({"role": "user", "content": prompt})
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return str(text)
+
+
+def assistant_turn_suffix(tokenizer: Any) -> str:
+    """The text the chat template puts after an assistant message's content: how it ends an
+    assistant turn (``<|im_end|>\\n`` for ChatML/Qwen, ``<|eot_id|>`` for Llama 3).
+
+    Renders the full conversation ``[user "x", assistant SENTINEL]`` with
+    ``apply_chat_template`` (no generation prompt) and returns what follows the sentinel, so
+    a supervised target (``grpo.learner.sft``) ends exactly as the template renders the turn.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer with a chat template.
+
+    Returns:
+        The suffix text (possibly empty: a template that closes a turn with nothing).
+
+    Raises:
+        FailedPreconditionError: the tokenizer has no chat template, or its template does not
+            render the assistant message's content verbatim.
+    """
+    if not has_chat_template(tokenizer):
+        raise FailedPreconditionError(
+            "the tokenizer has no chat template: SFT targets end with its EOS instead"
+        )
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
+    text = str(tokenizer.apply_chat_template(messages, tokenize=False))
+    _, found, after = text.partition(_SENTINEL)
+    if not found:
+        raise FailedPreconditionError(
+            "the chat template does not render an assistant message's content verbatim: the "
+            "end of an assistant turn cannot be read from it"
+        )
+    return after
 
 
 def end_of_turn_ids(tokenizer: Any) -> set[int]:

@@ -1,7 +1,14 @@
 """Supervised warm start (SFT) of a causal LM on (prompt, completion) pairs.
 
 ``run_sft`` minimises the token-mean cross-entropy of the completion tokens only (prompt tokens
-and padding carry no loss); every completion is followed by EOS so the model learns to stop.
+and padding carry no loss); every completion is followed by the tokens that end the model's
+turn, so the model learns to stop where generation stops: EOS for plain prompts; with
+``chat_template`` (prompts rendered through the tokenizer's chat template,
+``grpo.chat.render_prompt``) the text the template puts after an assistant message
+(``grpo.chat.assistant_turn_suffix``: ``<|im_end|>\\n`` for ChatML), read from the template
+by rendering a full conversation, not hard-coded; EOS follows it only when it holds no
+special token (a template that ends turns with plain text gives generation nothing else to
+stop at).
 AdamW with linear warmup to the peak ``lr``, then cosine decay to 10% starting after warmup when
 the number of steps is known (constant after warmup when only a time budget bounds the run); the
 schedule is ``grpo.learner.schedule.lr_multiplier``, the trainer's.
@@ -28,7 +35,7 @@ from grpo.learner.choices import SftScheduleName
 from grpo.learner.schedule import lr_multiplier
 from grpo.model import load_tokenizer
 
-__all__ = ["SftResult", "run_sft"]
+__all__ = ["SftResult", "run_sft", "turn_end_ids"]
 
 
 @dataclass
@@ -47,15 +54,39 @@ class SftResult:
     stopped_by_check: bool = False
 
 
-def _encode_examples(tok: Any, examples: Sequence[tuple[str, str]]) -> list[tuple[list[int], int]]:
-    """Token ids of prompt + completion + EOS, and the prompt length, per example."""
+def turn_end_ids(tok: Any, *, chat_template: bool) -> list[int]:
+    """Token ids that end every SFT target (module docstring).
+
+    Args:
+        tok: the policy's tokenizer.
+        chat_template: the prompts are rendered through ``tok``'s chat template.
+
+    Raises:
+        FailedPreconditionError: ``chat_template`` and the tokenizer has none (or a template
+            that does not render an assistant message verbatim).
+    """
+    if not chat_template:
+        return [tok.eos_token_id]
+    from grpo.chat import assistant_turn_suffix
+
+    ids = list(tok(assistant_turn_suffix(tok), add_special_tokens=False)["input_ids"])
+    special = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}))
+    if not special & set(ids):
+        ids.append(tok.eos_token_id)
+    return ids
+
+
+def _encode_examples(
+    tok: Any, examples: Sequence[tuple[str, str]], end: Sequence[int]
+) -> list[tuple[list[int], int]]:
+    """Token ids of prompt + completion + ``end``, and the prompt length, per example."""
     encoded = []
     for i, (prompt, completion) in enumerate(examples):
         if not prompt or not completion:
             raise InvalidArgumentError(f"examples[{i}] has an empty prompt or completion")
         p = tok(prompt, add_special_tokens=False)["input_ids"]
         c = tok(completion, add_special_tokens=False)["input_ids"]
-        encoded.append((p + c + [tok.eos_token_id], len(p)))
+        encoded.append((p + c + list(end), len(p)))
     return encoded
 
 
@@ -92,6 +123,7 @@ def run_sft(
     on_log: Callable[[int, float], None] | None = None,
     check_every: int = 0,
     check: Callable[[Path, int], tuple[float, bool]] | None = None,
+    chat_template: bool = False,
 ) -> SftResult:
     """Fine-tune the model in ``model_dir`` on (prompt, completion) pairs; save the result.
 
@@ -103,7 +135,8 @@ def run_sft(
 
     Args:
         model_dir: save_pretrained folder (model + tokenizer).
-        examples: (prompt, completion) text pairs; EOS is appended to each completion.
+        examples: (prompt, completion) text pairs; each completion is followed by the end of
+            the model's turn (EOS, or the chat template's with ``chat_template``).
         out_dir: Where to save the tuned model and tokenizer (default: ``model_dir``, in place).
         steps, epochs, time_budget_s: Stopping rules (see above).
         lr: Peak AdamW learning rate.
@@ -119,6 +152,9 @@ def run_sft(
         check_every: Steps between checks (0 = never).
         check: ``(saved model folder, step) -> (metric, stop)``; the metrics are recorded in
             ``SftResult.checks`` and ``stop=True`` ends the run with that saved model.
+        chat_template: the prompts were rendered with the tokenizer's chat template
+            (``grpo.chat.render_prompt``): targets end as the template ends an assistant turn
+            instead of with EOS (module docstring).
 
     Returns:
         ``SftResult`` (steps, epochs done, final mean loss, completion tokens seen, wall_s,
@@ -127,6 +163,7 @@ def run_sft(
     Raises:
         InvalidArgumentError: no stopping rule, no examples, an empty prompt/completion, or
             ``check`` without ``check_every > 0``.
+        FailedPreconditionError: ``chat_template`` and the tokenizer has no usable template.
     """
     _check_arguments(steps, epochs, time_budget_s, examples, batch_size, check, check_every)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -137,7 +174,7 @@ def run_sft(
     tok = load_tokenizer(model_dir)
     model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model.train()
-    data = _encode_examples(tok, examples)
+    data = _encode_examples(tok, examples, turn_end_ids(tok, chat_template=chat_template))
     max_steps = _max_steps(len(data), batch_size, steps, epochs)
     lr_at = _lr_at(lr, warmup_steps, max_steps, schedule)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)

@@ -56,7 +56,9 @@ def warm_start(
     log: Callable[[str], None],
 ) -> Path | str:
     """SFT of ``model`` on ``tasks.sft`` into ``<run_dir>/model/sft`` when ``model.sft`` is
-    enabled (``grpo.learner.sft.run_sft``), stopping at ``target_accuracy`` on ``tasks.dev``.
+    enabled (``grpo.learner.sft.run_sft``), stopping at ``target_accuracy`` on ``tasks.dev``;
+    with prompts rendered through the chat template (``tasks.chat_template``) each target
+    ends as the template ends an assistant turn, not with EOS.
 
     Returns:
         The SFT folder, or ``model`` unchanged when SFT is off.
@@ -96,6 +98,7 @@ def warm_start(
             on_log=lambda step, loss: log(f"SFT step {step}: loss {loss:.3f}"),
             check_every=sft.check_every,
             check=check,
+            chat_template=tasks.chat_template,
         )
     finally:
         if scorer is not None:

@@ -37,6 +37,8 @@ class RunTasks:
         task_type: the routing key of the tasks.
         dev: prompts that decide when SFT stops (``model.sft.target_accuracy``), disjoint from
             ``heldout`` so the reported accuracies are not selected on; empty when unused.
+        chat_template: every prompt was rendered through the policy tokenizer's chat
+            template (:func:`render_chat`): SFT targets end as it ends an assistant turn.
     """
 
     train: list[common_pb2.Task]
@@ -44,6 +46,7 @@ class RunTasks:
     sft: list[tuple[str, str]]
     task_type: str
     dev: list[common_pb2.Task] = field(default_factory=list)
+    chat_template: bool = False
 
 
 def _split(
@@ -101,6 +104,7 @@ def render_chat(tasks: RunTasks, config: RunConfig) -> RunTasks:
         heldout=rendered(tasks.heldout, render),
         dev=rendered(tasks.dev, render),
         sft=[(render(prompt), completion) for prompt, completion in tasks.sft],
+        chat_template=True,
     )
 
 
