@@ -189,8 +189,9 @@ def eval(
     chat_template: Annotated[
         str,
         typer.Option(
-            help="auto: render each prompt with --model's chat template when its tokenizer has "
-            "one (as grpo run does with data.chat); none: the plain prompt."
+            help="auto: render each prompt with the policy's chat template (--model's, or the "
+            "model the --generation service was started with) when its tokenizer has one (as "
+            "grpo run does with data.chat); none: the plain prompt."
         ),
     ] = "auto",
     system: Annotated[

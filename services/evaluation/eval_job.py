@@ -6,9 +6,12 @@ loads the problems (``tasks.load_problems``), opens the sampler and the scorer, 
 token budget to the model (:func:`fit_to_context`), runs the eval loop
 (``evaluate.evaluate``) and writes ``summary.json``.
 
-Chat templates: with ``--model``, each prompt is rendered with the model's chat template when
-its tokenizer has one (``chat_template: auto``, the default; ``--system`` adds a system turn),
-as ``grpo run`` renders a run's prompts (``grpo.services.tasks.chat``).
+Chat templates: each prompt is rendered with the policy's chat template when its tokenizer
+has one (``chat_template: auto``, the default; ``--system`` adds a system turn), by the
+function that renders a run's prompts for training (``grpo.services.tasks.chat.
+chat_renderer``). The policy is ``--model``, or with ``--generation`` the model the service
+was started with (its ``Describe``'s ``model_path``, read here: a folder this process cannot
+read keeps plain prompts with a warning, and a system message is then refused).
 
 Fitting the budget: with a policy generated in this process, ``max_new_tokens`` is lowered
 to the model's context minus the longest prompt that fits in it (with a warning), so a default
@@ -75,9 +78,9 @@ class EvalJob:
         task_type: ``Task.type`` of a JSONL file's problems (default math).
         limit: first N problems (0 = all).
         seed: the ``arith`` generator's seed.
-        chat_template: ``auto``: each prompt rendered with the ``model``'s chat template
-            when its tokenizer has one (``grpo.services.tasks.chat``; with ``generation`` the
-            tokenizer is the service's: prompts stay plain); ``none``: plain prompts.
+        chat_template: ``auto``: each prompt rendered with the policy's chat template when
+            its tokenizer has one (``grpo.services.tasks.chat``: ``model``, or the model of
+            the ``generation`` service); ``none``: plain prompts.
         system: the system message of every prompt (needs a chat template).
         resume, overwrite: for an ``output_dir`` that holds samples (``ResultsFile``).
 
@@ -111,23 +114,28 @@ class EvalJob:
             raise UsageError(
                 f"{self.chat_template!r}: choose auto or none", option="--chat-template"
             )
-        if self.system is not None and (self.chat_template == "none" or self.model is None):
+        if self.system is not None and self.chat_template == "none":
             raise UsageError(
-                "a system message needs the model's chat template: --chat-template auto and "
-                "--model",
+                "a system message needs the model's chat template: --chat-template auto",
                 option="--system",
             )
 
-    def chat(self, problems: ProblemSet) -> ProblemSet:
-        """``problems`` with every prompt through the model's chat template (``chat_template``).
+    def chat(self, problems: ProblemSet, policy: Path | str | None) -> ProblemSet:
+        """``problems`` with every prompt through the policy's chat template
+        (``chat_template``), rendered as a run's prompts are (``chat_renderer``).
+
+        Args:
+            problems: the loaded problems.
+            policy: the folder or hub id whose tokenizer reads the prompts: ``model``, or the
+                ``generation`` service's model path (None: not known, prompts stay plain).
 
         Raises:
-            FailedPreconditionError: ``system`` is set but the tokenizer has no template.
+            FailedPreconditionError: ``system`` is set but the tokenizer has no template (or
+                cannot be read here).
         """
         render = chat_renderer(
-            self.model if self.generation is None else None, template=self.chat_template,
-            system=self.system, system_name="--system",
-        )  # fmt: skip
+            policy, template=self.chat_template, system=self.system, system_name="--system"
+        )
         if render is None:
             return problems
         return replace(problems, tasks=rendered(problems.tasks, render))
@@ -234,17 +242,17 @@ def run_eval(
         FailedPreconditionError: a system message and no chat template.
         GrpoError: the verifier or the generation service was lost (finished rows are kept).
     """
-    problems = job.chat(
-        load_problems(
-            job.dataset, limit=job.limit, seed=job.seed, task_type=job.task_type, fields=job.fields
-        )
+    problems = load_problems(
+        job.dataset, limit=job.limit, seed=job.seed, task_type=job.task_type, fields=job.fields
     )
     check_by_fields(problems.tasks, problems.invalid, job.settings.by)
     target = job.scorer_target(problems.task_type)
     # The addresses it was given answer, before anything is written (as grpo run checks).
+    policy = job.model
     if job.generation:
-        describe_generation(job.generation)
+        policy = describe_generation(job.generation).model_path or None
     check_target(target, task_type=problems.task_type, kind=None)
+    problems = job.chat(problems, policy)
     source, about = _source(job, problems)
     job.output_dir.mkdir(parents=True, exist_ok=True)
     dataset_file = job.dataset_file()

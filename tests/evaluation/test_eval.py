@@ -146,6 +146,76 @@ def test_grpo_eval_fits_the_default_budget_to_a_small_context_and_says_why_sampl
     assert "why: 1 invalid_input: generation refused the prompt" in output
 
 
+def test_grpo_eval_over_a_generation_service_renders_prompts_as_training_does(
+    bpe_chat_model: Path, tmp_path: Path
+) -> None:
+    """--generation: the prompts go through the chat template of the model the service was
+    started with (its Describe's model_path), by the function that renders a run's prompts
+    (``chat_renderer``), so the service samples from the text a chat run trained on; a
+    service whose model has no template gets the plain prompt."""
+    from grpo.services.generation.backend import BackendConfig
+    from grpo.services.generation.service import GenerationServicer
+    from grpo.services.generation.transformers_backend import TransformersBackend
+    from grpo.services.runtime.server import ServerSettings, ServiceBinding, create_server
+    from grpo.services.settings.run import RunConfig
+    from grpo.services.tasks.run_tasks import load_run_tasks
+    from grpo.v1 import generation_pb2_grpc
+
+    src = tmp_path / "problems.jsonl"
+    src.write_text(json.dumps({"id": "a", "prompt": "What is 1+1?", "gold": "2"}) + "\n")
+
+    def served(model: Path) -> Any:
+        backend = TransformersBackend(BackendConfig(model_path=str(model)))
+        binding = ServiceBinding(
+            "grpo.v1.Generation",
+            generation_pb2_grpc.add_GenerationServicer_to_server,
+            GenerationServicer(backend, str(model)),
+        )
+        server = create_server([binding], ServerSettings(port=0, metrics_port=-1, grace_s=0))
+        server.start()
+        return server
+
+    def eval_over(server: Any, out: str, *extra: str) -> Any:
+        return CliRunner().invoke(app, [
+            "eval", "--generation", f"127.0.0.1:{server.port}", "--dataset", str(src),
+            "--task-type", "exact", "--verifier", "grpo.verifiers.example:SERVICE",
+            "--max-new-tokens", "4", "-o", str(tmp_path / out), *extra,
+        ])  # fmt: skip
+
+    chat_server = served(bpe_chat_model)
+    try:
+        chat = eval_over(chat_server, "chat", "--system", "Be brief.")
+        assert chat.exit_code == 0, chat.output
+        [row] = _rows(tmp_path / "chat" / "samples.jsonl")
+        # the prompt a chat run renders for training, through the same function
+        run = RunConfig.model_validate({
+            "data": {"source": "arith", "train_size": 2, "heldout_size": 1,
+                     "chat": {"system": "Be brief."}},
+            "model": {"path": str(bpe_chat_model)},
+        })  # fmt: skip
+        trained = load_run_tasks(run).train[0]
+        assert trained.prompt.startswith("<|im_start|>system\nBe brief.<|im_end|>\n")
+        assert row["prompt"] == (
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 1+1?<|im_end|>\n"
+            "<|im_start|>assistant\n"
+        )
+        plain = eval_over(chat_server, "plain", "--chat-template", "none")
+        assert plain.exit_code == 0, plain.output
+        assert _rows(tmp_path / "plain" / "samples.jsonl")[0]["prompt"] == "What is 1+1?"
+    finally:
+        chat_server.stop(0)
+    from grpo.model import init_tiny_model
+
+    char_model = init_tiny_model(tmp_path / "char", seed=0, hidden=64, layers=2)
+    char_server = served(char_model)  # the character tokenizer has no template
+    try:
+        bare = eval_over(char_server, "bare")
+        assert bare.exit_code == 0, bare.output
+        assert _rows(tmp_path / "bare" / "samples.jsonl")[0]["prompt"] == "What is 1+1?"
+    finally:
+        char_server.stop(0)
+
+
 def test_grpo_eval_renders_prompts_with_the_models_chat_template(
     bpe_chat_model: Path, tmp_path: Path
 ) -> None:
