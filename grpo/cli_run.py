@@ -203,16 +203,15 @@ def _checked_config(
     path: Path, values: dict[str, Any], lock: Any, resume: Path | None, steps: int | None
 ) -> Any:
     """The run's config, checked before any work (a new run's folder is not created yet):
-    every key of every block (``load_run_config``) and the verifiers against their routes
-    (``grpo.local.preflight.check_run_verifiers``: each endpoint's Describe, each service's
-    task types). A problem prints one line, releases ``lock`` (a resume's) and exits 2. A
-    resume of a run that already ended on its budget, none of it raised
-    (``grpo.local.run.ended_run``), prints so, releases ``lock`` and exits 0."""
+    every key of every block (``load_run_config``), the verifiers against their routes and a
+    Redis the run names (``grpo.local.preflight.checked_tasks``: each endpoint's Describe,
+    each service's task types, Redis' PING). A problem prints one line, releases ``lock`` (a
+    resume's) and exits 2. A resume of a run that already ended on its budget, none of it
+    raised (``grpo.local.run.ended_run``), prints so, releases ``lock`` and exits 0."""
     from grpo.errors import GrpoError
-    from grpo.local.preflight import check_run_verifiers
+    from grpo.local.preflight import checked_tasks
     from grpo.local.run import ended_run
     from grpo.services.settings.run import load_run_config
-    from grpo.services.tasks.run_tasks import load_run_tasks
 
     try:
         cfg = load_run_config(path, values)
@@ -221,7 +220,7 @@ def _checked_config(
             lock.release()
             typer.echo(ended.message(resume.resolve()))  # type: ignore[union-attr]
             raise typer.Exit(0)
-        check_run_verifiers(cfg, load_run_tasks(cfg).task_type)
+        checked_tasks(cfg)  # the verifiers, and a Redis the run names
     except GrpoError as exc:
         if lock is not None:
             lock.release()

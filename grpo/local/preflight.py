@@ -1,7 +1,8 @@
 """The check ``grpo run`` makes before any work: the run's verifiers cover its routes.
 
 Runs after the config loaded (every key of every block already validated) and the tasks were
-read (the task type is known), before the run dir is written, the model set up or SFT run:
+read (the task type is known), before the run dir is written (a Redis the run names is
+PINGed then too, ``checked_tasks``), the model set up or SFT run:
 ``check_run_verifiers`` resolves the ``verifiers`` section (``plan_verifiers``) and checks it
 (``check_verifier_plan``: each endpoint's ``Describe``, bounded by
 ``verifiers.check_timeout_s``; built-in and SDK services by the kind and task types their class
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from grpo.services.runtime.redis_server import check_redis, resolve_redis_url
 from grpo.services.settings.run import RunConfig
 from grpo.services.settings.verifiers import VerifierPlan, check_verifier_plan, plan_verifiers
 from grpo.services.tasks.run_tasks import RunTasks, load_run_tasks
@@ -22,13 +24,20 @@ __all__ = ["check_run_verifiers", "checked_tasks"]
 
 def checked_tasks(config: RunConfig, say: Callable[[str], None] | None = None) -> RunTasks:
     """The run's tasks (``load_run_tasks``), once its verifiers are checked against their
-    task type (:func:`check_run_verifiers`).
+    task type (:func:`check_run_verifiers`) and its Redis answers, when it names one
+    (``redis_url`` or ``$REDIS_URL``: ``redis_server.check_redis``; else ``grpo run`` starts
+    an embedded one).
 
     Raises:
-        the errors of ``load_run_tasks`` and :func:`check_run_verifiers`.
+        the errors of ``load_run_tasks`` and :func:`check_run_verifiers`;
+        EndpointCheckError: the named Redis does not answer PING (one line);
+        EvictingRedisError: it may evict keys.
     """
     tasks = load_run_tasks(config)
     check_run_verifiers(config, tasks.task_type, say)
+    url = resolve_redis_url(config.redis_url)
+    if url:
+        check_redis(url)
     return tasks
 
 

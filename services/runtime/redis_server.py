@@ -28,12 +28,15 @@ from types import TracebackType
 
 import redis
 
-from grpo.errors import FailedPreconditionError, UnavailableError
+from grpo.errors import EndpointCheckError, FailedPreconditionError, UnavailableError
+from grpo.services.runtime.channels import CHECK_TIMEOUT_S
+from grpo.services.runtime.config import mask_secrets
 from grpo.services.runtime.ports import free_port
 
 __all__ = [
     "EmbeddedRedis",
     "EvictingRedisError",
+    "check_redis",
     "connect",
     "eviction_policy",
     "redis_url_from_env",
@@ -100,8 +103,8 @@ def require_noeviction(client: redis.Redis, url: str) -> None:
     policy = eviction_policy(client)
     if policy and policy != "noeviction":
         raise EvictingRedisError(
-            f"Redis at {url} has maxmemory-policy {policy}: when it fills up it evicts keys, "
-            "and a run loses streams, consumer groups and counters silently; set "
+            f"Redis at {mask_secrets(url)} has maxmemory-policy {policy}: when it fills up it "
+            "evicts keys, and a run loses streams, consumer groups and counters silently; set "
             "maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, or in its "
             "config) and give it enough maxmemory"
         )
@@ -133,8 +136,38 @@ def connect(url: str, *, timeout_s: float = 10.0, check_policy: bool = True) -> 
         if check_policy:
             require_noeviction(client, url)
     except redis.RedisError as exc:
-        raise UnavailableError(f"Redis at {url} is not reachable: {exc}") from exc
+        client.close()
+        raise UnavailableError(f"Redis at {mask_secrets(url)} is not reachable: {exc}") from exc
     return client
+
+
+def check_redis(url: str, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """The check of a Redis URL before any work (``grpo run`` with ``redis_url`` or
+    ``$REDIS_URL``), as ``channels.describe_endpoint`` checks a gRPC address: one ``PING``
+    (and the eviction policy, ``require_noeviction``), bounded by ``timeout_s``.
+
+    Raises:
+        EndpointCheckError: no answer; one line naming the URL (password masked), what was
+            tried and why: ``Redis redis://h:1/0: PING failed (ConnectionError): nothing
+            answers there (is Redis running, and is the URL right?)``.
+        EvictingRedisError: the server may evict keys.
+    """
+    shown = mask_secrets(url)
+    try:
+        client = connect(url, timeout_s=timeout_s)
+    except UnavailableError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, redis.AuthenticationError | redis.ResponseError):
+            why = " ".join(str(cause).split())
+        elif isinstance(cause, redis.TimeoutError):
+            why = f"no answer within {timeout_s:g} s"
+        else:
+            why = "nothing answers there (is Redis running, and is the URL right?)"
+        name = type(cause).__name__ if cause is not None else "error"
+        raise EndpointCheckError(
+            f"Redis {shown}: PING failed ({name}): {why}", address=shown
+        ) from None
+    client.close()
 
 
 class EmbeddedRedis:

@@ -97,3 +97,35 @@ def test_a_verifier_of_another_task_type_is_refused_like_an_unreachable_one(
     assert result.exit_code == 2, said
     assert len(said) == 1 and said[0].startswith(f"error: the verifier at {address} is 'exact")
     assert "does not accept task type 'math'" in said[0]
+
+
+def test_grpo_run_and_eval_run_config_check_their_addresses_the_same_way(tmp_path: Path) -> None:
+    """A run config's verifier endpoint (``grpo eval --run-config`` runs grpo run's own check)
+    and the Redis a run names (``redis_url``; PING, the password masked) take the same path."""
+    import yaml
+
+    dead = f"127.0.0.1:{_closed_port()}"
+    config = yaml.safe_load((REPO / "configs" / "e2e-tiny.yaml").read_text())
+    config["verifiers"]["outcome"] = dead
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    done, seconds = _grpo("eval", "--run-config", str(path), "--model", str(tmp_path), "-o",
+                          str(out))  # fmt: skip
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2, said
+    assert said == [
+        f"error: verifiers.outcome: verifier {dead}: Describe failed (UNAVAILABLE): nothing "
+        "answers there (is the verifier running, and is the address right?)"
+    ]
+    assert seconds < 6.0 and not out.exists()
+    redis = f"127.0.0.1:{_closed_port()}"
+    done, seconds = _grpo("run", str(REPO / "configs" / "e2e-tiny.yaml"), "--run-dir", str(out),
+                          "--set", f"redis_url=redis://:s3cret@{redis}/0")  # fmt: skip
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2, said
+    assert said == [
+        f"error: Redis redis://:***@{redis}/0: PING failed (ConnectionError): nothing answers "
+        "there (is Redis running, and is the URL right?)"
+    ]  # was: SFT, then 'run failed' (exit 1) after ~12 s with a folder left
+    assert seconds < 6.0 and not out.exists()

@@ -40,6 +40,7 @@ def _cli(run_dir: Path, overrides: dict[str, Any]) -> subprocess.CompletedProces
 
 BEFORE_START = {
     "a dead verifier": {"verifiers.outcome": f"127.0.0.1:{_closed_port()}"},
+    "a dead Redis": {"redis_url": f"redis://127.0.0.1:{_closed_port()}/0"},
     "a missing dataset": {
         "data.source": "jsonl",
         "data.dataset": {
