@@ -294,6 +294,7 @@ class RunDriver:
         self._stats_at_start: assembler_pb2.AssemblerStats | None = None
         self._dead_jobs_at_start = 0
         self._dead_jobs = 0
+        self._jobs_in_flight_at_start = 0  # an earlier driver's jobs still in flight
         self.token_gate = TokenGate.of(config)
         self._feeder: PromptFeeder | None = None
         self.record = record
@@ -493,8 +494,7 @@ class RunDriver:
         p.stats = stats
         self._poll_dead_jobs()
         if self._stats_at_start is None:
-            self._stats_at_start = stats
-            self._dead_jobs_at_start = self._dead_jobs
+            self._take_token_baseline(stats)
         p.elapsed_s = self._elapsed()
         if self.record is not None and self._started_at:
             try:  # best effort: the next poll saves it again (Redis may be out or full)
@@ -598,7 +598,9 @@ class RunDriver:
         stats = self.progress.stats
         return TokenCounts(
             counted=int(stats.generated_tokens),
-            issued_jobs=feeder.fed + int(stats.regenerations - start.regenerations),
+            issued_jobs=feeder.fed
+            + int(stats.regenerations - start.regenerations)
+            + self._jobs_in_flight_at_start,
             received=int(stats.rollouts_received - start.rollouts_received),
             late=int(stats.rollouts_late - start.rollouts_late),
             closed=closed_groups(stats)
@@ -623,6 +625,21 @@ class RunDriver:
         reached it, or every issued group closed and no further job fits."""
         counts = self.token_counts(feeder)
         return counts is not None and self.token_gate.spent(counts)
+
+    def _take_token_baseline(self, stats: assembler_pb2.AssemblerStats) -> None:
+        """The token gate's baseline at the first poll: the assembler's counters, the dead
+        jobs, and the jobs an earlier driver of this run left in flight (jobs the rollout
+        workers have not finished, plus the groups the assembler holds open; a job whose
+        group just opened may count twice, which only reserves more). Left unset while Redis
+        does not answer (the gate feeds nothing until it is set)."""
+        try:
+            unfinished = self.streams.lag(self.names.prompts, WORKER_GROUP)
+        except REDIS_ERRORS as exc:
+            log.warning("token budget baseline not taken this time: %s", exc)
+            return
+        self._jobs_in_flight_at_start = int(unfinished + stats.groups_pending)
+        self._dead_jobs_at_start = self._dead_jobs
+        self._stats_at_start = stats
 
     def _poll_dead_jobs(self) -> None:
         """Read how many prompt jobs the rollout workers moved to dead letters (jobs that will

@@ -23,7 +23,8 @@ job fits. Generation so stops at most W tokens below the budget and never above 
 
 A rollout that arrives after its group closed (``rollouts_late``) is not counted by the
 assembler, so only the rollouts of open groups are reserved. Counts start at the driver's
-first poll: a restarted driver does not see the jobs an earlier one left in flight.
+first poll; a restarted driver counts the jobs an earlier one left in flight as issued
+(``RunDriver``: the prompt jobs the rollout workers have not finished and the open groups).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class TokenCounts:
 
     Attributes:
         counted: generated tokens the assembler counted over the whole run.
-        issued_jobs: prompt jobs written: fed by this driver plus the assembler's regenerations.
+        issued_jobs: prompt jobs written: fed by this driver, the assembler's regenerations,
+            and the jobs an earlier driver left in flight at the baseline.
         received: rollouts the assembler received (scored and counted).
         late: rollouts that arrived after their group closed (never counted).
         closed: groups closed (any verdict) plus jobs moved to dead letters (no rollout).

@@ -28,7 +28,7 @@ from grpo.services.driver.driver import RunDriver
 from grpo.services.runtime.streams import StreamNames, Streams
 from grpo.services.settings.run import load_run_config
 from grpo.services.tasks.run_tasks import load_run_tasks
-from grpo.v1 import assembler_pb2, learner_pb2
+from grpo.v1 import assembler_pb2, common_pb2, learner_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 300
@@ -220,6 +220,34 @@ def test_the_driver_feeds_only_the_jobs_the_token_budget_still_covers(
     )
     assert unbounded.jobs_within_token_budget(feeder, limit=7) == 7  # type: ignore[arg-type]
     assert not unbounded.token_budget_spent(feeder)  # type: ignore[arg-type]
+
+
+def test_a_restarted_driver_reserves_the_jobs_an_earlier_one_left_in_flight(
+    tmp_path: Path, redis_client: Any, redis_namespace: str
+) -> None:
+    cfg = load_run_config(REPO / "configs" / "e2e-tiny.yaml", {"budget.generated_tokens": 1000})
+    names = StreamNames(redis_namespace)
+    streams = Streams(redis_client)
+    for i in range(2):  # two jobs the rollout workers have not taken yet
+        streams.produce(names.prompts, common_pb2.PromptJob(group_id=f"t{i}/e0", group_size=4))
+    counts = _Counts()
+    counts.stats = assembler_pb2.AssemblerStats(
+        generated_tokens=100, rollouts_received=10, groups_pending=1, groups_accepted=2
+    )  # and one group the assembler holds open
+    driver = RunDriver(
+        cfg, load_run_tasks(cfg), streams=streams, names=names,
+        endpoints=counts, out_dir=tmp_path / "run",  # type: ignore[arg-type]
+    )  # fmt: skip
+    feeder = SimpleNamespace(fed=0)
+    driver.poll()
+    # 3 jobs in flight at their worst case (3·192) besides the 100 counted: 324 left
+    assert driver.jobs_within_token_budget(feeder) == 1  # type: ignore[arg-type]
+    assert not driver.token_budget_spent(feeder)  # type: ignore[arg-type]
+    counts.stats = assembler_pb2.AssemblerStats(
+        generated_tokens=300, rollouts_received=22, groups_pending=0, groups_accepted=5
+    )  # all three closed
+    driver.poll()
+    assert driver.jobs_within_token_budget(feeder) == 3  # type: ignore[arg-type]  # 700 // 192
 
 
 def test_compare_refuses_bad_input_before_any_run(tmp_path: Path) -> None:
