@@ -744,8 +744,14 @@ def test_a_jsonl_run_names_unparsable_golds_and_a_resume_on_changed_data_is_refu
     with data.open("a") as fh:  # new rows: the last 4 (held out) are others now
         fh.write("".join(json.dumps({"prompt": f"{a}+1=", "answer": str(a + 1)}) + "\n"
                          for a in range(100, 104)))  # fmt: skip
-    resumed = subprocess.run([*GRPO, "--resume", str(run_dir)], env=_env(), timeout=120,
-                             capture_output=True, text=True)  # fmt: skip
+    # the run ended on its budget: a plain --resume reports it (exit 0, nothing started);
+    # one that raises the budget gets to the data check, which refuses
+    ended = subprocess.run([*GRPO, "--resume", str(run_dir)], env=_env(), timeout=120,
+                           capture_output=True, text=True)  # fmt: skip
+    said = " ".join((ended.stdout + ended.stderr).split())
+    assert ended.returncode == 0 and "already ended (stop reason steps, 4 steps" in said, said
+    resumed = subprocess.run([*GRPO, "--resume", str(run_dir), "--steps", "6"], env=_env(),
+                             timeout=120, capture_output=True, text=True)  # fmt: skip
     said = " ".join((resumed.stdout + resumed.stderr).split())
     assert resumed.returncode == 2, said
     assert "data changed since the run started" in said and "held-out set moved" in said, said
