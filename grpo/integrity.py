@@ -8,6 +8,14 @@ found before a model is loaded from them, instead of being trained on. A folder 
 before digests existed has no ``DIGESTS.json``: ``NoDigestsError`` lets its reader decide
 (the learner and the rollout workers accept it, as before).
 
+The manifest itself is vouched for by the folder's parent: once the folder has its final
+name, ``record_digests`` adds the SHA-256 of its ``DIGESTS.json`` to
+``<parent>/DIGESTS.index.json`` (folder name -> digest). A folder the index names must still
+have that very manifest: a ``DIGESTS.json`` deleted (which would pass the folder off as one
+from before digests, trusted unchecked) or edited (e.g. emptied) makes the folder damaged.
+A folder the index does not name (written before the index existed, or by a writer killed
+between its rename and the index) is checked against its own manifest as before.
+
 Hashing runs at disk speed (~1 GB/s): a tiny model costs milliseconds, a 7B bf16 checkpoint
 with its optimizer state tens of seconds per load; a load is rare (a start, a resume, a new
 policy version) next to what a damaged load costs.
@@ -24,16 +32,23 @@ from grpo.errors import FailedPreconditionError
 
 __all__ = [
     "DIGESTS_FILE",
+    "INDEX_FILE",
     "DamagedError",
     "NoDigestsError",
     "check_digests",
     "file_sha256",
     "read_digests",
+    "record_digests",
+    "recorded_manifest",
     "write_digests",
 ]
 
 DIGESTS_FILE = "DIGESTS.json"
 """The manifest of a folder's files, written into the folder itself."""
+
+INDEX_FILE = "DIGESTS.index.json"
+"""In a parent folder (``checkpoints/``, ``weights/``): each child's name -> the SHA-256 of
+its ``DIGESTS.json`` (``record_digests``)."""
 
 
 class DamagedError(FailedPreconditionError):
@@ -80,14 +95,66 @@ def write_digests(folder: Path) -> dict[str, dict[str, int | str]]:
     return entries
 
 
-def read_digests(folder: Path) -> dict[str, dict[str, int | str]]:
-    """The recorded digests of ``folder`` (``write_digests``'s mapping).
+def _read_index(parent: Path) -> dict[str, str]:
+    """``parent``'s index (name -> SHA-256 of that child's ``DIGESTS.json``); {} when it
+    has none or it is unreadable (then every child is checked on its own manifest)."""
+    try:
+        raw = json.loads((parent / INDEX_FILE).read_text())
+        return {str(k): str(v) for k, v in dict(raw["manifests"]).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def recorded_manifest(folder: Path) -> str | None:
+    """The SHA-256 of ``folder``'s ``DIGESTS.json`` as its parent's index recorded it (None
+    when the index does not name it)."""
+    return _read_index(folder.parent).get(folder.name)
+
+
+def record_digests(folder: Path) -> None:
+    """Vouch for ``folder``'s ``DIGESTS.json`` in its parent's index (module docstring);
+    call it once the folder has its final name. Names whose folder is gone are dropped from
+    the index. The index is replaced atomically (one writer per parent: the learner)."""
+    parent = folder.parent
+    index = {n: d for n, d in _read_index(parent).items() if (parent / n).is_dir()}
+    index[folder.name] = file_sha256(folder / DIGESTS_FILE)
+    tmp = parent / f".{INDEX_FILE}.{os.getpid()}.tmp"
+    with tmp.open("w") as fh:
+        json.dump({"algorithm": "sha256", "manifests": index}, fh, indent=1, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, parent / INDEX_FILE)
+
+
+def read_digests(
+    folder: Path, *, recorded_as: Path | None = None
+) -> dict[str, dict[str, int | str]]:
+    """The recorded digests of ``folder`` (``write_digests``'s mapping), its manifest checked
+    against the parent's index when the index names it.
+
+    Args:
+        folder: the folder to read.
+        recorded_as: the folder the index entry is for, when ``folder`` is a copy of it
+            (a rollout worker's snapshot of a published version); default ``folder``.
 
     Raises:
-        NoDigestsError: no ``DIGESTS.json``.
-        DamagedError: ``DIGESTS.json`` is unreadable.
+        NoDigestsError: no ``DIGESTS.json`` and the index does not name the folder.
+        DamagedError: ``DIGESTS.json`` is unreadable, or gone or altered since the index
+            recorded it.
     """
     path = folder / DIGESTS_FILE
+    vouched = recorded_manifest(recorded_as or folder)
+    if vouched is not None:
+        if not path.is_file():
+            raise DamagedError(
+                f"{folder}: {DIGESTS_FILE} is missing, though {INDEX_FILE} records it was "
+                "written (deleted since: the folder cannot be trusted)"
+            )
+        if file_sha256(path) != vouched:
+            raise DamagedError(
+                f"{folder}: {DIGESTS_FILE} differs from the manifest {INDEX_FILE} recorded "
+                "when it was written (edited since)"
+            )
     if not path.is_file():
         raise NoDigestsError(f"{folder} has no {DIGESTS_FILE} (written before digests existed)")
     try:
@@ -98,15 +165,20 @@ def read_digests(folder: Path) -> dict[str, dict[str, int | str]]:
         raise DamagedError(f"{folder}/{DIGESTS_FILE} is unreadable: {exc!r}") from exc
 
 
-def check_digests(folder: Path) -> None:
-    """Check every file ``DIGESTS.json`` lists: present, of its size, of its SHA-256.
+def check_digests(folder: Path, *, recorded_as: Path | None = None) -> None:
+    """Check every file ``DIGESTS.json`` lists: present, of its size, of its SHA-256 (the
+    manifest itself against the parent's index first, ``read_digests``).
+
+    Args:
+        folder: the folder to check; recorded_as: see ``read_digests``.
 
     Raises:
         NoDigestsError: the folder has no ``DIGESTS.json``.
-        DamagedError: a file is missing, of another size (truncated) or another content
-            (the message names the first such file and how it differs).
+        DamagedError: the manifest is gone or edited (``read_digests``), or a file is
+            missing, of another size (truncated) or another content (the message names the
+            first such file and how it differs).
     """
-    for name, want in read_digests(folder).items():
+    for name, want in read_digests(folder, recorded_as=recorded_as).items():
         path = folder / name
         if not path.is_file():
             raise DamagedError(f"{folder}: {name} is missing")

@@ -55,7 +55,15 @@ import torch
 from safetensors.torch import load_file, load_model, save_model
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from grpo.integrity import DamagedError, NoDigestsError, check_digests, write_digests
+from grpo.integrity import (
+    DIGESTS_FILE,
+    DamagedError,
+    NoDigestsError,
+    check_digests,
+    record_digests,
+    recorded_manifest,
+    write_digests,
+)
 from grpo.learner.distributed import (
     FullModelView,
     FullState,
@@ -241,16 +249,28 @@ def save_checkpoint(
     _fsync_dir(root)
     for old in sorted(root.glob(f"{_PREFIX}*"))[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
+    record_digests(final)  # the parent vouches for the manifest (grpo.integrity)
     return final
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
     """The newest complete checkpoint folder under ``root``, or None when there is none
-    (not checked against its digests: ``intact_checkpoint`` is)."""
+    (not checked against its digests: ``intact_checkpoint`` is). A ``step-*`` folder gets
+    its name by an atomic rename once written, so one with a manifest (``DIGESTS.json``, or
+    an entry in the parent's index) is complete as written even when a file of it, its
+    ``meta.json`` included, is gone since: it is returned, and its check finds the damage
+    (a folder without meta.json used to be passed over silently, and the learner then
+    crash-looped when it reached that step again)."""
     root = Path(root)
     if not root.is_dir():
         return None
-    done = sorted(p for p in root.glob(f"{_PREFIX}*") if (p / "meta.json").is_file())
+    done = sorted(
+        p
+        for p in root.glob(f"{_PREFIX}*")
+        if (p / "meta.json").is_file()
+        or (p / DIGESTS_FILE).is_file()
+        or recorded_manifest(p) is not None
+    )
     return done[-1] if done else None
 
 

@@ -71,6 +71,11 @@ def namespace_for(config: RunConfig, run_dir: Path) -> str:
     return config.namespace or legacy_namespace(run_dir)
 
 
+REDIS_READ_TIMEOUT_S = 10.0
+"""Seconds one reply to ``grpo run``'s own Redis client (and the run driver's) may take: a
+stopped or wedged server keeps its connections open and answers nothing, and a read without
+a bound would hang the supervising loop that is to restart it."""
+
 WATCH_EVERY_S = 2.0
 """Seconds between two looks at Redis by ``RedisWatch`` (liveness and memory)."""
 
@@ -267,7 +272,9 @@ class LocalCluster:
             self._log(f"embedded Redis at {url}")
         self.redis_url = url
         try:
-            self.client = connect(url)
+            # Bounded replies: the supervising loop must go on (and restart a stopped Redis)
+            # whatever Redis does.
+            self.client = connect(url, read_timeout_s=REDIS_READ_TIMEOUT_S)
         except EvictingRedisError as exc:
             raise RunRefusedError(str(exc)) from exc
         self.streams = Streams(self.client)
@@ -491,6 +498,10 @@ class LocalCluster:
             for name, proc in self.supervisor.services.items()
         }
         return service_outages(self.supervisor.log_dir, uses, end=end)
+
+    def redis_silent_s(self) -> float:
+        """Seconds the run's Redis has not answered the watch (0.0 without a watch)."""
+        return self._redis_watch.silent_s() if self._redis_watch is not None else 0.0
 
     @property
     def restarts(self) -> dict[str, int]:

@@ -118,6 +118,21 @@ _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt))(: .*)?$")
 
 
+DISK_FULL_BYTES = 1 << 20
+"""A filesystem with less than this many bytes available to the run is full: a service that
+dies then is named as dying of a full disk even when its log (on that disk) could not say so."""
+
+
+def disk_full(path: Path) -> str | None:
+    """``"disk full (ENOSPC)"`` when the filesystem holding ``path`` has less than
+    ``DISK_FULL_BYTES`` available (``statvfs``), else None (or when it cannot be read)."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return "disk full (ENOSPC)" if stat.f_bavail * stat.f_frsize < DISK_FULL_BYTES else None
+
+
 def named_cause(text: str) -> str | None:
     """The cause a log excerpt names, if it is one ``_CAUSES`` knows (a full disk, Redis out
     of memory, ...): the last one mentioned; None when none is."""
@@ -482,7 +497,10 @@ class ProcessSupervisor:
         tail = proc.log_tail(2000)
         error = last_error(tail) if code is None or code >= 0 else ""
         reason = self._stall_reason.pop(name, None) or _why(code, tail)
-        death = Death(name, now, code, reason, error, named_cause(error))
+        # A full disk is often unsaid: the log that would say it is on that disk.
+        exited = code is None or code >= 0
+        cause = named_cause(error) or (disk_full(self.log_dir) if exited else None)
+        death = Death(name, now, code, reason, error, cause)
         previous = [d for d in self.deaths if d.name == name]
         self.deaths.append(death)
         recent = [d for d in self.deaths if d.name == name and now - d.at <= policy.window_s]

@@ -79,11 +79,18 @@ from grpo.errors import FailedPreconditionError, GrpoError, UnavailableError
 from grpo.local.cluster import LocalCluster
 from grpo.local.policy import prepare_policy
 from grpo.local.preflight import checked_tasks
-from grpo.local.processes import ServiceFailedError, last_error, named_cause
-from grpo.local.rundir import RunDirLock, RunIdentity, RunRefusedError, claim_run_dir
+from grpo.local.processes import ServiceFailedError, disk_full, last_error, named_cause
+from grpo.local.rundir import (
+    DiskReserve,
+    RunDirLock,
+    RunIdentity,
+    RunRefusedError,
+    claim_run_dir,
+)
 from grpo.services.driver.driver import POLL_S, DriverRecord, Progress, RunDriver
 from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
 from grpo.services.runtime.accounting import RunAccounting, read_run_accounting
+from grpo.services.runtime.redis_server import resolve_redis_url
 from grpo.services.settings.run import RunConfig
 from grpo.services.tasks.run_tasks import RunTasks
 from grpo.v1 import common_pb2
@@ -268,16 +275,20 @@ def run_local(
             tasks = checked_tasks(config, say)  # the verifiers cover their routes (issue 29)
         if resume:
             model = resume_policy(config, run_dir)
-            identity = RunIdentity.resume(config, run_dir, tasks)
+            shared = bool(resolve_redis_url(config.redis_url))
+            identity = RunIdentity.resume(config, run_dir, tasks, shared_redis=shared)
             say(f"resuming {run_dir} (run {identity.run_id}) from {model}")
         else:
             write_run_config(config, run_dir)
             identity = RunIdentity.create(config, run_dir, tasks)
             model = _prepared_policy(config, run_dir, tasks, identity, say, started)
         (run_dir / "summary.json").unlink(missing_ok=True)  # the driver writes the new one
+        reserve = DiskReserve.take(run_dir)  # room for the summary when the disk fills up
         run = _LocalRun(config, run_dir, identity, tasks, say, started=started, resume=resume)
+        run.reserve = reserve
         return run.run(model, steps, on_progress)
     finally:
+        DiskReserve(run_dir).release()
         if lock is None:
             held.release()
 
@@ -337,6 +348,7 @@ class _LocalRun:
         self.resume = resume
         self.cluster = LocalCluster(config, run_dir, namespace=identity.namespace, log_fn=say)
         self.monitor: RunDriver | None = None
+        self.reserve: DiskReserve | None = None
 
     def run(
         self, model: Path | str, steps: int | None, on_progress: Callable[[Progress], None] | None
@@ -408,6 +420,8 @@ class _LocalRun:
         Redis, write and return the summary."""
         cluster, monitor = self.cluster, self.monitor
         still = cluster.supervisor.silent(STILL_STALLED_S)
+        if cluster.redis_silent_s() >= STILL_STALLED_S:  # a stopped Redis, never restarted
+            still["redis"] = round(cluster.redis_silent_s(), 1)
         if monitor is not None:
             with contextlib.suppress(Exception):
                 _show(monitor, shown, self.say)
@@ -419,6 +433,8 @@ class _LocalRun:
         summary = summary.replace(
             leftover_processes=tuple(left), wall_clock_s=round(time.time() - self.started, 1)
         )
+        if self.reserve is not None:  # its room is the summary's (a full disk included)
+            self.reserve.release()
         summary.write(self.run_dir / "summary.json")
         for line in summary.warnings:
             self.say(f"warning: {line}")
@@ -515,7 +531,12 @@ def _failure(exc: BaseException, cluster: LocalCluster) -> Failure:
         error = last_error(cluster.supervisor.services[service].log_tail(3000)) or None
     if error is None and isinstance(exc, ServiceFailedError):
         error = death.reason if death is not None else None
-    cause = named_cause(error or "") or named_cause(str(exc).split("\n", 1)[0])
+    cause = (
+        named_cause(error or "")
+        or named_cause(str(exc).split("\n", 1)[0])
+        or (death.cause if death is not None else None)
+        or disk_full(cluster.run_dir)
+    )
     return Failure(str(exc)[:4000], service, cause, error)
 
 

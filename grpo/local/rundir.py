@@ -33,7 +33,7 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -46,7 +46,9 @@ from grpo.v1 import common_pb2
 __all__ = [
     "IDENTITY_FILE",
     "LOCK_FILE",
+    "RESERVE_FILE",
     "DataRecord",
+    "DiskReserve",
     "RunDirBusyError",
     "RunDirLock",
     "RunIdentity",
@@ -186,6 +188,44 @@ def claim_run_dir(out: Path, *, resume: bool) -> RunDirLock:
     return lock
 
 
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 4 << 20
+
+
+class DiskReserve:
+    """Room kept on the run dir's filesystem for the summary (``<run_dir>/.reserve``,
+    ``RESERVE_BYTES`` allocated when the run starts): a run whose disk fills up still ends
+    with summary.json naming the full disk, as ``grpo run`` frees the reserve just before it
+    writes the summary (a summary of a few kB, written with a full disk, failed with ENOSPC
+    and the run left none)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        """The reserve of ``run_dir`` (use ``take`` to allocate it)."""
+        self.path = run_dir / RESERVE_FILE
+
+    @classmethod
+    def take(cls, run_dir: Path, size: int = RESERVE_BYTES) -> DiskReserve:
+        """Allocate the reserve (its blocks, ``posix_fallocate``); a disk already too full
+        for it leaves it smaller or absent, silently (the run may still fit)."""
+        reserve = cls(run_dir)
+        try:
+            fd = os.open(reserve.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return reserve
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return reserve
+
+    def release(self) -> None:
+        """Free the reserve's room (idempotent)."""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
 def _holder(fd: int) -> int | None:
     """The pid recorded in the lock file (None when empty or not a number)."""
     try:
@@ -254,6 +294,14 @@ class DataRecord:
         return out
 
 
+def _run_id_at(run_dir: Path) -> str | None:
+    """The run id in ``run_dir``'s run.json (None when there is none or it is unreadable)."""
+    try:
+        return str(json.loads((run_dir / IDENTITY_FILE).read_text())["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def legacy_namespace(run_dir: Path) -> str:
     """The namespace a run dir had before run ids: ``run-<folder name>`` (non-alphanumerics
     as ``-``)."""
@@ -266,13 +314,15 @@ class RunIdentity:
 
     Attributes:
         run_id: random hex id; namespace: its Redis namespace; created_unix_s: when it was
-        written first; data: the data record.
+        written first; data: the data record; path: the folder it was last started from
+        ("" in a run.json from before it was recorded).
     """
 
     run_id: str
     namespace: str
     created_unix_s: float
     data: DataRecord
+    path: str = ""
 
     @classmethod
     def create(cls, config: RunConfig, run_dir: Path, tasks: RunTasks) -> RunIdentity:
@@ -283,16 +333,29 @@ class RunIdentity:
             namespace=config.namespace or f"run-{run_id}",
             created_unix_s=time.time(),
             data=DataRecord.of(tasks),
+            path=str(run_dir),
         )
         identity.write(run_dir)
         return identity
 
     @classmethod
-    def resume(cls, config: RunConfig, run_dir: Path, tasks: RunTasks) -> RunIdentity:
-        """The identity of the run in ``run_dir``, checked against the data it has now.
+    def resume(
+        cls, config: RunConfig, run_dir: Path, tasks: RunTasks, *, shared_redis: bool = False
+    ) -> RunIdentity:
+        """The identity of the run in ``run_dir``, checked against the data it has now and
+        against its twin: a folder copied (``cp -a``) from a run dir that still exists holds
+        the same run id, hence the same Redis namespace. With the run's own embedded Redis the
+        copy has its own copy of the state (a fork: allowed); on a shared Redis (``redis_url``)
+        both would consume the same streams and train the same groups twice, so it is refused.
+        A moved folder (the recorded path is gone) is simply recorded where it is now.
+
+        Args:
+            shared_redis: the run uses a Redis server of its own choosing (``redis_url``), not
+                the embedded one in its folder.
 
         Raises:
             RunRefusedError: the data changed since the run started (the message says how);
+                the folder is a copy of a run dir that still exists and the Redis is shared;
                 or run.json is unreadable.
         """
         path = run_dir / IDENTITY_FILE
@@ -315,6 +378,23 @@ class RunIdentity:
                 + ". A resumed run must train and evaluate on the data it began with: restore "
                 "the data (or data section) or start a new run"
             )
+        before = Path(identity.path) if identity.path else None
+        twin = (
+            before is not None
+            and _run_id_at(before) == identity.run_id
+            and not before.samefile(run_dir)  # a symlink left at the old place is no twin
+        )
+        if twin and shared_redis:
+            raise RunRefusedError(
+                f"cannot resume {run_dir}: it is a copy of the run dir {before} (run "
+                f"{identity.run_id}), which still exists, and the run's Redis is shared "
+                f"(redis_url): both would use its namespace {identity.namespace}, consume "
+                "the same streams and train the same groups twice. Resume the original, "
+                "or start a new run (with the embedded Redis a copy is a fork of its own)"
+            )
+        if identity.path != str(run_dir):
+            identity = replace(identity, path=str(run_dir))
+            identity.write(run_dir)
         return identity
 
     @classmethod
@@ -333,6 +413,7 @@ class RunIdentity:
                 namespace=str(raw["namespace"]),
                 created_unix_s=float(raw["created_unix_s"]),
                 data=DataRecord(**data),
+                path=str(raw.get("path", "")),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunRefusedError(f"{path} is unreadable ({exc!r}); cannot resume") from exc

@@ -63,6 +63,7 @@ from grpo.errors import (
 from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.learner import metric_names as mn
 from grpo.learner.checkpoint import (
+    DAMAGED_PREFIX,
     CheckpointState,
     intact_checkpoint,
     load_checkpoint,
@@ -190,6 +191,7 @@ class LearnerLoop:
         self.settings = settings
         self.names = StreamNames(settings.namespace)
         self.client = client
+        self._checkpoint_key = self.names.key("learner", "checkpoint_step")
         self.streams = Streams(client)
         self.outage = Outage(settings.redis_outage_s, what="redis (learner)")
         self.groups = StreamConsumer(
@@ -262,7 +264,7 @@ class LearnerLoop:
         announced = self.outage.call(lambda: read_policy(self.client, key))
         in_redis = -1 if announced is None else int(announced.policy_version)
         newest = max(in_redis, highest_folder_version(self.run_dir))
-        unusable = announced is not None and _unusable(Path(announced.path))
+        unusable = announced is not None and _unusable(Path(announced.path), self.run_dir)
         if (
             newest > self.policy_version
             or (path is not None and in_redis != self.policy_version)
@@ -295,15 +297,44 @@ class LearnerLoop:
                                             scheduler=t.scheduler, critic=t.critic)  # fmt: skip
                 except Exception as exc:  # unreadable although its digests (if any) match
                     skipped.append((quarantine(path, f"failed to load: {exc!r}"), repr(exc)))
-            using = path.name if state is not None and path is not None else "none (a fresh start)"
+            intact = state is not None and path is not None
+            using = path.name if intact and path is not None else "none (no intact checkpoint)"
             for moved, why in skipped:
                 log.error(
                     "checkpoint %s is damaged and skipped (%s); kept as %s; resuming from %s",
                     moved.name.split("-", 1)[1].rsplit("-", 1)[0], why, moved.name, using,
                     extra={"checkpoint_damaged": moved.name, "resumed_from": using},
                 )  # fmt: skip
+            if state is None and path is None:
+                self._refuse_fresh_start()
             if state is not None or path is None:
                 return path, state
+
+    def _refuse_fresh_start(self) -> None:
+        """No intact checkpoint: a fresh start, unless this run checkpointed before (its
+        checkpoints were damaged and moved aside, or the newest one it recorded in Redis is
+        gone). Starting over then would silently drop every trained step: the groups those
+        checkpoints covered were acknowledged and are never trained again.
+
+        Raises:
+            DamagedError: the run checkpointed before and nothing of it is intact (the
+                learner fails; two equal failures in a row end ``grpo run`` with a summary
+                naming it).
+        """
+        root = Path(self.ckpt_root)
+        damaged = sorted(p.name for p in root.glob(f"{DAMAGED_PREFIX}*")) if root.is_dir() else []
+        recorded = self.outage.call(lambda: self.client.get(self._checkpoint_key))
+        step = int(recorded) if recorded else 0
+        if not damaged and step <= 0:
+            return
+        seen = f"damaged and moved aside: {', '.join(damaged)}" if damaged else "none left"
+        raise DamagedError(
+            f"no intact checkpoint in {root} ({seen}), but this run checkpointed up to step "
+            f"{step or 'unknown'}: refusing to start over from the initial model, which would "
+            "drop every trained step silently (their groups were acknowledged); put an intact "
+            "checkpoint back (a damaged-* folder's DAMAGED.txt says what is wrong) or start a "
+            "new run"
+        )
 
     def start(self) -> None:
         """Start the loop thread (returns at once)."""
@@ -626,6 +657,13 @@ class LearnerLoop:
                 log.warning(
                     "checkpoint %s written; its %d acks wait for a restart", path, len(unacked)
                 )
+        # Recorded in Redis: a learner that later finds no intact checkpoint refuses to start
+        # over (``_refuse_fresh_start``).
+        try:
+            self._redis(lambda: self.client.set(self._checkpoint_key, t.step_count))
+        except UnavailableError:
+            if not self._stop.is_set():
+                raise
         with self._lock:
             self._unacked = []
             self._ckpt_step = t.step_count
@@ -645,11 +683,22 @@ class LearnerLoop:
             done.set()
 
 
-def _unusable(folder: Path) -> bool:
-    """True when an announced policy folder cannot be loaded: gone (the run dir moved) or
-    its files differ from their digests (logged once, naming why)."""
+def _unusable(folder: Path, run_dir: Path) -> bool:
+    """True when an announced policy folder cannot be loaded: gone (the run dir moved),
+    another run dir's (this one is a copy of a run dir whose original still exists: its
+    weights are pruned and rewritten by that run, not this one) or its files differ from
+    their digests (logged once, naming why)."""
     if not folder.is_dir():
         log.warning("the announced policy folder %s is gone; republishing", folder)
+        return True
+    ours = (run_dir / "weights").resolve()
+    if folder.resolve().parent != ours:
+        log.warning(
+            "the announced policy folder %s is not in this run dir's weights (%s: a copied "
+            "run dir); republishing",
+            folder,
+            ours,
+        )
         return True
     try:
         check_digests(folder)

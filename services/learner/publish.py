@@ -26,7 +26,7 @@ from typing import Any
 
 import redis
 
-from grpo.integrity import write_digests
+from grpo.integrity import record_digests, write_digests
 from grpo.services.runtime.policy import published_version
 from grpo.v1 import common_pb2
 
@@ -102,6 +102,7 @@ def publish_weights(
     if final.exists():  # a crashed earlier attempt at this version
         shutil.rmtree(final)
     os.rename(tmp, final)
+    record_digests(final)  # the parent vouches for the manifest (grpo.integrity)
     weights = common_pb2.PolicyWeights(
         policy_version=version,
         path=str(final.resolve()),

@@ -80,7 +80,7 @@ def snapshot_policy(folder: Path, dest: Path) -> Path:
         shutil.rmtree(dest, ignore_errors=True)
         raise NotFoundError(f"policy folder {folder} is gone or incomplete: {exc}") from exc
     try:
-        check_digests(dest)
+        check_digests(dest, recorded_as=folder)
     except NoDigestsError:
         pass
     except DamagedError as exc:

@@ -110,13 +110,24 @@ def require_noeviction(client: redis.Redis, url: str) -> None:
         )
 
 
-def connect(url: str, *, timeout_s: float = 10.0, check_policy: bool = True) -> redis.Redis:
+def connect(
+    url: str,
+    *,
+    timeout_s: float = 10.0,
+    read_timeout_s: float | None = None,
+    check_policy: bool = True,
+) -> redis.Redis:
     """A redis-py client for ``url`` with binary responses (protobuf payloads stay bytes).
 
     Args:
         url: ``redis://host:port/db`` or ``unix:///path?db=0``.
-        timeout_s: socket connect/read timeout in seconds (blocking reads add their own
-            block time on top).
+        timeout_s: socket connect timeout in seconds.
+        read_timeout_s: how long one reply may take (seconds; a ``redis.TimeoutError``
+            after it, one of ``REDIS_ERRORS``: an outage). None = no bound, for clients
+            whose blocking reads (``XREADGROUP BLOCK``) wait as long as their settings say;
+            a client that must keep its own clock whatever Redis does (the supervising
+            ``grpo run``, the run driver: a stopped or wedged Redis server keeps its
+            connections open and answers nothing) gives one.
         check_policy: refuse a server whose ``maxmemory-policy`` is not ``noeviction``
             (``require_noeviction``): every component of a run connects with it on.
 
@@ -128,7 +139,7 @@ def connect(url: str, *, timeout_s: float = 10.0, check_policy: bool = True) -> 
         url,
         decode_responses=False,
         socket_connect_timeout=timeout_s,
-        socket_timeout=None,
+        socket_timeout=read_timeout_s,
         health_check_interval=30,
     )
     try:

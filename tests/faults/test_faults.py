@@ -25,6 +25,7 @@ is backpressure; data changed under a run is refused on resume and unparsable go
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,8 +42,10 @@ import redis
 import yaml
 from helpers import wait_until
 
+import grpo
 from grpo.local.processes import ServiceFailedError
 from grpo.local.run import run_local
+from grpo.local.rundir import RunDirBusyError, RunRefusedError
 from grpo.services.runtime.streams import StreamNames
 from grpo.services.settings.run import RunConfig, load_run_config
 
@@ -420,7 +423,9 @@ def test_grpo_run_sigkill_a_second_run_refused_then_resume_from_a_moved_dir(
     ``--resume NEW_PATH`` continues the run in its own Redis namespace (the run id in
     run.json, not the folder's name), republishing the policy the moved folder holds."""
     run_dir = tmp_path / "run"
-    config = _config_file(tmp_path, tiny_model)
+    # The first run must still run when it is killed (24 steps can be over by then on a
+    # busy machine): it has no step budget of its own; the resume has STEPS.
+    config = _config_file(tmp_path, tiny_model, **{"budget.steps": 10_000})
     first = subprocess.Popen([*GRPO, str(config), "--run-dir", str(run_dir)], env=_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
     try:
@@ -431,6 +436,8 @@ def test_grpo_run_sigkill_a_second_run_refused_then_resume_from_a_moved_dir(
         said = " ".join((second.stdout + second.stderr).split())
         assert second.returncode == 2, said
         assert f"in use by pid {first.pid}" in said, said
+        with pytest.raises(RunDirBusyError, match=f"in use by pid {first.pid}"):
+            grpo.run(_config(tiny_model), run_dir)  # the Python API: refused the same way
         assert first.poll() is None  # the first run goes on, untouched
         namespace = _names(run_dir).namespace
         first.send_signal(signal.SIGKILL)  # no shutdown at all
@@ -444,7 +451,8 @@ def test_grpo_run_sigkill_a_second_run_refused_then_resume_from_a_moved_dir(
         assert not (run_dir / "summary.json").exists()
         moved = tmp_path / "moved"
         run_dir.rename(moved)
-        resumed = subprocess.run([*GRPO, "--resume", str(moved)], env=_env(), timeout=400,
+        resumed = subprocess.run([*GRPO, "--resume", str(moved), "--set",
+                                  f"budget.steps={STEPS}"], env=_env(), timeout=400,
                                  capture_output=True, text=True)  # fmt: skip
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     finally:
@@ -457,6 +465,49 @@ def test_grpo_run_sigkill_a_second_run_refused_then_resume_from_a_moved_dir(
     _check(summary, moved)
     assert summary["resumed"] is True
     assert summary["run_id"] == json.loads((moved / "run.json").read_text())["run_id"]
+
+    # A new run in that folder through the Python API is refused as the CLI refuses it (it
+    # overwrote run.json with a new run id and ran over the old run's Redis file and
+    # checkpoints under a new namespace): nothing in the folder changes.
+    def files() -> dict[Path, int]:  # run.lock aside: the refused call held the lock
+        return {p: p.stat().st_mtime_ns for p in moved.rglob("*")
+                if p.is_file() and p.name != "run.lock"}  # fmt: skip
+
+    before = files()
+    with pytest.raises(RunRefusedError, match="already holds a run"):
+        grpo.run(_config(tiny_model), moved)
+    assert files() == before
+
+
+def test_a_copy_of_a_live_run_dir_on_a_shared_redis_is_refused(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Kinds 3 and 7: ``cp -a`` of a live run dir whose Redis is a shared server
+    (``redis_url``): the copy holds the same run id, hence the same namespace there, and is not
+    locked (another folder). Its ``--resume`` exits 2 naming the original (before, it ran a
+    second learner, assembler and workers on the original's streams); the original goes on."""
+    from grpo.services.runtime.redis_server import EmbeddedRedis
+
+    run_dir, copy = tmp_path / "run", tmp_path / "copy"
+    with EmbeddedRedis() as server:
+        config = _config_file(tmp_path, tiny_model, **{"budget.steps": 10_000,
+                                                        "redis_url": server.url})  # fmt: skip
+        first = subprocess.Popen([*GRPO, str(config), "--run-dir", str(run_dir)], env=_env(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            _wait(lambda: _checkpoint_step(run_dir) >= 2, "a first checkpoint")
+            subprocess.run(["cp", "-a", str(run_dir), str(copy)], check=True)
+            second = subprocess.run([*GRPO, "--resume", str(copy)], env=_env(), timeout=120,
+                                    capture_output=True, text=True)  # fmt: skip
+            said = " ".join((second.stdout + second.stderr).split())
+            assert second.returncode == 2, said
+            assert f"a copy of the run dir {run_dir}" in said, said
+            assert first.poll() is None  # the original goes on
+            recorded = json.loads((copy / "run.json").read_text())["path"]
+            assert recorded == str(run_dir.resolve())  # refused before it wrote anything
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.wait(120)
 
 
 # ---- liveness by progress (issue 35, kind 1) ------------------------------------------
@@ -518,6 +569,47 @@ def test_a_hung_service_is_restarted_by_liveness(
     if name == "verifier-math":  # ridden out as an outage meanwhile: no reward lost
         assert summary["outage_s"]["verifiers"]["assembler"] > 0.0
         assert summary["rewards_missing"] == 0
+
+
+def _stop_redis(run_dir: Path) -> str:
+    """SIGSTOP the embedded Redis after a step, holding work (rollouts or prompt jobs
+    pending), and leave it stopped: every connection stays open and nothing answers."""
+    _wait(lambda: _steps(run_dir), "a first learner step")
+    client = _client(run_dir)
+    rollouts = _pending_for(run_dir, "rollouts", "assembler")
+    prompts = _pending_for(run_dir, "prompts", "rollout-workers")
+    evidence = _wait(lambda: rollouts(client) or prompts(client), "pending work in Redis")
+    pid = _pid_of(run_dir, "redis")
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    return f"redis pid {pid} stopped with {evidence}"
+
+
+def _cont_redis(run_dir: Path) -> None:
+    pid = _pid_of(run_dir, "redis")
+    if pid is not None:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_hung_redis_is_restarted_by_liveness(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded Redis SIGSTOPped for good holding work: ``grpo run``'s supervising loop
+    (its own Redis reads bounded) sees it silent for ``supervision.stall_s``, kills it and
+    restarts it from its append-only file; the run finishes, losing nothing, and names it.
+    Before, the supervising loop hung in a Redis read with no timeout: the stopped server was
+    never restarted and the run never ended (nor did the driver at its wall clock)."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    config = _config_with(tiny_model, **{"supervision.stall_s": STALL_S})
+    summary = _run(config, run_dir, _stop_redis, join_s=300, unstick=_cont_redis)
+    _report(summary, "redis SIGSTOP (hung)", run_dir)
+    _check(summary, run_dir, redis_restarted=True)
+    assert summary["restarts"].get("redis", 0) >= 1, summary["restarts"]
+    assert any(s["service"] == "redis" and s["restarted"] and s["seconds"] >= STALL_S
+               for s in summary["stalls"]), summary["stalls"]  # fmt: skip
+    assert any("embedded Redis stalled" in line for line in summary["said"])
+    assert max(summary["outage_s"]["redis"].values()) > 0.0, summary["outage_s"]
 
 
 def test_a_hung_learner_ends_the_run_at_its_wall_clock_with_a_summary_naming_it(
@@ -613,6 +705,51 @@ def test_a_full_disk_fails_the_run_once_with_a_summary_naming_it(
     assert _left_behind(run_dir, _redis_port(run_dir)) == []
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 64 MiB tmpfs (a disk of its own that can fill up); skipped where mounting is not
+    permitted (not root, no CAP_SYS_ADMIN)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_run_dir_whose_disk_fills_up_ends_with_a_summary_naming_it(
+    tiny_model: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole run dir on a small disk that fills up after the first step (the append-only
+    file, logs, checkpoints, metrics all on it): Redis refuses writes (MISCONF), services die
+    with errors their logs, on that disk, cannot hold, and the run fails with a summary.json
+    that names the full disk, its accounting read from Redis. Before, the summary's own write
+    failed (ENOSPC) and the run left none, nor a named cause."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = small_disk / "run"
+
+    def fill(run_dir: Path) -> str:
+        _wait(lambda: _steps(run_dir), "a first learner step")
+        free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+        with contextlib.suppress(OSError), (small_disk / "filler").open("wb") as fh:
+            fh.write(b"\0" * free)
+        return f"disk filled after step {_steps(run_dir)[-1]} ({free} B)"
+
+    summary = _run(_config(tiny_model), run_dir, fill, may_fail=True)
+    _report(summary, "run dir disk full", run_dir)
+    assert summary["error"] is not None
+    assert summary["stop_reason"] == "error", summary.get("failure")
+    assert summary["failure_cause"] == "disk full (ENOSPC)", summary
+    assert summary["failed_service"], summary
+    assert summary["accounting"]["groups"]["identity_gap"] == 0
+    assert summary["leftover_processes"] == []
+    assert _left_behind(run_dir, _redis_port(run_dir)) == []
+
+
 # ---- damaged checkpoints (kind 5) -----------------------------------------------------
 
 
@@ -656,6 +793,58 @@ def test_damaged_newest_checkpoints_are_skipped_for_the_newest_intact_one(
     ]  # fmt: skip
     warned = [w for w in summary["warnings"] if "was damaged and skipped" in w]
     assert len(warned) == 2, summary["warnings"]
+
+
+def _damage_every_checkpoint_otherwise(run_dir: Path) -> str:
+    """Once three checkpoints exist (all that are kept): stop the learner, delete the newest
+    one's meta.json, delete the next one's DIGESTS.json and alter a byte of its optimizer
+    state, empty the third one's DIGESTS.json and alter a byte of it too; kill the learner."""
+    ckpts = lambda: sorted((run_dir / "checkpoints").glob("step-*"))  # noqa: E731
+    _wait(lambda: len(ckpts()) >= 3 and _steps(run_dir)[-1] > _checkpoint_step(run_dir),
+          "three checkpoints and a step after them")  # fmt: skip
+    pid = _wait(lambda: _pid_of(run_dir, "learner"), "the learner")
+    os.killpg(pid, signal.SIGSTOP)
+    newest, second, third = ckpts()[-1], ckpts()[-2], ckpts()[-3]
+    (newest / "meta.json").unlink()
+    (second / "DIGESTS.json").unlink()
+    for folder in (second, third):
+        raw = bytearray((folder / "optimizer.pt").read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        (folder / "optimizer.pt").write_bytes(bytes(raw))
+    (third / "DIGESTS.json").write_text(json.dumps({"algorithm": "sha256", "files": {}}))
+    step = _steps(run_dir)[-1]
+    os.killpg(pid, signal.SIGKILL)
+    return (f"step {step}: {newest.name} meta.json deleted, {second.name} manifest deleted, "
+            f"{third.name} manifest emptied; learner killed")  # fmt: skip
+
+
+def test_every_checkpoint_damaged_otherwise_is_a_clear_refusal_not_a_fresh_start(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damage the digests cannot see by themselves: a checkpoint without meta.json (it was
+    passed over silently, and the learner crash-looped on "already exists" at that step), one
+    whose DIGESTS.json was deleted (taken for one from before digests: loaded unchecked) and
+    one whose DIGESTS.json was emptied (checked against nothing). Each is found (the parent's
+    index vouches for every manifest) and moved aside; with none intact the learner refuses to
+    start over from the initial model (which silently dropped every trained step), and the run
+    fails with a summary naming it, nothing trained after the fault."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    summary = _run(_config(tiny_model), run_dir, _damage_every_checkpoint_otherwise,
+                   may_fail=True)  # fmt: skip
+    _report(summary, "every checkpoint damaged otherwise, learner SIGKILL", run_dir)
+    assert isinstance(summary["error"], ServiceFailedError), summary["error"]
+    assert summary["stop_reason"] == "error" and summary["failed_service"] == "learner"
+    assert "no intact checkpoint" in summary["last_error"], summary["last_error"]
+    reasons = " ".join(summary["warnings"])
+    for why in ("meta.json is missing", "DIGESTS.json is missing", "edited since"):
+        assert why in reasons, summary["warnings"]
+    assert len(list((run_dir / "checkpoints").glob("damaged-*"))) == 3
+    killed_at = int(summary["fault"].split(":")[0].split()[1])
+    assert _steps(run_dir) == list(range(1, killed_at + 1)), "trained again after the fault"
+    assert summary["accounting"]["groups"]["identity_gap"] == 0
+    assert summary["leftover_processes"] == []
+    assert _left_behind(run_dir, _redis_port(run_dir)) == []
 
 
 # ---- Redis memory (kind 6) ------------------------------------------------------------

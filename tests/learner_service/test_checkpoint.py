@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import random
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from grpo.errors import InvalidArgumentError, NotFoundError
+from grpo.integrity import INDEX_FILE
 from grpo.learner.checkpoint import (
     CheckpointState,
     latest_checkpoint,
@@ -87,7 +89,7 @@ def test_keep_last_and_atomic_leftovers(tiny_model_dir: Path, tmp_path: Path) ->
             state=CheckpointState(step=step, policy_version=step),
             keep_last=2,
         )
-    assert sorted(os.listdir(tmp_path)) == ["step-00000003", "step-00000004"]
+    assert sorted(os.listdir(tmp_path)) == ["DIGESTS.index.json", "step-00000003", "step-00000004"]
     assert latest_checkpoint(tmp_path) == tmp_path / "step-00000004"
     with pytest.raises(InvalidArgumentError, match="already exists"):
         save_checkpoint(
@@ -145,5 +147,41 @@ def test_damaged_checkpoints_are_moved_aside_for_the_newest_intact(
     again = save_checkpoint(tmp_path, model=model, optimizer=opt, scheduler=sched,
                             state=CheckpointState(step=4, policy_version=4))  # fmt: skip
     assert intact_checkpoint(tmp_path) == (again, [])
-    (again / DIGESTS_FILE).unlink()  # as written before digests existed
+    (again / DIGESTS_FILE).unlink()  # as written before digests existed (and their index)
+    (tmp_path / INDEX_FILE).unlink()
     assert intact_checkpoint(tmp_path) == (again, [])
+
+
+@pytest.mark.parametrize("damage", ["manifest deleted", "manifest emptied", "meta.json deleted"])
+def test_a_checkpoint_whose_manifest_or_meta_went_is_damaged_not_trusted(
+    damage: str, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The parent's index vouches for each checkpoint's DIGESTS.json: deleting it (which
+    passed the folder off as one from before digests, loaded unchecked) or emptying its list
+    makes the folder damaged, and so does a missing meta.json (such a folder used to be passed
+    over silently, and the learner crash-looped on "already exists" at that step)."""
+    from grpo.integrity import DIGESTS_FILE
+    from grpo.learner.checkpoint import intact_checkpoint
+
+    model, opt, sched = _parts(tiny_model_dir)
+    paths = [
+        save_checkpoint(tmp_path, model=model, optimizer=opt, scheduler=sched,
+                        state=CheckpointState(step=s, policy_version=s), keep_last=5)
+        for s in (2, 4)
+    ]  # fmt: skip
+    newest = paths[-1]
+    if damage == "meta.json deleted":
+        (newest / "meta.json").unlink()
+    else:
+        manifest = newest / DIGESTS_FILE
+        if damage == "manifest deleted":
+            manifest.unlink()
+        else:
+            manifest.write_text(json.dumps({"algorithm": "sha256", "files": {}}))
+        _flip_middle_byte(newest / "optimizer.pt")
+    path, skipped = intact_checkpoint(tmp_path)
+    assert path == paths[0]
+    assert len(skipped) == 1 and skipped[0][0].name.startswith("damaged-step-00000004")
+    want = {"manifest deleted": "DIGESTS.json is missing", "manifest emptied": "edited since",
+            "meta.json deleted": "meta.json is missing"}[damage]  # fmt: skip
+    assert want in skipped[0][1], skipped[0][1]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,7 @@ def test_a_run_keeps_its_id_and_namespace_and_refuses_data_that_changed(tmp_path
     moved = tmp_path / "renamed"
     first.rename(moved)  # a moved folder resumes its own state
     again = RunIdentity.resume(config, moved, _tasks(10, 3))
-    assert again == identity
+    assert again == replace(identity, path=str(moved))  # recorded where it is now
     # Rows appended to the data move the held-out split: refused, naming what moved.
     with pytest.raises(RunRefusedError, match="held-out set moved") as moved_split:
         RunIdentity.resume(config, moved, _tasks(12, 3))
@@ -97,6 +98,29 @@ def test_a_run_keeps_its_id_and_namespace_and_refuses_data_that_changed(tmp_path
         RunIdentity.resume(config, moved, edited)
     named = RunConfig(data={"source": "arith", "train_size": 4}, namespace="mine")
     assert RunIdentity.create(named, tmp_path, _tasks(4, 1)).namespace == "mine"
+
+
+def test_a_copy_of_a_run_dir_that_still_exists_is_refused_on_a_shared_redis(
+    tmp_path: Path,
+) -> None:
+    """``cp -a`` of a run dir holds its run id, hence its namespace: on a shared Redis the
+    copy's resume is refused naming the original (both would consume the same streams); with
+    the embedded Redis (its own copy of the state) it is a fork and resumes; once the original
+    is gone (a move) nothing is refused."""
+    config = RunConfig(data={"source": "arith", "train_size": 4})
+    original = tmp_path / "original"
+    original.mkdir()
+    identity = RunIdentity.create(config, original, _tasks(10, 3))
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
+    with pytest.raises(RunRefusedError, match=f"a copy of the run dir {original}"):
+        RunIdentity.resume(config, copy, _tasks(10, 3), shared_redis=True)
+    assert RunIdentity.resume(config, copy, _tasks(10, 3)).run_id == identity.run_id  # a fork
+    moved = tmp_path / "moved"
+    subprocess.run(["cp", "-a", str(original), str(moved)], check=True)
+    os.rename(original, tmp_path / "gone")
+    (tmp_path / "gone" / IDENTITY_FILE).unlink()
+    assert RunIdentity.resume(config, moved, _tasks(10, 3), shared_redis=True).path == str(moved)
 
 
 def test_a_run_dir_from_before_run_ids_keeps_its_old_namespace(tmp_path: Path) -> None:
