@@ -57,10 +57,11 @@ A run that already ended on its budget is not restarted (:func:`ended_run`): its
 overrides of the command line) leaves a budget the run already reached. ``--resume`` then
 says so (stop reason, steps, what to raise) and exits 0 without starting anything. Raising
 every budget the run reached (``--steps 6`` or ``--set budget.steps=6`` after 3 steps; a
-larger ``budget.wall_clock_s`` than its ``grpo_wall_clock_s``, a larger
-``budget.generated_tokens`` than its generated tokens, or 0) resumes it and trains on to the
-new budget. A run that ran out of data (``exhausted``) cannot be extended. A run that stopped
-on an interrupt or an error, or wrote no summary (killed), always resumes.
+larger ``budget.wall_clock_s`` than its ``grpo_wall_clock_s``, a
+``budget.generated_tokens`` at least one job's worst case above its generated tokens
+(``grpo.services.driver.token_budget``: below that no job fits), or 0) resumes it and
+trains on to the new budget. A run that ran out of data (``exhausted``) cannot be extended. A
+run that stopped on an interrupt or an error, or wrote no summary (killed), always resumes.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ from grpo.local.rundir import (
 )
 from grpo.services.driver.driver import POLL_S, DriverRecord, Progress, RunDriver
 from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
+from grpo.services.driver.token_budget import TokenCounts, TokenGate
 from grpo.services.runtime.accounting import RunAccounting, read_run_accounting
 from grpo.services.runtime.redis_server import resolve_redis_url
 from grpo.services.settings.run import RunConfig
@@ -184,10 +186,13 @@ def ended_run(config: RunConfig, run_dir: Path, steps: int | None = None) -> End
         reached.append("nothing: its data ran out (start a new run)")
     if target <= summary.steps:
         reached.append(f"budget.steps {target} (--steps N with N > {summary.steps})")
-    if budget.generated_tokens and budget.generated_tokens <= tokens:
+    gate = TokenGate.of(config)  # spent when no further job fits (token_budget)
+    if gate.spent(TokenCounts(counted=tokens, issued_jobs=0, received=0, late=0, closed=0)):
         reached.append(
             f"budget.generated_tokens {budget.generated_tokens} (--set "
-            f"budget.generated_tokens=N with N > {tokens}, or 0 for no bound)"
+            f"budget.generated_tokens=N with N >= {tokens + gate.job_worst_case}: "
+            f"{tokens} generated and one job's worst case {gate.job_worst_case}, or 0 for no "
+            "bound)"
         )
     if budget.wall_clock_s <= spent:
         reached.append(

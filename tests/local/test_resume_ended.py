@@ -11,23 +11,24 @@ from typer.testing import CliRunner
 
 from grpo.cli import app
 from grpo.local.run import ended_run, run_local, write_run_config
-from grpo.services.driver.driver import Progress
 from grpo.services.driver.summary import RunSummary
 from grpo.services.runtime.accounting import RunAccounting
 from grpo.services.settings.run import load_run_config
+from grpo.v1 import assembler_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "e2e-tiny.yaml"  # budget: steps 3, wall_clock_s 240
 
 
 def _ended(run_dir: Path, stop_reason: str = "steps", *, steps: int = 3,
-           grpo_s: float = 50.0) -> Path:  # fmt: skip
+           grpo_s: float = 50.0, tokens: int = 0) -> Path:  # fmt: skip
     """A run folder as a finished run leaves it: config.yaml and summary.json."""
     write_run_config(load_run_config(TINY, environ={}), run_dir)
+    stats = assembler_pb2.AssemblerStats(generated_tokens=tokens)
     RunSummary(
         config="e2e-tiny", stop_reason=stop_reason, sft_accuracy=0.25, final_accuracy=0.5,
         steps=steps, final_policy_version=steps, final_policy_step=steps,
-        accounting=RunAccounting.from_stats(Progress().stats), grpo_wall_clock_s=grpo_s,
+        accounting=RunAccounting.from_stats(stats), grpo_wall_clock_s=grpo_s,
         wall_clock_s=grpo_s + 10,
     ).write(run_dir / "summary.json")  # fmt: skip
     return run_dir
@@ -74,6 +75,25 @@ def test_each_budget_the_run_reached_must_be_raised(tmp_path: Path) -> None:
         assert ended_run(config, _ended(tmp_path / unfinished, unfinished)) is None
     (run_dir / "summary.json").unlink()  # killed: no summary
     assert ended_run(config, run_dir) is None
+
+
+def test_a_run_that_stopped_on_its_token_budget_ended_when_no_job_fits(tmp_path: Path) -> None:
+    # The driver stops once no further job fits: below the budget by less than one job's
+    # worst case (e2e-tiny: 4·24·2 = 192 tokens), not at or above it.
+    run_dir = _ended(tmp_path / "run", "generated_tokens", steps=1, tokens=250)
+    at = load_run_config(TINY, {"budget.generated_tokens": 300, "budget.steps": 9}, environ={})
+    ended = ended_run(at, run_dir)
+    assert ended is not None and len(ended.reached) == 1
+    assert ended.reached[0].startswith("budget.generated_tokens 300 (--set ")
+    assert "N >= 442" in ended.reached[0]
+    just_short = load_run_config(
+        TINY, {"budget.generated_tokens": 441, "budget.steps": 9}, environ={}
+    )
+    assert ended_run(just_short, run_dir) is not None  # 191 left: still no job fits
+    room = load_run_config(TINY, {"budget.generated_tokens": 442, "budget.steps": 9}, environ={})
+    assert ended_run(room, run_dir) is None  # one more job fits: resume
+    unbounded = load_run_config(TINY, {"budget.steps": 9}, environ={})
+    assert ended_run(unbounded, run_dir) is None
 
 
 def test_the_python_api_returns_the_summary_without_starting(tmp_path: Path) -> None:
