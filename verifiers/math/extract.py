@@ -171,10 +171,11 @@ _FOLLOW_UP = re.compile(
 # an invented grader's or teacher's turn after the answer ("Great job, …! Your reasoning
 # process and answer are correct."): another speaker, not the model's answer
 _FEEDBACK = re.compile(
-    r"(?:^|(?<=[.!?$\n]))[ \t]*(?:(?:Great|Good|Nice|Excellent)[ \t]+(?:job|work)|Well[ \t]+done)\b"
-    r"|(?:^|(?<=[.!?$\n]))[ \t]*(?:(?:Great|Good|Nice|Excellent|Perfect|Yes)[!,.]?[ \t]+)?"
-    r"[Yy]our[ \t]+(?:reasoning|answer|solution|response|work|explanation"
-    r"|calculation)s?\b[^.\n]{0,60}?\b(?:is|are|was|were)[ \t]+(?:correct|right|wrong|incorrect)\b"
+    r"[.!?$\n][ \t]*(?P<at>(?=(?:Great|Good|Nice|Excellent|Well|Perfect|Yes|Your|your)\b)"
+    r"(?:(?:Great|Good|Nice|Excellent)[ \t]+(?:job|work)|Well[ \t]+done)\b"
+    r"|(?:(?:Great|Good|Nice|Excellent|Perfect|Yes)[!,.]?[ \t]+)?[Yy]our[ \t]+(?:reasoning|answer"
+    r"|solution|response|work|explanation|calculation)s?\b[^.\n]{0,60}?\b(?:is|are|was|were)"
+    r"[ \t]+(?:correct|right|wrong|incorrect)\b)"
 )
 # a restated system prompt (R1-Zero's): the model starts a conversation of its own
 _SYSTEM_PROMPT = re.compile(
@@ -215,15 +216,18 @@ def answer_region(response: str) -> tuple[str, int, int]:
         if text[: token.start()].strip():
             end = token.start()
             break
+    turns = list(_NEW_TURN.finditer(text, 0, end))
     markers = sorted(
         [
             (m.start(), _answered)
-            for pattern in (_NEW_TURN, _SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP, _FEEDBACK)
+            for pattern in (_SYSTEM_PROMPT, _NEW_PROBLEM, _FOLLOW_UP)
             for m in pattern.finditer(text, 0, end)
         ]
+        + [(m.start(), _answered) for m in turns]
+        + [(m.start("at"), _answered) for m in _FEEDBACK.finditer(text, 0, end)]
         + [(at, _explicit_or_concluded) for at in _degenerate(text, 0, end)]
     )
-    text = _user_lines_blanked(text, end)
+    text = _user_lines_blanked(text, end, turns[:_MAX_MARKERS])
     for at, answered in markers[:_MAX_MARKERS]:  # each check reads the text before it
         if at > 0 and answered(text, 0, at):
             end = at  # a continuation after the answer: the answer is the one before it
@@ -246,11 +250,11 @@ _ASSISTANT_TURN = re.compile(
 )
 
 
-def _user_lines_blanked(text: str, end: int) -> str:
-    """``text`` with each invented user turn that an assistant turn answers blanked, from
-    ``User:`` to ``Assistant:`` (same length): the user's words are never the model's
-    answer ("User: Joe bought 6 more games. How many?" gives no 6)."""
-    turns = list(_NEW_TURN.finditer(text, 0, end))[:_MAX_MARKERS]
+def _user_lines_blanked(text: str, end: int, turns: list[re.Match[str]]) -> str:
+    """``text`` with each invented user turn (``turns``: matches of ``_NEW_TURN``) that an
+    assistant turn answers blanked, from ``User:`` to ``Assistant:`` (same length): the
+    user's words are never the model's answer ("User: Joe bought 6 more games. How many?"
+    gives no 6)."""
     for k, turn in enumerate(turns):
         stop = turns[k + 1].start() if k + 1 < len(turns) else end
         reply = _ASSISTANT_TURN.search(text, turn.end(), min(stop, turn.end() + 2000))
