@@ -73,9 +73,11 @@ def compare(
 
     from rich.console import Console
 
+    from grpo.cli_console import fail
     from grpo.cli_run import _interrupt_once, _parse_overrides, _quiet_transformers
     from grpo.errors import GrpoError
     from grpo.experiments.compare import check_request, parse_estimators, run_comparison
+    from grpo.local.preflight import checked_tasks
     from grpo.local.processes import become_subreaper
     from grpo.services.settings.run import load_run_config
 
@@ -92,9 +94,9 @@ def compare(
             wall_clock_s=wall_clock_s,
             kl_prompts=kl_prompts,
         )
+        checked_tasks(cfg)  # its data, verifiers (each endpoint's Describe) and Redis, as grpo run
     except GrpoError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from None
+        fail(str(exc))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     folder = (out or Path("runs") / f"{stamp}-compare-{cfg.name}").resolve()
     _quiet_transformers()

@@ -263,4 +263,11 @@ def test_compare_refuses_bad_input_before_any_run(tmp_path: Path) -> None:
     assert bad_arm.exit_code == 2 and "unknown estimator(s) ppo" in bad_arm.output
     no_budget = runner.invoke(app, ["compare", config, "--budget-tokens", "0", "--out", str(out)])
     assert no_budget.exit_code == 2 and "--budget-tokens must be >= 1" in no_budget.output
+    dead = runner.invoke(app, ["compare", config, "--budget-tokens", "100", "--out", str(out),
+                               "--set", "verifiers.outcome=127.0.0.1:1"])  # fmt: skip
+    said = [line for line in dead.output.splitlines() if line.strip()]
+    assert dead.exit_code == 2 and said == [
+        "error: verifiers.outcome: verifier 127.0.0.1:1: Describe failed (UNAVAILABLE): nothing "
+        "answers there (is the verifier running, and is the address right?)"
+    ], said  # as grpo run; was: SFT of the start first, then the first arm refused
     assert not out.exists()  # no SFT, no run
