@@ -509,7 +509,8 @@ class RouteCheck:
     ``check_now`` runs ``check_routes`` on the table's current routes; ``reason`` (the
     service's ``readiness``) returns at once the last outcome: None once the routes passed,
     else ``verifier routes: <the one-line refusal>``. As a background worker it tries again
-    every ``recheck_s`` while the check fails, and when the table's version moved (discovery).
+    every ``recheck_s`` while the check fails, and when the table's routes changed
+    (discovery; a relist that changed nothing is not checked again).
 
     Args:
         routing: the table the verifier client scores with.
@@ -537,7 +538,7 @@ class RouteCheck:
             from grpo.services.settings.verifiers import check_routes as check
         self._check = check
         self._reason: str | None = "verifier routes not checked yet"
-        self._checked_version = -1
+        self._checked: dict[str, Any] | None = None  # the routes that passed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -547,18 +548,18 @@ class RouteCheck:
 
     def check_now(self) -> str | None:
         """Check the current routes once; returns (and keeps) the reason, None when passed."""
-        version = self._routing.version
+        routes = self._routing.snapshot()
         try:
-            answers = self._check(self._routing.snapshot(), self._client, timeout_s=self._timeout_s)
+            answers = self._check(routes, self._client, timeout_s=self._timeout_s)
         except GrpoError as exc:
             self._reason = f"verifier routes: {exc}"
             return self._reason
-        if self._reason is not None or version != self._checked_version:
+        if self._reason is not None or routes != self._checked:
             log.info(
                 "verifier routes checked",
                 extra={"verifiers": {a: f"{i.name} {i.version}" for a, i in answers.items()}},
             )
-        self._checked_version = version
+        self._checked = routes
         self._reason = None
         return None
 
@@ -569,7 +570,8 @@ class RouteCheck:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._recheck_s):
-            if self._reason is not None or self._routing.version != self._checked_version:
+            # a relist that changed nothing (discovery bumps the version anyway) is not checked
+            if self._reason is not None or self._routing.snapshot() != self._checked:
                 self.check_now()
 
     def stop(self, timeout_s: float) -> None:

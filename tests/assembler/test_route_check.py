@@ -104,3 +104,30 @@ def test_a_failed_check_is_tried_again_and_a_changed_table_checked(exact: str) -
         assert "does not accept task type 'math'" in (check.reason() or "")
     finally:
         check.stop(1.0)
+
+
+def test_a_relist_that_changes_nothing_is_not_checked_again() -> None:
+    """Discovery bumps the table's version at every relist: only changed routes are checked
+    (a verifier briefly down at a relist must not make a ready assembler unready)."""
+    calls: list[dict[str, Any]] = []
+
+    def check(routes: dict[str, Any], client: Any, *, timeout_s: float) -> dict[str, Any]:
+        calls.append(routes)
+        return {}
+
+    table = RoutingTable.from_config({"exact": {"outcome": ["127.0.0.1:7"]}})
+    route_check = RouteCheck(table, VerifierClientConfig(), recheck_s=0.02, check=check)
+    assert route_check.check_now() is None and len(calls) == 1
+    route_check.start()
+    try:
+        table.replace(RoutingTable.from_config({"exact": {"outcome": ["127.0.0.1:7"]}}))
+        route_check._stop.wait(0.2)
+        assert len(calls) == 1  # same routes, a new version: not checked
+        table.replace(RoutingTable.from_config({"exact": {"outcome": ["127.0.0.1:8"]}}))
+        for _ in range(100):
+            if len(calls) == 2:
+                break
+            route_check._stop.wait(0.02)
+        assert len(calls) == 2 and route_check.reason() is None
+    finally:
+        route_check.stop(1.0)
