@@ -67,7 +67,9 @@ def test_an_unreachable_address_is_one_line_exit_2_within_seconds(
         f"error: {what} {address}: Describe failed (UNAVAILABLE): nothing answers there (is "
         f"the {what} running, and is the address right?)"
     ]
-    assert seconds < 6.0, seconds  # imports included; the retried Describe took ~9.6 s
+    # imports included (grpo eval imports torch: seconds on a loaded machine); the retried
+    # Describe of grpo score took 8.2-8.8 s, grpo eval loaded the model first (16-22 s)
+    assert seconds < (15.0 if command.startswith("eval") else 6.0), seconds
     assert not out.exists()  # nothing written
 
 
@@ -118,7 +120,7 @@ def test_grpo_run_and_eval_run_config_check_their_addresses_the_same_way(tmp_pat
         f"error: verifiers.outcome: verifier {dead}: Describe failed (UNAVAILABLE): nothing "
         "answers there (is the verifier running, and is the address right?)"
     ]
-    assert seconds < 6.0 and not out.exists()
+    assert seconds < 15.0 and not out.exists()  # torch's import included
     redis = f"127.0.0.1:{_closed_port()}"
     done, seconds = _grpo("run", str(REPO / "configs" / "e2e-tiny.yaml"), "--run-dir", str(out),
                           "--set", f"redis_url=redis://:s3cret@{redis}/0")  # fmt: skip
