@@ -716,7 +716,7 @@ def _assembler_stats_rpc(address: str) -> Any:
     ``generated_tokens`` there counts every sampled token, rejected groups included (the run's
     real generation cost); without an assembler the result is empty. Each verifier address the
     assembler calls adds ``verifier/<address>/calls``, ``failed_calls``, ``latency_mean_s``,
-    ``latency_max_s`` and one count per score status (``SCORE_STATUS_OK``, ...); the step's
+    ``latency_max_s`` (once it has been called) and one count per score status (``SCORE_STATUS_OK``, ...); the step's
     record names them ``assembler/verifier/<address>/...``.
     """
     if not address:
@@ -746,10 +746,11 @@ def _assembler_stats_rpc(address: str) -> Any:
                     f"verifier/{ep.address}/failed_calls": float(
                         sum(n for code, n in ep.codes.items() if code != "OK")
                     ),
-                    f"verifier/{ep.address}/latency_mean_s": ep.latency_s_sum / max(ep.calls, 1),
-                    f"verifier/{ep.address}/latency_max_s": ep.latency_s_max,
                 }
             )
+            if ep.calls:  # a latency over no call is not written (not 0)
+                out[f"verifier/{ep.address}/latency_mean_s"] = ep.latency_s_sum / ep.calls
+                out[f"verifier/{ep.address}/latency_max_s"] = ep.latency_s_max
             out.update(
                 {f"verifier/{ep.address}/{status}": float(n) for status, n in ep.statuses.items()}
             )

@@ -167,3 +167,36 @@ def test_set_paused_stops_training_after_the_step_and_publishes_it(
     assert (weights.step, weights.policy_version) == (paused.step, paused.policy_version)
     assert resumed.step == paused.step
     assert not loop.status().paused
+
+
+def test_the_assembler_counters_leave_out_the_latency_of_an_uncalled_verifier() -> None:
+    """The step record's ``verifier/<address>/latency_mean_s`` is a mean over the calls: with
+    none (an address not called yet) it is not written, rather than written as 0."""
+    from grpo.services.learner.loop import _assembler_stats_rpc
+    from grpo.services.runtime.server import ServiceBinding
+    from grpo.v1 import assembler_pb2, assembler_pb2_grpc
+
+    class Stats(assembler_pb2_grpc.AssemblerServicer):
+        def GetStats(self, request: Any, context: Any) -> assembler_pb2.GetStatsResponse:
+            return assembler_pb2.GetStatsResponse(
+                stats=assembler_pb2.AssemblerStats(groups_opened=1),
+                verifiers=[
+                    assembler_pb2.VerifierEndpointStats(
+                        address="a:1", calls=4, latency_s_sum=2.0, latency_s_max=0.9
+                    ),
+                    assembler_pb2.VerifierEndpointStats(address="b:2", calls=0),
+                ],
+            )
+
+    binding = ServiceBinding(
+        "grpo.v1.Assembler", assembler_pb2_grpc.add_AssemblerServicer_to_server, Stats()
+    )
+    server = create_server([binding], ServerSettings(port=0, metrics_port=-1, grace_s=0))
+    server.start()
+    try:
+        got = _assembler_stats_rpc(f"127.0.0.1:{server.port}")()
+    finally:
+        server.stop(0)
+    assert got["verifier/a:1/latency_mean_s"] == 0.5 and got["verifier/a:1/latency_max_s"] == 0.9
+    assert got["verifier/b:2/calls"] == 0.0
+    assert "verifier/b:2/latency_mean_s" not in got and "verifier/b:2/latency_max_s" not in got
