@@ -716,8 +716,8 @@ def _assembler_stats_rpc(address: str) -> Any:
     ``generated_tokens`` there counts every sampled token, rejected groups included (the run's
     real generation cost); without an assembler the result is empty. Each verifier address the
     assembler calls adds ``verifier/<address>/calls``, ``failed_calls``, ``latency_mean_s``,
-    ``latency_max_s`` (once it has been called) and one count per score status (``SCORE_STATUS_OK``, ...); the step's
-    record names them ``assembler/verifier/<address>/...``.
+    ``latency_max_s`` (once it has been called) and one count per score status
+    (``SCORE_STATUS_OK``, ...); the step's record names them ``assembler/verifier/<address>/...``.
     """
     if not address:
         return dict
