@@ -480,7 +480,11 @@ def _read(text: str, level: int) -> Answer:
             return Items((_read(b, level + 1), _read(f"-({b})", level + 1)))
         return Items((Scalar(f"{a}+({b})"), Scalar(f"{a}-({b})")))
     inner_pm = text.count(r"\pm") + text.count(r"\mp")
-    if inner_pm == 1 and len(plus_minus) == 1 and not re.search(r"\\[pm][mp][A-Za-z]", text):
+    if (
+        inner_pm == 1
+        and len(plus_minus) == 1
+        and not re.search(r"\\[pm][mp][A-Za-z]|[,;]|\\\{", text)
+    ):
         # \frac{-1 \pm \sqrt{5}}{2}: one \pm inside an expression is its two values
         sign = r"\pm" if r"\pm" in text else r"\mp"
         return Items(tuple(Scalar(text.replace(sign, op)) for op in ("+", "-")))
@@ -505,7 +509,11 @@ def _read(text: str, level: int) -> Answer:
         inner = text[2:-2].strip()
         if not inner:
             return Items((), braces=True)
-        return Items(_items(_split(inner, (",", ";")), level), braces=True)
+        members: list[Answer] = []
+        for item in _items(_split(inner, (",", ";")), level):
+            # \{1 \pm \sqrt{5}, -2\}: the two values of a \pm item are members
+            members += item.items if isinstance(item, Items) and not item.braces else [item]
+        return Items(tuple(members), braces=True)
     brackets = _interval_brackets(text)
     if brackets is not None:
         entries = _split(text[1:-1], (",",))

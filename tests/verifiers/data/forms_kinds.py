@@ -785,6 +785,14 @@ ROWS: list[Row] = [
     R("unit_conversion", "12", "The total is 12 dollars and 50 cents.", 0),
     R("unit_conversion", "12.5", "The total is 12 dollars and 50 cents.", 1),
     R("unit_conversion", "3", "The answer is 3 km, i.e. 3000 m.", 1),
+    # ---- found by the MATH-500 dataset check after the fourth batch: a set gold with a
+    # \pm member (MATH-500's \{1\pm\sqrt{5},-2\}); the first was internal after the inner-\pm
+    # rule, and a set answer listing the three values was 0 before it ----
+    R("forms", r"\{1\pm\sqrt{5},-2\}", r"\boxed{-2, 1+\sqrt5, 1-\sqrt5}", 1),
+    R("forms", r"\{1\pm\sqrt{5},-2\}", r"\boxed{\{-2, 1+\sqrt5, 1-\sqrt5\}}", 1),
+    R("forms", r"\{1\pm\sqrt{5},-2\}", r"\boxed{\{-2, 1+\sqrt5\}}", 0),
+    R("forms", r"\{2\pm\sqrt{3}\}", r"\boxed{2+\sqrt3, 2-\sqrt3}", 1),
+    R("forms", r"\{2\pm\sqrt{3}\}", r"\boxed{2+\sqrt3}", 0),
 ]
 
 KNOWN_WRONG: dict[tuple[str, str], str] = {
