@@ -58,12 +58,14 @@ from pathlib import Path
 from typing import Any, get_args
 
 import yaml
+from pydantic import ValidationError
 
 from grpo.errors import FailedPreconditionError, InvalidArgumentError
 from grpo.learner import metric_names as mn
 from grpo.learner.choices import CriticEstimatorName, GroupEstimatorName
 from grpo.services.driver.summary import RunSummary
 from grpo.services.driver.token_budget import TokenGate
+from grpo.services.runtime.config import error_text
 from grpo.services.settings.run import RunConfig
 
 __all__ = [
@@ -227,8 +229,9 @@ def arm_config(
         budget["wall_clock_s"] = wall_clock_s
     try:
         return RunConfig.model_validate(data)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"arm {estimator} seed {seed}: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(error_text(RunConfig, e) for e in exc.errors())
+        raise InvalidArgumentError(f"arm {estimator} seed {seed}: {problems}") from None
 
 
 def job_tokens(config: RunConfig) -> float:

@@ -101,12 +101,11 @@ class TokenGate:
     @classmethod
     def of(cls, config: RunConfig) -> TokenGate:
         """The gate of a run: its budget, G, L_max and regeneration rounds."""
-        sampling = config.assembler.dynamic_sampling
         return cls(
             budget=config.budget.generated_tokens,
             group_size=config.generation.group_size,
             max_new_tokens=config.generation.max_new_tokens,
-            regeneration_rounds=sampling.max_rounds if sampling.regenerate else 0,
+            regeneration_rounds=config.regeneration_rounds,
         )
 
     @property

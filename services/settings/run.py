@@ -417,7 +417,32 @@ class RunConfig(BaseModel):
             check_extra_blocks(self)
         except InvalidArgumentError as exc:
             raise ValueError(str(exc)) from None
+        budget = self.budget.generated_tokens
+        if budget and budget < self.job_worst_case_tokens:
+            raise ValueError(
+                f"budget.generated_tokens={budget} is less than one prompt job's worst case "
+                f"{self.job_worst_case_tokens} tokens (generation.group_size "
+                f"{self.generation.group_size} x generation.max_new_tokens "
+                f"{self.generation.max_new_tokens} x (1 + {self.regeneration_rounds} "
+                "regeneration rounds of assembler.dynamic_sampling)): no job could be fed; "
+                f"set it to at least {self.job_worst_case_tokens}, or 0 for no bound"
+            )
         return self
+
+    @property
+    def regeneration_rounds(self) -> int:
+        """Most regeneration jobs one fed prompt job can cause: dynamic sampling's
+        ``max_rounds`` when it regenerates rejected groups, else 0."""
+        sampling = self.assembler.dynamic_sampling
+        return sampling.max_rounds if sampling.regenerate else 0
+
+    @property
+    def job_worst_case_tokens(self) -> int:
+        """W = G·L_max·(1 + regeneration rounds): the most tokens one fed prompt job can
+        generate, its group and the groups regenerated from it (the unit of the token budget,
+        ``grpo.services.driver.token_budget``)."""
+        generation = self.generation
+        return generation.group_size * generation.max_new_tokens * (1 + self.regeneration_rounds)
 
 
 EXTRA_BLOCKS: dict[str, str] = {

@@ -102,6 +102,7 @@ def test_the_gate_of_a_run_config() -> None:
     gate = TokenGate.of(cfg)
     assert (gate.budget, gate.group_size, gate.max_new_tokens) == (300, 4, 24)
     assert gate.regeneration_rounds == cfg.assembler.dynamic_sampling.max_rounds == 1
+    assert gate.job_worst_case == cfg.job_worst_case_tokens == 192
     off = load_run_config(
         REPO / "configs" / "e2e-tiny.yaml", {"assembler.dynamic_sampling.regenerate": False}
     )
@@ -120,3 +121,21 @@ def test_closed_groups_sums_every_verdict() -> None:
         groups_timed_out=9,  # a close status, not a verdict: counted in the verdicts already
     )
     assert closed_groups(stats) == 15
+
+
+def test_a_budget_below_one_jobs_worst_case_is_refused() -> None:
+    # no job could ever be fed: the run would stop at once with nothing generated
+    with pytest.raises(ValueError, match=r"budget\.generated_tokens=191 is less than one prompt "
+                       r"job's worst case 192 tokens.*at least 192, or 0"):  # fmt: skip
+        load_run_config(REPO / "configs" / "e2e-tiny.yaml", {"budget.generated_tokens": 191})
+    assert (
+        load_run_config(
+            REPO / "configs" / "e2e-tiny.yaml", {"budget.generated_tokens": 192}
+        ).budget.generated_tokens
+        == 192
+    )
+    no_regen = load_run_config(
+        REPO / "configs" / "e2e-tiny.yaml",
+        {"budget.generated_tokens": 96, "assembler.dynamic_sampling.regenerate": False},
+    )
+    assert no_regen.job_worst_case_tokens == 96

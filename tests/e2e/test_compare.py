@@ -263,7 +263,16 @@ def test_compare_refuses_bad_input_before_any_run(tmp_path: Path) -> None:
     assert bad_arm.exit_code == 2 and "unknown estimator(s) ppo" in bad_arm.output
     no_budget = runner.invoke(app, ["compare", config, "--budget-tokens", "0", "--out", str(out)])
     assert no_budget.exit_code == 2 and "--budget-tokens must be >= 1" in no_budget.output
-    dead = runner.invoke(app, ["compare", config, "--budget-tokens", "100", "--out", str(out),
+    small = runner.invoke(app, ["compare", config, "--budget-tokens", "100", "--out", str(out)])
+    said = " ".join(small.output.split())
+    assert small.exit_code == 2, said  # no job (4·24·2 = 192 tokens at worst) could be fed
+    assert (
+        "arm grpo seed 0: budget.generated_tokens=100 is less than one prompt job's worst case "
+        "192 tokens"
+        in said
+        and "at least 192, or 0 for no bound" in said
+    ), said
+    dead = runner.invoke(app, ["compare", config, "--budget-tokens", "300", "--out", str(out),
                                "--set", "verifiers.outcome=127.0.0.1:1"])  # fmt: skip
     said = [line for line in dead.output.splitlines() if line.strip()]
     assert dead.exit_code == 2 and said == [
