@@ -43,7 +43,7 @@ from grpo.verifiers.math.answer import (
 )
 from grpo.verifiers.math.compare import AnswerParseError, UndecidedError, answers_equal
 from grpo.verifiers.math.extract import FORMATS, UnclosedBoxError, extract_answer
-from grpo.verifiers.math.normalize import normalize_with_units
+from grpo.verifiers.math.normalize import normalize_with_units, writes_trig_degrees
 from grpo.verifiers.math.units import units_conflict
 
 __all__ = ["CheckResult", "check_answer", "read_gold", "read_response", "several_values"]
@@ -93,7 +93,7 @@ def _choice(gold: str, answer: str) -> bool | None:
     return (gold_letter.group(1) or gold_letter.group(2)).upper() == letter
 
 
-def read_gold(gold: str) -> tuple[str, Answer, frozenset[str]]:
+def read_gold(gold: str, degrees: bool = False) -> tuple[str, Answer, frozenset[str]]:
     """The gold answer's normalized text, model and known units (a boxed gold gives its box).
 
     Raises:
@@ -104,7 +104,7 @@ def read_gold(gold: str) -> tuple[str, Answer, frozenset[str]]:
         found = extract_answer(gold, "boxed", several=True)
         if found is not None:
             parts = [t for _, t in found.parts]
-    return _model(parts)
+    return _model(parts, degrees)
 
 
 def several_values(gold: Answer) -> bool:
@@ -118,6 +118,7 @@ def read_response(
     several: bool = False,
     prompt: str = "",
     equation: bool = False,
+    degrees: bool = False,
 ) -> tuple[str, str, Answer, frozenset[str]] | str:
     """The response's (rule, normalized text, model, known units), or why there is no answer.
 
@@ -127,6 +128,7 @@ def read_response(
         several: the gold is a list (:func:`several_values`).
         prompt: the task's prompt (a restated sentence is no final statement).
         equation: the gold is an equation (a final statement ``lhs = rhs`` stays whole).
+        degrees: a trigonometric function of a bare number is of degrees (``normalize``).
 
     Raises:
         AnswerSyntaxError: the extracted answer cannot be read into the model.
@@ -141,19 +143,19 @@ def read_response(
     parts = [t for _, t in found.parts]
     if len(parts) == 1 and (label := _CHOICE_LABEL.match(parts[0])) is not None:
         parts = [label.group(1)]  # "A. 250" against a gold that is no choice: the value
-    text, model, units = _model(parts)
+    text, model, units = _model(parts, degrees)
     if found.hedge and (len(parts) == 1 or isinstance(model, Items)):
         # "7, or perhaps 9"; \boxed{3} or \boxed{4} (not two spellings of one value)
         return f"{found.rule}: a hedge, several answers without a choice ({found.text[:80]!r})"
     return found.rule, text, model, units
 
 
-def _model(parts: list[str]) -> tuple[str, Answer, frozenset[str]]:
+def _model(parts: list[str], degrees: bool = False) -> tuple[str, Answer, frozenset[str]]:
     """Normalize and read the parts; parts of equal value count once, several make a list.
 
     Also returns the known units the parts carried (``grpo.verifiers.math.units``).
     """
-    normalized = [normalize_with_units(p) for p in parts]
+    normalized = [normalize_with_units(p, degrees) for p in parts]
     units = frozenset().union(*(u for _, u in normalized))
     texts = list(dict.fromkeys(t for t, _ in normalized if t))
     if not texts:
@@ -283,8 +285,10 @@ def check_answer(
     early = _early_choice(_gold_key(gold), response, answer_format, prompt)
     if early is not None:
         return early
+    # one side writes \tan 15^\circ: a bare \tan 15 on either side is of degrees too
+    degrees = writes_trig_degrees(gold) or writes_trig_degrees(response)
     try:
-        _, gold_model, gold_units = read_gold(gold)
+        _, gold_model, gold_units = read_gold(gold, degrees)
     except (AnswerSyntaxError, RecursionError) as exc:
         return common_pb2.SCORE_STATUS_INTERNAL, 0.0, "", f"gold answer: {exc}"[:500]
     try:
@@ -294,6 +298,7 @@ def check_answer(
             several_values(gold_model),
             prompt,
             isinstance(gold_model, Equation) and not gold_model.variable,
+            degrees,
         )
     except AnswerSyntaxError as exc:
         return common_pb2.SCORE_STATUS_PARSE_ERROR, 0.0, "", f"answer: {exc}"[:500]

@@ -50,7 +50,7 @@ from fractions import Fraction
 
 from grpo.verifiers.math.units import canonical_unit
 
-__all__ = ["normalize_answer", "normalize_with_units", "number_from_words"]
+__all__ = ["normalize_answer", "normalize_with_units", "number_from_words", "writes_trig_degrees"]
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 _SYMBOLS = {
@@ -141,11 +141,11 @@ _DOLLAR_NUMBER = re.compile(r"\\?\$\s*(?=-?\.?\d)")
 # a degree sign, with the temperature scale after it: 72^\circ F, 72^{\circ}\text{C}, 72 °F
 _STRAY_DOLLAR = re.compile(r"(?<!\\)\$")  # math delimiters inside joined segments: "4$ and $6"
 _DEGREE = re.compile(
-    r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|(?<=[\d}])\^\s*\{?o\}?(?![A-Za-z]))"
+    r"(?:\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\circ|\\degree|(?<=[\d}])\^\s*\{?o\}?(?![A-Za-z]))"
     r"(?:\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*([FCK])\s*\}|\{\s*([FCK])\s*\}|([FCK])(?![A-Za-z])))?"
 )
 # a trigonometric function of an angle in degrees: \sin 60^\circ, \cos(30^{\circ})
-_ANGLE = r"(-?\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?"
+_ANGLE = r"(-?\d+(?:\.\d+)?)\s*\^\s*(?:\{\s*\\circ\s*\}|\\circ)"
 _TRIG_DEGREES = re.compile(
     r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
     rf"(?:\(\s*{_ANGLE}\s*\)|\{{\s*{_ANGLE}\s*\}}|{_ANGLE})"
@@ -154,6 +154,12 @@ _TRIG_DEGREES = re.compile(
 _ANGLE_BRACKETS = re.compile(r"\\langle(?![A-Za-z])\s*|\s*\\rangle(?![A-Za-z])")
 # an interval in the reversed-bracket notation: ]-\infty, 0[, [3, \infty[, ]1, 2]
 _REVERSED_INTERVAL = re.compile(r"^\s*([\[\]])([^\[\](),]+),([^\[\](),]+)([\[\]])\s*$")
+# a trigonometric function of a bare number: \csc 10, \tan(15); not \sin 2x, \sin 3^\circ
+_NUMBER_ARG = r"(-?\d+(?:\.\d+)?)(?![\d.]|\s*[\^A-Za-z\\(])"
+_TRIG_BARE = re.compile(
+    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
+    r"(?:\(\s*(-?\d+(?:\.\d+)?)\s*\)|\{\s*(-?\d+(?:\.\d+)?)\s*\}|" + _NUMBER_ARG + ")"
+)
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
 _NUMBER_SETS = re.compile(
     r"\\(?:mathbb|mathbf|Bbb|mathbbm)\s*\{\s*([RZNQC])\s*\}|\\(?:mathbb|Bbb)\s+([RZNQC])(?![A-Za-z])"
@@ -410,6 +416,11 @@ def _reversed_interval(m: re.Match[str]) -> str:
     return f"{'(' if left == ']' else '['}{m.group(2)},{m.group(3)}{')' if right == '[' else ']'}"
 
 
+def writes_trig_degrees(text: str) -> bool:
+    """The text writes a trigonometric function of an angle in degrees (``\\tan 15^\\circ``)."""
+    return _TRIG_DEGREES.search(_unicode_to_latex(text)) is not None
+
+
 def _trig_degrees(m: re.Match[str]) -> str:
     """``\\sin 60^\\circ`` -> ``\\sin(\\frac{60\\pi}{180})``: an angle in degrees inside a
     trigonometric function is its value in radians (a degree sign elsewhere is a unit)."""
@@ -497,11 +508,14 @@ def normalize_answer(answer: str) -> str:
     return normalize_with_units(answer)[0]
 
 
-def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
+def normalize_with_units(answer: str, degrees: bool = False) -> tuple[str, frozenset[str]]:
     """:func:`normalize_answer`, and the known units it dropped (``grpo.verifiers.math.units``).
 
     Args:
         answer: raw answer text, e.g. ``"72^\\circ F"``.
+        degrees: a trigonometric function of a bare number is of degrees (``\\csc 10`` is
+            ``\\csc 10^\\circ``): set when either side writes one of degrees
+            (:func:`writes_trig_degrees`); else of radians.
 
     Returns:
         ``(normalized text, canonical units)``, e.g. ``("72", frozenset({"degF"}))``; the units
@@ -523,6 +537,8 @@ def normalize_with_units(answer: str) -> tuple[str, frozenset[str]]:
     for pattern, replacement in _LOGIC:
         text = pattern.sub(replacement, text)
     text = _TRIG_DEGREES.sub(_trig_degrees, text)
+    if degrees:
+        text = _TRIG_BARE.sub(_trig_degrees, text)
     text = _DEGREE.sub(functools.partial(_degree, units), text)
     text = _EMPTY_SET.sub(r"\\emptyset", text)
     text = _FRACTION_UNIT.sub(functools.partial(_fraction_unit, units), text)

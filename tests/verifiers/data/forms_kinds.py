@@ -793,6 +793,19 @@ ROWS: list[Row] = [
     R("forms", r"\{1\pm\sqrt{5},-2\}", r"\boxed{\{-2, 1+\sqrt5\}}", 0),
     R("forms", r"\{2\pm\sqrt{3}\}", r"\boxed{2+\sqrt3, 2-\sqrt3}", 1),
     R("forms", r"\{2\pm\sqrt{3}\}", r"\boxed{2+\sqrt3}", 0),
+    # ---- trigonometric functions of degrees (after the real-output row 961a85f020, whose
+    # \boxed{\tan 15} means the problem's degrees, turned 0 by the radians rule): when either
+    # side writes one of degrees, a bare number in a trigonometric function is of degrees;
+    # and a degree sign before a closing brace no longer eats it (\frac{1}{\sin 10^\circ}) ----
+    R("forms", r"\cos 20^\circ", r"\boxed{\cos 20}", 1),
+    R("forms", r"\cos 20^\circ", r"\boxed{\sin 70}", 1),
+    R("forms", r"\cos 20^\circ", r"\boxed{\sin 20}", 0),
+    R("forms", r"\csc 10", r"\boxed{\csc 10^\circ}", 1),
+    R("forms", r"\csc 10", r"\boxed{\frac{1}{\sin 10^\circ}}", 1),
+    R("forms", r"\csc 10", r"\boxed{\csc 20^\circ}", 0),
+    R("forms", r"\frac{1}{2}", r"\boxed{\sin 30^{\circ}}", 1),
+    R("forms", r"\frac{1}{2}", r"\boxed{\frac{1}{\sin 30^\circ}}", 0),
+    R("forms", "60", r"\boxed{\frac{180^\circ}{3}}", 1),
 ]
 
 KNOWN_WRONG: dict[tuple[str, str], str] = {
