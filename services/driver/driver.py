@@ -492,9 +492,10 @@ class RunDriver:
         p.last_metrics = dict(status.last_metrics)
         p.reward = _first_metric(p.last_metrics, GROUPS_REWARD_MEAN)
         p.stats = stats
-        self._poll_dead_jobs()
-        if self._stats_at_start is None:
-            self._take_token_baseline(stats)
+        if self.token_gate.budget:  # the token gate's counts (Redis reads only with a budget)
+            self._poll_dead_jobs()
+            if self._stats_at_start is None:
+                self._take_token_baseline(stats)
         p.elapsed_s = self._elapsed()
         if self.record is not None and self._started_at:
             try:  # best effort: the next poll saves it again (Redis may be out or full)
