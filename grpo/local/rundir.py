@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -40,8 +38,7 @@ from typing import Any
 
 from grpo.errors import FailedPreconditionError
 from grpo.services.settings.run import RunConfig
-from grpo.services.tasks.run_tasks import RunTasks
-from grpo.v1 import common_pb2
+from grpo.services.tasks.run_tasks import RunTasks, task_digest
 
 __all__ = [
     "IDENTITY_FILE",
@@ -233,17 +230,6 @@ def _holder(fd: int) -> int | None:
         return int(text.split()[0]) if text else None
     except (OSError, ValueError, IndexError):
         return None
-
-
-def task_digest(tasks: Sequence[common_pb2.Task]) -> str:
-    """``sha256:<hex>`` of tasks in order (each one's deterministic protobuf bytes, length
-    prefixed): equal exactly when the ids, prompts, golds, types and metadata are."""
-    digest = hashlib.sha256()
-    for task in tasks:
-        raw = task.SerializeToString(deterministic=True)
-        digest.update(len(raw).to_bytes(8, "big"))
-        digest.update(raw)
-    return "sha256:" + digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from grpo.errors import GrpoError
+from grpo.errors import FailedPreconditionError, GrpoError
 from grpo.integrity import DamagedError, NoDigestsError, check_digests
 from grpo.learner.metric_names import GROUPS_REWARD_MEAN, LEARNER_REDIS_OUTAGE_S
 from grpo.services.driver.curriculum import PassRateCurriculum
@@ -49,7 +49,7 @@ from grpo.services.runtime.policy import read_policy, snapshot_policy
 from grpo.services.runtime.streams import REDIS_ERRORS, Outage, StreamNames, Streams
 from grpo.services.settings.run import RunConfig
 from grpo.services.settings.verifiers import plan_verifiers
-from grpo.services.tasks.run_tasks import RunTasks
+from grpo.services.tasks.run_tasks import RunTasks, task_digest
 from grpo.v1 import assembler_pb2, common_pb2, learner_pb2
 
 __all__ = [
@@ -92,14 +92,48 @@ class RunYieldedError(GrpoError):
 
 class DriverRecord:
     """What a driver must not lose or redo across restarts, in Redis under the run namespace:
-    ``<ns>:driver:evals`` (hash: evaluation label -> its eval.jsonl row as JSON) and
-    ``<ns>:driver:elapsed_s`` (training seconds spent so far)."""
+    ``<ns>:driver:evals`` (hash: evaluation label -> its eval.jsonl row as JSON),
+    ``<ns>:driver:elapsed_s`` (training seconds spent so far) and ``<ns>:driver:data`` (the
+    digests of the tasks the run's first driver loaded, ``check_data``)."""
 
     def __init__(self, client: Any, names: StreamNames) -> None:
         """Args: client: a redis-py client; names: the run's stream names (namespace)."""
         self._client = client
         self._evals = names.key("driver", "evals")
         self._elapsed = names.key("driver", "elapsed_s")
+        self._data = names.key("driver", "data")
+
+    def check_data(self, tasks: RunTasks) -> None:
+        """Record the digests of ``tasks`` (training and held-out, ``task_digest``) when this
+        is the run's first driver; else check them against the recorded ones. A driver
+        restarted mid-run (by ``grpo run``'s supervisor, a pod restart) loads the data again:
+        a file changed meanwhile (rows appended move the held-out split) would make it feed
+        the old held-out prompts as training prompts, at the feeder's old position in another
+        list, and evaluate another held-out set.
+
+        Raises:
+            FailedPreconditionError: the data differs from what the run's first driver loaded
+                (the message says which set); the driver exits, and ``grpo run`` ends the run
+                with a summary naming it after the same failure twice.
+        """
+        now = {"train": task_digest(tasks.train), "heldout": task_digest(tasks.heldout),
+               "train_tasks": len(tasks.train), "heldout_tasks": len(tasks.heldout)}  # fmt: skip
+        self._client.set(self._data, json.dumps(now), nx=True)
+        raw = self._client.get(self._data)
+        first = json.loads(raw) if raw else now
+        changed = [
+            f"the {said} tasks ({first[f'{name}_tasks']} when the run started, "
+            f"{now[f'{name}_tasks']} now)"
+            for name, said in (("heldout", "held-out"), ("train", "training"))
+            if first[name] != now[name]
+        ]
+        if changed:
+            raise FailedPreconditionError(
+                "the run's data changed while it ran: "
+                + " and ".join(changed)
+                + " differ from what its first driver loaded; a restarted driver must feed and "
+                "evaluate the data the run began with: restore the data file (or data section)"
+            )
 
     def evaluation(self, label: str) -> dict[str, Any] | None:
         """The recorded evaluation ``label`` ("sft", "step N", "final"), or None."""

@@ -497,15 +497,18 @@ def build(settings: DriverSettings) -> ServiceParts:
         and run.model.path is not None
         and not Path(run.model.path).is_dir()
     )
+    tasks = load_run_tasks(run, render=not later)
+    record = DriverRecord(client, names)
+    record.check_data(tasks)  # a restarted driver on data changed meanwhile: refused
     driver = PullingRunDriver(
         run,
-        load_run_tasks(run, render=not later),
+        tasks,
         streams=Streams(client),
         names=names,
         endpoints=endpoints,
         out_dir=settings.out_dir,
         log_fn=log.info,
-        record=DriverRecord(client, names),
+        record=record,
         puller=puller,
         initial_wait_s=settings.weights.startup_wait_s,
         render_with_published=later,

@@ -6,6 +6,8 @@ prompt rendered once through the policy tokenizer's chat template (``data.chat``
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from grpo.errors import InvalidArgumentError
@@ -22,7 +24,7 @@ from grpo.services.tasks.datasets import (
 from grpo.services.tasks.user_dataset import load_dataset_tasks
 from grpo.v1 import common_pb2
 
-__all__ = ["RunTasks", "load_run_tasks", "render_chat"]
+__all__ = ["RunTasks", "load_run_tasks", "render_chat", "task_digest"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +172,14 @@ def _plain_run_tasks(config: RunConfig) -> RunTasks:
         return RunTasks(train=train, heldout=heldout, sft=sft, task_type="math")
     train, heldout = _split(load_humaneval(), data.train_size, data.heldout_size)
     return RunTasks(train=train, heldout=heldout, sft=sft, task_type="code")
+
+
+def task_digest(tasks: Sequence[common_pb2.Task]) -> str:
+    """``sha256:<hex>`` of tasks in order (each one's deterministic protobuf bytes, length
+    prefixed): equal exactly when the ids, prompts, golds, types and metadata are."""
+    digest = hashlib.sha256()
+    for task in tasks:
+        raw = task.SerializeToString(deterministic=True)
+        digest.update(len(raw).to_bytes(8, "big"))
+        digest.update(raw)
+    return "sha256:" + digest.hexdigest()

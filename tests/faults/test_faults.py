@@ -947,3 +947,45 @@ def test_a_jsonl_run_names_unparsable_golds_and_a_resume_on_changed_data_is_refu
     assert json.loads((run_dir / "summary.json").read_text()) == {
         k: v for k, v in summary.items() if k != "fault"
     }  # untouched
+
+
+def test_data_changed_under_a_live_run_is_refused_when_its_driver_restarts(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 40-row JSONL (4 held out) gets 4 rows appended while the run trains, and the driver
+    is killed: the restarted driver loads the file again, finds the data differing from what
+    the run's first driver recorded, and is refused (twice: a deterministic failure), so the
+    run fails with a summary naming it, the old held-out prompts never trained on. Before, the
+    restarted driver went on feeding the new training list from the old position (the old
+    held-out prompts among them) and evaluated another held-out set, exit 0."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    data = tmp_path / "tasks.jsonl"
+    rows = [{"prompt": f"{a}+{a + 3}=", "answer": str(2 * a + 3)} for a in range(40)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_dir = tmp_path / "run"
+    config = _config_with(tiny_model, **{
+        "data.source": "jsonl", "data.dataset.path": str(data), "data.train_size": 0,
+        "data.heldout_size": 4,
+    })  # fmt: skip
+
+    def change(run_dir: Path) -> str:
+        _wait(lambda: len(_steps(run_dir)) >= 2, "two learner steps")
+        with data.open("a") as fh:  # the last 4 rows (held out) are others now
+            fh.write("".join(json.dumps({"prompt": f"{a}+1=", "answer": str(a + 1)}) + "\n"
+                             for a in range(100, 104)))  # fmt: skip
+        _kill_group(run_dir, "driver")
+        return f"4 rows appended after step {_steps(run_dir)[-1]}, driver killed"
+
+    summary = _run(config, run_dir, change, may_fail=True)
+    _report(summary, "data changed under a live run, driver restarted", run_dir)
+    assert isinstance(summary["error"], ServiceFailedError), summary["error"]
+    assert summary["stop_reason"] == "error" and summary["failed_service"] == "driver"
+    assert "data changed while it ran" in summary["last_error"], summary["last_error"]
+    assert "held-out tasks (4 when the run started" in summary["last_error"]
+    trained = {
+        json.loads(x)["prompt_id"] for x in (run_dir / "groups.jsonl").read_text().splitlines()
+    }
+    assert not trained & {f"tasks-{i}" for i in range(37, 41)}, "old held-out prompts trained"
+    assert summary["accounting"]["groups"]["identity_gap"] == 0
+    assert summary["leftover_processes"] == []
+    assert _left_behind(run_dir, _redis_port(run_dir)) == []
