@@ -173,8 +173,10 @@ def _model(parts: list[str], degrees: bool = False) -> tuple[str, Answer, frozen
 # coordinate's name ("$ and $y = ")
 _BETWEEN_COORDINATES = re.compile(
     r"^\}?[\s$,;]*(?:\\[()\]\[])?[\s$,;]*(?:and|\\text\{\s*and\s*\})?[\s$]*(?:\\[()\]\[])?[\s$]*"
-    r"(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?(?:\\boxed|\\fbox)\s*\{$"
+    r"(?:([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*)?(?:\\boxed|\\fbox)\s*\{$"
 )
+# the first coordinate's name, just before its box ("x = \boxed{")
+_FIRST_COORDINATE = re.compile(r"([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*(?:\\boxed|\\fbox)\s*\{$")
 
 
 def _point_of_boxes(
@@ -187,8 +189,9 @@ def _point_of_boxes(
     """A point asked and one value read: the boxes of one statement, when they hold as many
     plain values as the point has coordinates and only delimiters, ``and`` or the next
     coordinate's name stand between them (``$x = \\boxed{2}$ and $y = \\boxed{-1}$``
-    against ``(2, -1)``); else ``read`` unchanged (``\\boxed{2} no, \\boxed{3}`` is a draft
-    and its correction, never a point)."""
+    against ``(2, -1)``), the names all different; else ``read`` unchanged (``\\boxed{2} no,
+    \\boxed{3}`` is a draft and its correction, ``x = \\boxed{2}, x = \\boxed{3}`` two roots,
+    never a point)."""
     if read[0] != "boxed":
         return read
     try:
@@ -197,9 +200,15 @@ def _point_of_boxes(
         return read
     if found is None or found.rule != "boxed" or len(found.parts) != len(gold.items):
         return read
+    first = _FIRST_COORDINATE.search(response[max(0, found.parts[0][0] - 40) : found.parts[0][0]])
+    names = [first.group(1)] if first is not None else []
     for (p0, t0), (p1, _) in zip(found.parts, found.parts[1:], strict=False):
-        if not _BETWEEN_COORDINATES.match(response[p0 + len(t0) : p1].strip()):
+        between = _BETWEEN_COORDINATES.match(response[p0 + len(t0) : p1].strip())
+        if between is None:
             return read
+        names += [between.group(1)] if between.group(1) else []
+    if len(set(names)) != len(names):
+        return read  # $x = \boxed{2}$, $x = \boxed{3}$: two values of x, not a point
     try:
         text, model, units = _model([t for _, t in found.parts])
     except (AnswerSyntaxError, RecursionError):

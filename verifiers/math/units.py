@@ -9,7 +9,9 @@ units in :data:`UNITS` to one name (``cm``, ``centimeters``, ``\\text{ cm}`` →
 :func:`units_conflict` says whether two sets of canonical units disagree.
 
 Rates are two known units joined by ``/`` or ``per`` (``m/s``, ``km/h``, ``miles per hour``,
-``mph``): ``72 \\text{ km/h}`` vs ``72 \\text{ m/s}`` differ. Units are never converted
+``mph``): ``72 \\text{ km/h}`` vs ``72 \\text{ m/s}`` differ; a money rate agrees with its
+money (``15 dollars per hour`` vs ``\\$15``), any other rate with nothing else (``15 km/h``
+vs ``15 km`` differ). Units are never converted
 (``1.5 m`` is not ``150 cm``): a gold's number is the value in the unit the question asks for.
 
 Only known units can conflict: an unknown word (``apples``, ``rpm``) conflicts with nothing,
@@ -63,6 +65,7 @@ _RATES = {"mph": "mi/h", "kph": "km/h", "kmh": "km/h", "kmph": "km/h", "fps": "f
 _PER = re.compile(r"\s*(?:/|\bper\b)\s*")
 _POWER = {"2": "^2", "3": "^3", "square": "^2", "cubic": "^3", "squared": "^2", "cubed": "^3"}
 _TEMPERATURES = {"degF", "degC"}
+_MONEY = {"dollar", "cent", "euro"}
 
 
 def canonical_unit(words: str, power: str = "") -> str | None:
@@ -118,7 +121,8 @@ def _compatible(a: str, b: str) -> bool:
     if a == b:
         return True
     if ("/" in a) != ("/" in b):  # 15 dollars per hour vs a gold of $15: the same amount
-        return (a if "/" in a else b).partition("/")[0] == (b if "/" in a else a)
+        plain = b if "/" in a else a
+        return plain in _MONEY and (a if "/" in a else b).partition("/")[0] == plain
     return DEGREE in (a, b) and {a, b} - {DEGREE} <= _TEMPERATURES
 
 

@@ -806,6 +806,17 @@ ROWS: list[Row] = [
     R("forms", r"\frac{1}{2}", r"\boxed{\sin 30^{\circ}}", 1),
     R("forms", r"\frac{1}{2}", r"\boxed{\frac{1}{\sin 30^\circ}}", 0),
     R("forms", "60", r"\boxed{\frac{180^\circ}{3}}", 1),
+    # ---- false positives hunted in the new rules themselves (2026-12-05, after the fixes):
+    # two values of one variable in two boxes are roots, not a point; a rate other than
+    # money agrees with no plain unit; both were 1 before this batch ----
+    R("forms", "(2,3)", r"$x = \boxed{2}$, $x = \boxed{3}$", 0),
+    R("forms", "(2,3)", r"x = \boxed{2} and x = \boxed{3}", 0),
+    R("forms", "(2,3)", r"$x = \boxed{2}$, $y = \boxed{3}$", 1),
+    R("forms", r"-2 < x < 2", r"\boxed{|x| < 2}", 1),
+    R("forms", r"-2 < x < 2", r"\boxed{|x| \le 2}", 0),
+    R("unit_conversion", r"15 \text{ km}", r"\boxed{15 \text{ km/h}}", 0),
+    R("unit_conversion", r"\$15", r"\boxed{15 \text{ dollars per hour}}", 1),
+    R("unit_conversion", r"15 \text{ km/h}", r"\boxed{15 \text{ km}}", 0),
 ]
 
 KNOWN_WRONG: dict[tuple[str, str], str] = {
