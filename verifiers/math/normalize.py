@@ -160,6 +160,10 @@ _TRIG_BARE = re.compile(
     r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
     r"(?:\(\s*(-?\d+(?:\.\d+)?)\s*\)|\{\s*(-?\d+(?:\.\d+)?)\s*\}|" + _NUMBER_ARG + ")"
 )
+_TRIG_DEGREES_RAW = re.compile(
+    r"\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?\s*[({]?\s*-?\d+(?:\.\d+)?\s*"
+    r"(?:\^\s*\{?\s*\\circ|°)"
+)
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}
 _NUMBER_SETS = re.compile(
     r"\\(?:mathbb|mathbf|Bbb|mathbbm)\s*\{\s*([RZNQC])\s*\}|\\(?:mathbb|Bbb)\s+([RZNQC])(?![A-Za-z])"
@@ -417,8 +421,11 @@ def _reversed_interval(m: re.Match[str]) -> str:
 
 
 def writes_trig_degrees(text: str) -> bool:
-    """The text writes a trigonometric function of an angle in degrees (``\\tan 15^\\circ``)."""
-    return _TRIG_DEGREES.search(_unicode_to_latex(text)) is not None
+    """The text writes a trigonometric function of an angle in degrees (``\\tan 15^\\circ``,
+    ``\\sin 30°``). A scan of the raw text, linear in its length."""
+    if "circ" not in text and "°" not in text:
+        return False
+    return _TRIG_DEGREES_RAW.search(text) is not None
 
 
 def _trig_degrees(m: re.Match[str]) -> str:
