@@ -47,3 +47,39 @@ def test_row(row: Row) -> None:
     assert reward == row.expected, (extracted, detail)
     if row.expected == 1:
         assert status == OK
+
+
+_ONES_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    " fifteen sixteen seventeen eighteen nineteen"
+)
+_ONES = _ONES_WORDS.split(" ")
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def _english(n: int, hyphen: bool, and_: bool) -> str:
+    """``n`` (0 <= n < 10**6) in English words, written independently of the reader."""
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return _TENS[tens - 2] + (("-" if hyphen else " ") + _ONES[ones] if ones else "")
+    if n < 1000:
+        hundreds, rest = divmod(n, 100)
+        head = f"{_ONES[hundreds]} hundred"
+        return head + ((" and " if and_ else " ") + _english(rest, hyphen, and_) if rest else "")
+    thousands, rest = divmod(n, 1000)
+    head = f"{_english(thousands, hyphen, and_)} thousand"
+    return head + (" " + _english(rest, hyphen, and_) if rest else "")
+
+
+def test_number_words_read_every_number_below_a_million() -> None:
+    from grpo.verifiers.math.normalize import number_from_words
+
+    for n in [*range(0, 1200), *range(1200, 10**6, 997)]:
+        for hyphen, and_ in ((True, False), (False, True)):
+            words = _english(n, hyphen, and_)
+            assert number_from_words(words) == n, words
+            assert number_from_words(f"negative {words}") == -n, words
+    for bad in ("five six", "twenty twenty", "hundred", "thousand million", "ten five", "and"):
+        assert number_from_words(bad) is None, bad
