@@ -263,6 +263,7 @@ def eval(
             target = VerifierTarget(
                 endpoint=verifier_endpoint, service=verifier, deadline_s=deadline,
                 workers=workers, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+                service_option="--verifier",
             )  # fmt: skip
             job = EvalJob(
                 output_dir, dataset, settings, model=model, generation=generation,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from grpo.errors import InvalidArgumentError, UsageError
+from grpo.errors import InvalidArgumentError, NotFoundError, UsageError
 from grpo.services.evaluation.evaluate import (
     EvalReport,
     EvalSettings,
@@ -216,6 +216,21 @@ def _source(job: EvalJob, problems: ProblemSet) -> tuple[dict[str, Any], dict[st
     return source, about
 
 
+def _open_sampler(job: EvalJob) -> Sampler:
+    """The sampler of ``job``: its ``generation`` service, or its ``model`` loaded here.
+
+    Raises:
+        UsageError: (``option="--model"``) a model that cannot be found (a folder without
+            ``config.json``, a path that does not exist).
+    """
+    if job.generation:
+        return ServiceSampler(job.generation)
+    try:
+        return BackendSampler(job.model)
+    except NotFoundError as exc:
+        raise UsageError(str(exc), option="--model") from None
+
+
 def run_eval(
     job: EvalJob,
     on_progress: Callable[[int, int], None] | None = None,
@@ -239,6 +254,8 @@ def run_eval(
         EndpointCheckError: ``generation`` or the verifier's endpoint does not answer its
             ``Describe`` (checked before anything is written), or the verifier does not serve
             the task type.
+        UsageError: (``option="--model"``) a model folder that cannot be found, or
+            (``--verifier``) an in-process verifier that cannot be loaded; nothing written.
         FailedPreconditionError: a system message and no chat template.
         GrpoError: the verifier or the generation service was lost (finished rows are kept).
     """
@@ -252,28 +269,29 @@ def run_eval(
     if job.generation:
         policy = describe_generation(job.generation).model_path or None
     check_target(target, task_type=problems.task_type, kind=None)
-    problems = job.chat(problems, policy)
-    source, about = _source(job, problems)
-    job.output_dir.mkdir(parents=True, exist_ok=True)
-    dataset_file = job.dataset_file()
-    results = ResultsFile(
-        job.output_dir / "samples.jsonl", key=sample_key, resume=job.resume,
-        overwrite=job.overwrite, inputs=[dataset_file] if dataset_file else [], keep=is_final,
-        record_path=job.output_dir / "run.json", option="--output-dir",
-    )  # fmt: skip
-    try:
-        sampler = ServiceSampler(job.generation) if job.generation else BackendSampler(job.model)
-        with sampler, open_scorer(target) as scorer:
-            check_verifier(
-                scorer.describe(), task_type=problems.task_type, kind=None, where=scorer.where
-            )
+    # The policy and the verifier are loaded before anything is written: a --model folder
+    # or a --verifier that cannot be loaded is a usage error, and no samples.jsonl is left.
+    with _open_sampler(job) as sampler, open_scorer(target) as scorer:
+        check_verifier(
+            scorer.describe(), task_type=problems.task_type, kind=None, where=scorer.where
+        )
+        problems = job.chat(problems, policy)
+        source, about = _source(job, problems)
+        job.output_dir.mkdir(parents=True, exist_ok=True)
+        dataset_file = job.dataset_file()
+        results = ResultsFile(
+            job.output_dir / "samples.jsonl", key=sample_key, resume=job.resume,
+            overwrite=job.overwrite, inputs=[dataset_file] if dataset_file else [],
+            keep=is_final, record_path=job.output_dir / "run.json", option="--output-dir",
+        )  # fmt: skip
+        try:
             settings = fit_to_context(job.settings, sampler, problems.tasks, warn)
             report = evaluate(
                 problems.tasks, sampler, scorer, results, settings, invalid=problems.invalid,
                 lines=problems.lines, source=source, about=about, on_progress=on_progress,
             )  # fmt: skip
-    finally:
-        results.close()
+        finally:
+            results.close()
     summary = json.dumps(report.to_json(), indent=2) + "\n"
     (job.output_dir / "summary.json").write_text(summary)
     return report

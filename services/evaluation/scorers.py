@@ -36,6 +36,7 @@ from grpo.errors import (
     EndpointCheckError,
     FailedPreconditionError,
     InvalidArgumentError,
+    NotFoundError,
     ResourceExhaustedError,
     UnavailableError,
     UsageError,
@@ -211,6 +212,7 @@ class LocalScorer(BatchScorer):
         settings: Mapping[str, Any] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
+        option: str | None = None,
     ) -> LocalScorer:
         """Build the verifier of a ``grpo serve`` service in this process.
 
@@ -222,16 +224,26 @@ class LocalScorer(BatchScorer):
             environ: an environment whose ``GRPO_*`` settings variables feed the settings
                 through ``grpo serve``'s loader (``grpo.services.runtime.config.load_settings``:
                 ``GRPO_VERIFIER__REL_TOL=0.01``); None reads no environment.
+            option: the command-line option that named ``service`` (``--service``), for the
+                usage error of a service that cannot be loaded.
 
         Raises:
-            UsageError: bad settings (a bad environment value is named with its layer).
-            InvalidArgumentError: an unknown service, or a service that is not a verifier
-                built with ``verifier_service_spec``.
+            UsageError: bad settings (a bad environment value is named with its layer); a
+                service that cannot be loaded (an unknown name, a module that cannot be
+                imported, an attribute it lacks or that is no ``ServiceSpec``), naming
+                ``option``.
+            InvalidArgumentError: a service that is not a verifier built with
+                ``verifier_service_spec``.
         """
         from grpo.services.runtime.config import load_settings
         from grpo.services.runtime.registry import load_spec
 
-        spec = load_spec(service)
+        try:
+            spec = load_spec(service)
+        except (NotFoundError, InvalidArgumentError, ImportError) as exc:
+            # the caller's value (grpo score --service, grpo eval --verifier): exit 2, one line
+            message = f"cannot load verifier service {service!r}: {exc}"
+            raise UsageError(message, option=option) from None
         try:
             parsed = load_settings(
                 spec.settings_cls, overrides=dict(settings or {}), environ=environ or {}
@@ -396,6 +408,8 @@ class VerifierTarget:
             verifier's concurrent samples (``scoring.concurrency``).
         max_attempts: remote attempts per call (the first included).
         tls_ca, tls_cert, tls_key: PEM files (CA; client certificate and key for mutual TLS).
+        service_option: the command-line option that gave ``service``, named when it
+            cannot be loaded (``--service`` of ``grpo score``, ``--verifier`` of ``grpo eval``).
     """
 
     endpoint: str | None = None
@@ -406,6 +420,7 @@ class VerifierTarget:
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    service_option: str = "--service"
 
     def client_config(self) -> VerifierClientConfig:
         """The client settings of calls to ``endpoint``: ``deadline_s`` per attempt,
@@ -459,8 +474,9 @@ def open_scorer(target: VerifierTarget) -> BatchScorer:
     service ``target.service`` in this process (see :class:`VerifierTarget`).
 
     Raises:
-        InvalidArgumentError: neither an endpoint nor a service, a malformed endpoint, an
-            unknown service or bad TLS options (a certificate without its key or the CA).
+        UsageError: a service that cannot be loaded (naming ``target.service_option``).
+        InvalidArgumentError: neither an endpoint nor a service, a malformed endpoint or bad
+            TLS options (a certificate without its key or the CA).
         OSError: a TLS file cannot be read.
     """
     if target.endpoint:
@@ -473,4 +489,6 @@ def open_scorer(target: VerifierTarget) -> BatchScorer:
         settings["verifier"] = {"pool": {"workers": target.workers}}
     elif service == "verifier-code":
         settings["scoring"]["concurrency"] = target.workers
-    return LocalScorer.from_service(service, settings, environ=os.environ)
+    return LocalScorer.from_service(
+        service, settings, environ=os.environ, option=target.service_option
+    )

@@ -301,7 +301,7 @@ def load_spec(name: str) -> ServiceSpec:
     Raises:
         NotFoundError: unknown name (the message lists the known ones).
         ImportError: the service module cannot be imported (e.g. a missing extra).
-        InvalidArgumentError: the attribute is not a ``ServiceSpec``.
+        InvalidArgumentError: the module has no such attribute, or it is not a ``ServiceSpec``.
     """
     target = SERVICES.get(name, name)
     if ":" not in target:
@@ -311,7 +311,9 @@ def load_spec(name: str) -> ServiceSpec:
         )
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
-    spec = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise InvalidArgumentError(f"{target}: module {module_name} has no attribute {attr!r}")
+    spec = getattr(module, attr)
     if not isinstance(spec, ServiceSpec):
         raise InvalidArgumentError(f"{target} is {type(spec).__name__}, not a ServiceSpec")
     return spec

@@ -307,14 +307,21 @@ def test_grpo_eval_resume_refuses_another_run(tuned_model: Path, tmp_path: Path)
         (["--temperature", "0"], "--temperature",
          "2 samples per problem at temperature 0 are 2 copies of one greedy answer"),
         (["--field", "gold"], "--field", "'gold' is not NAME=KEY"),
+        (["--verifier", "nosuchmod:SERVICE"], "--verifier",
+         "cannot load verifier service 'nosuchmod:SERVICE': No module named 'nosuchmod'"),
+        (["--model", "{tmp}/nomodel"], "--model", "model folder {tmp}/nomodel has no config.json"),
     ],
 )  # fmt: skip
 def test_grpo_eval_bad_invocations_exit_2_naming_the_option(
     extra: list[str], option: str, message: str, tuned_model: Path, tmp_path: Path
 ) -> None:
-    """``--by`` a field no problem has (every problem fell in one '(none)' slice) and pass@2
-    over identical greedy samples are refused before anything is written."""
+    """``--by`` a field no problem has (every problem fell in one '(none)' slice), pass@2
+    over identical greedy samples, a --verifier that cannot be imported and a --model folder
+    that does not exist are refused before anything is written (the last two were exit 101,
+    or a traceback, with an empty samples.jsonl left)."""
     out = tmp_path / "eval"
+    extra = [arg.format(tmp=tmp_path) for arg in extra]
+    message = message.format(tmp=tmp_path)
     result = _eval(tuned_model, _problems(tmp_path), out, *extra)
     assert result.exit_code == EXIT_USAGE, result.output
     text = " ".join(result.output.replace("│", " ").split())

@@ -333,6 +333,9 @@ def _invoke(*args: str) -> Any:
         ("exists", "--output", "already holds results: pass --resume"),
         ("both", "'--resume' / '--overwrite'", "exclude each other"),
         ("is-input", "--output", "is the input file"),
+        ("service-module", "--service", "'nosuchmod:SERVICE': No module named 'nosuchmod'"),
+        ("service-name", "--service", "'nosuch': unknown service 'nosuch'"),
+        ("service-attr", "--service", "module grpo.verifiers.example has no attribute 'NOPE'"),
     ],
 )
 def test_a_bad_invocation_exits_2_naming_the_option_and_writes_nothing(
@@ -366,6 +369,9 @@ def test_a_bad_invocation_exits_2_naming_the_option_and_writes_nothing(
         args += ["--resume", "--overwrite"] if case == "both" else []
     elif case == "is-input":
         args[3] = str(src)
+    elif case.startswith("service-"):  # was a traceback (exit 1) or exit 101
+        names = {"module": "nosuchmod:SERVICE", "name": "nosuch"}
+        args += ["--service", names.get(case[8:], "grpo.verifiers.example:NOPE")]
     before = out.read_bytes() if out.exists() else None
     result = _invoke(*args)
     assert result.exit_code == EXIT_USAGE, result.output
