@@ -147,7 +147,7 @@ _DEGREE = re.compile(
 # a trigonometric function of an angle in degrees: \sin 60^\circ, \cos(30^{\circ})
 _ANGLE = r"(-?\d+(?:\.\d+)?)\s*\^\s*(?:\{\s*\\circ\s*\}|\\circ)"
 _TRIG_DEGREES = re.compile(
-    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
+    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?\d\}?)?)\s*"
     rf"(?:\(\s*{_ANGLE}\s*\)|\{{\s*{_ANGLE}\s*\}}|{_ANGLE})"
 )
 # a vector in angle brackets: \langle 2, -3 \rangle is (2, -3)
@@ -157,11 +157,11 @@ _REVERSED_INTERVAL = re.compile(r"^\s*([\[\]])([^\[\](),]+),([^\[\](),]+)([\[\]]
 # a trigonometric function of a bare number: \csc 10, \tan(15); not \sin 2x, \sin 3^\circ
 _NUMBER_ARG = r"(-?\d+(?:\.\d+)?)(?![\d.]|\s*[\^A-Za-z\\(])"
 _TRIG_BARE = re.compile(
-    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?)\s*"
+    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?\d\}?)?)\s*"
     r"(?:\(\s*(-?\d+(?:\.\d+)?)\s*\)|\{\s*(-?\d+(?:\.\d+)?)\s*\}|" + _NUMBER_ARG + ")"
 )
 _TRIG_DEGREES_RAW = re.compile(
-    r"\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?-?\d\}?)?\s*[({]?\s*-?\d+(?:\.\d+)?\s*"
+    r"\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?\d\}?)?\s*[({]?\s*-?\d+(?:\.\d+)?\s*"
     r"(?:\^\s*\{?\s*\\circ|°)"
 )
 # spellings of the real line and the other number sets: \R, \mathbf{R}, \Bbb R -> \mathbb{R}

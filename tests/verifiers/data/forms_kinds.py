@@ -817,6 +817,21 @@ ROWS: list[Row] = [
     R("unit_conversion", r"15 \text{ km}", r"\boxed{15 \text{ km/h}}", 0),
     R("unit_conversion", r"\$15", r"\boxed{15 \text{ dollars per hour}}", 1),
     R("unit_conversion", r"15 \text{ km/h}", r"\boxed{15 \text{ km}}", 0),
+    # ---- an inverse function is never of degrees (\sin^{-1} 0.5 in a response that writes
+    # \sin 30^\circ was read as the arcsine of 0.5 degrees): 0 before this row ----
+    R(
+        "forms",
+        r"\frac{\pi}{6}",
+        r"We use \(\sin 30^\circ = \frac12\), so \(\boxed{\sin^{-1} 0.5}\)",
+        1,
+    ),
+    R("forms", r"\frac{\pi}{6}", r"\boxed{\sin^{-1} 0.5}", 1),
+    R(
+        "forms",
+        r"\frac{\pi}{3}",
+        r"We use \(\sin 30^\circ = \frac12\), so \(\boxed{\sin^{-1} 0.5}\)",
+        0,
+    ),
 ]
 
 KNOWN_WRONG: dict[tuple[str, str], str] = {
