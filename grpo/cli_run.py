@@ -74,8 +74,9 @@ def run(
     (--steps N, --set budget.steps=N / budget.wall_clock_s / budget.generated_tokens), which
     trains it on to the new budget. One run per folder: a folder another `grpo run` holds is refused
     (exit 2, naming its pid). Ctrl-C or SIGTERM stops every process cleanly and exits 130;
-    the summary is written for every ending (failures name the service and the cause) and
-    the plots after GRPO.
+    once GRPO has started the summary is written for every ending (failures name the service
+    and the cause), and the plots; a run stopped during SFT or the services' start has no
+    summary and cannot be resumed (start it again with another --run-dir).
     """
     import logging
 
@@ -192,7 +193,8 @@ def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
         live.stop()
         console.print(
             f"[yellow]interrupted before GRPO started[/yellow] (SFT or service start); "
-            f"no summary written; partial outputs in {out}"
+            f"no summary written; partial outputs in {out}, which cannot be resumed (GRPO "
+            "never started): start again with another --run-dir"
         )
         raise typer.Exit(code=130) from None
     finally:

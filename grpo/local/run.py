@@ -217,7 +217,8 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str:
     if not has_redis and not has_ckpt:
         raise RunRefusedError(
             f"cannot resume {run_dir}: no Redis state (redis/appendonlydir) and no learner "
-            "checkpoint; start a new run instead"
+            "checkpoint (it stopped before GRPO started); start a new run with another "
+            f"--run-dir, or delete {run_dir} first"
         )
     if config.model.path is not None:
         path = Path(config.model.path)

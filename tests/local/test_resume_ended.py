@@ -58,6 +58,8 @@ def test_a_raised_budget_resumes_the_run(tmp_path: Path, raise_by: list[str]) ->
     said = " ".join(result.output.split())
     assert result.exit_code == 2, said
     assert "already ended" not in said and "no Redis state" in said
+    # the way out is named (was "start a new run instead", which the folder then refused)
+    assert f"start a new run with another --run-dir, or delete {run_dir} first" in said
 
 
 def test_each_budget_the_run_reached_must_be_raised(tmp_path: Path) -> None:
