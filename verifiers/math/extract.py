@@ -63,6 +63,7 @@ import re
 from dataclasses import dataclass
 
 from grpo.verifiers.math.answer import is_name, is_set_phrase
+from grpo.verifiers.math.normalize import number_from_words
 from grpo.verifiers.math.units import canonical_unit
 
 __all__ = [
@@ -197,6 +198,19 @@ def _blank(m: re.Match[str]) -> str:
     return " " * len(m.group(0))
 
 
+# an amount in two units: "12 dollars and 50 cents" is one value, 12.50 dollars
+_DOLLARS_AND_CENTS = re.compile(
+    r"(?<![\d.,])(\d+)[ \t]*dollars?[ \t]+and[ \t]+(\d{1,2})[ \t]*cents?\b", re.IGNORECASE
+)
+
+
+def _one_amount(m: re.Match[str]) -> str:
+    """``12 dollars and 50 cents`` as ``12.50 dollars`` padded to the same length (offsets
+    kept)."""
+    amount = f"{m.group(1)}.{int(m.group(2)):02d} dollars"
+    return amount + " " * (len(m.group(0)) - len(amount))
+
+
 def answer_region(response: str) -> tuple[str, int, int]:
     """Blank chat-template debris and find where the final answer may be (module docstring).
 
@@ -211,6 +225,7 @@ def answer_region(response: str) -> tuple[str, int, int]:
     """
     text = _ANNOTATION.sub(_blank, _DEBRIS.sub(_blank, response))
     text = _ENUMERATOR.sub(_blank, _LABEL.sub(_blank, text))
+    text = _DOLLARS_AND_CENTS.sub(_one_amount, text)
     end = len(text)
     for token in _TURN_TOKEN.finditer(response):
         if text[: token.start()].strip():
@@ -672,9 +687,12 @@ _DANGLING = frozenset(
     ]
 )
 _GLUED_UNIT = re.compile(
-    r"(?<=\d)(?:k?g|mg|m?l|[kcm]?m|s|h|hrs?|min|mph|lbs?|oz|ft|in|L|cm\^?[23]|m\^?[23])(?![A-Za-z])"
+    r"(?<=\d)(?:k?g|mg|m?l|[kcm]?m|s|h|hrs?|min|mph|lbs?|oz|ft|in|L|cm\^?[23]|m\^?[23]|USD|EUR)"
+    r"(?![A-Za-z])"
 )
-_GLUED_UNIT_END = re.compile(r"(?<=\d)(?:k?g|mg|m?l|[kcm]?m|s|h|hrs?|min|mph|lbs?|oz|ft|L)$")
+_GLUED_UNIT_END = re.compile(
+    r"(?<=\d)(?:k?g|mg|m?l|[kcm]?m|s|h|hrs?|min|mph|lbs?|oz|ft|L|USD|EUR)$"
+)
 _TIMES_X = re.compile(r"(?<=[\d)])\s+[xX]\s+(?=[\d$(])|(?<=\d)[xX](?=\d)")
 # plain numbers joined by arithmetic: a computation not carried out (at the end of a chain)
 _UNEVALUATED = re.compile(
@@ -1271,13 +1289,29 @@ def _statement(text: str, lo: int, hi: int, want: _Want) -> Extraction | None:
 
 _COUNT_WORDS = (
     "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
-    "|fifteen|sixteen|seventeen|eighteen|nineteen|twenty"
+    "|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy"
+    "|eighty|ninety"
+)
+# one count in words, up to the millions: "two", "forty-five", "one thousand five hundred"
+_COUNT_WORD = rf"(?:{_COUNT_WORDS})(?:-(?:{_COUNT_WORDS}))?"
+_COUNT_PHRASE = (
+    rf"{_COUNT_WORD}(?:[ \t]+(?:and[ \t]+)?(?:hundred|thousand|million|{_COUNT_WORD})\b)*"
+)
+# the verb before a count: a copula or "has", or any verb in the third person or the past
+# ("needs three more cups", "raised one thousand five hundred dollars"); not the words ending
+# like one ("plus two", "thus three", "times four", "its two")
+_COUNT_VERB = (
+    r"there[ \t]+(?:is|are|were|will[ \t]+be)|has|have|had|are|is|were|was"
+    r"|bought|sold|got|made|spent|paid|ate|ran|took|gave|won|saw|found|drew|wrote|kept|left"
+    r"|lost|built|caught|brought|held|sent|grew|threw|flew|rode|drove|read|put|cut"
+    r"|(?!(?:plus|minus|thus|times|this|his|its|us|various|previous|less|across|unless|whereas"
+    r"|besides|hundred|needed|indeed|as|yes|cos|sums|terms|units)\b)[a-z]{2,}(?:ed|s)"
 )
 # a count stated in words: "has two y-intercepts", "there are three solutions", "are exactly
 # four such numbers"; not a plan ("two cases to consider") nor a reference ("the two roots")
 _COUNT = re.compile(
-    r"\b(?:there[ \t]+(?:is|are|were|will[ \t]+be)|has|have|had|are|is|were|was)[ \t]+"
-    rf"(?:exactly[ \t]+|only[ \t]+|just[ \t]+)?({_COUNT_WORDS})[ \t]+(?!to\b|of\b|and\b|or\b)"
+    rf"\b(?:{_COUNT_VERB})[ \t]+"
+    rf"(?:exactly[ \t]+|only[ \t]+|just[ \t]+)?({_COUNT_PHRASE})[ \t]+(?!to\b|of\b|and\b|or\b)"
     r"[A-Za-z\\$(]",
     re.IGNORECASE,
 )
@@ -1297,6 +1331,8 @@ def _count_in_words(text: str, lo: int, hi: int) -> Extraction | None:
     if len(found) != 1 or _PLAN.search(text, lo, hi) is not None:
         return None
     word = found[0]
+    if number_from_words(word.group(1)) is None:
+        return None  # "two three": no number
     return Extraction.of([(word.start(1), word.group(1))], "final_statement")
 
 
@@ -1377,7 +1413,10 @@ def _item_extraction(text: str, items: list[_Item], want: _Want) -> Extraction |
     spans = [_chain_value(text, it, want.equation) for it in group]
     parts = [
         (a, text[a:b])
-        for a, b in (_unit_trimmed(text, it, sp) for it, sp in zip(group, spans, strict=True))
+        for a, b in (
+            _rhs_of_words(text, *_unit_trimmed(text, it, sp))
+            for it, sp in zip(group, spans, strict=True)
+        )
         if b > a
     ]
     if not parts:
@@ -1386,6 +1425,13 @@ def _item_extraction(text: str, items: list[_Item], want: _Want) -> Extraction |
     if len(parts) == 1 and not group[-1].segment and _NUMBER.fullmatch(_unit_free(parts[0][1])):
         rule = "last_number"
     return Extraction.of(parts, rule)
+
+
+def _rhs_of_words(text: str, a: int, b: int) -> tuple[int, int]:
+    """A value that opens with ``=`` (``Total distance $= 1.2 \\times 10^{3}$``: the words
+    before it name the quantity) is what follows the ``=``."""
+    m = re.match(r"=[ \t]*", text[a:b])
+    return (a + m.end(), b) if m is not None and "=" not in text[a + m.end() : b] else (a, b)
 
 
 def _joined(text: str, a: _Item, b: _Item) -> bool:
@@ -1449,6 +1495,7 @@ _ARTICLES = frozenset(
 _COPULAS = frozenset(
     ["is", "are", "was", "were", "equals", "be", "been", "becomes", "gives", "makes", "totals"]
 )
+_GERUND = re.compile(r"[a-z]{2,}ing")
 _CLAUSE_JOIN = re.compile(r",\s*(?:and|but)\b|;|\band\b")
 _WORD_BEFORE = re.compile(r"([A-Za-z]+)[^A-Za-z0-9]*$")
 
@@ -1478,6 +1525,8 @@ def _context(text: str, item: _Item) -> str:
         return "modifier"
     if len(w) >= 2 and w[-2] in _PREPOSITIONS and w[-1] in _ARTICLES:
         return "modifier"
+    if len(w) >= 2 and w[-2] in _PREPOSITIONS and _GERUND.fullmatch(w[-1]):
+        return "modifier"  # "after giving 4 to Sam": a clause of the preposition's
     if len(w) == 3 and w[0] in _PREPOSITIONS and w[1] in _ARTICLES:
         return "modifier"  # "of the digits 9"
     return ""

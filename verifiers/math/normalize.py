@@ -503,6 +503,35 @@ def _outside_brackets(text: str, fn: Callable[[str], str]) -> str:
     return "".join(out)
 
 
+_UNIT_VECTOR = r"\\(?:mathbf|boldsymbol|vec|hat)\s*\{\s*([ijk])\s*\}"
+_COEFFICIENT = r"(?:\d+(?:\.\d+)?|\\frac\{[^{}]*\}\{[^{}]*\})?(?:\\sqrt\{[^{}]*\})?"
+_VECTOR_TERM = re.compile(rf"\s*([+-]?)\s*({_COEFFICIENT})\s*(?:\\cdot\s*)?{_UNIT_VECTOR}\s*")
+
+
+def _unit_vectors(text: str) -> str:
+    """A whole answer that sums numeric multiples of the unit vectors ``\\mathbf{i}``,
+    ``\\mathbf{j}``, ``\\mathbf{k}`` (each at most once) is the column vector of its
+    coefficients: ``2\\mathbf{i} - 3\\mathbf{j}`` is ``(2, -3)`` as a ``pmatrix``; three
+    components when ``\\mathbf{k}`` is written. Anything else is left as it is."""
+    if "{i}" not in text and "{j}" not in text and "{k}" not in text:
+        return text
+    body = text.strip()
+    coefficients: dict[str, str] = {}
+    at = 0
+    while at < len(body):
+        m = _VECTOR_TERM.match(body, at)
+        if m is None or m.end() == at or m.group(3) in coefficients:
+            return text
+        if at > 0 and not m.group(1):
+            return text  # "2\\mathbf{i}3\\mathbf{j}": no sign between two terms
+        sign = "-" if m.group(1) == "-" else ""
+        coefficients[m.group(3)] = f"{sign}{m.group(2) or '1'}"
+        at = m.end()
+    names = "ijk" if "k" in coefficients else "ij"
+    entries = " \\\\ ".join(coefficients.get(name, "0") for name in names)
+    return f"\\begin{{pmatrix}} {entries} \\end{{pmatrix}}"
+
+
 def normalize_answer(answer: str) -> str:
     """Normalize an extracted answer's text (rules, with examples, in the module docstring).
 
@@ -541,6 +570,7 @@ def normalize_with_units(answer: str, degrees: bool = False) -> tuple[str, froze
     text = _FRAC_BARE.sub(_braced_frac, text)
     text = _SQRT_BARE.sub(r"\\sqrt{\1}", text)
     text = _NUMBER_SETS.sub(_number_set, text)
+    text = _unit_vectors(text)
     for pattern, replacement in _LOGIC:
         text = pattern.sub(replacement, text)
     text = _TRIG_DEGREES.sub(_trig_degrees, text)

@@ -55,7 +55,7 @@ UNITS: dict[str, tuple[str, ...]] = {
     "oz": ("oz", "ounce", "ounces"),
     "L": ("l", "liter", "liters", "litre", "litres"),
     "mL": ("ml", "milliliter", "milliliters", "millilitre", "millilitres"),
-    "dollar": ("dollar", "dollars"),
+    "dollar": ("dollar", "dollars", "usd"),
     "cent": ("cent", "cents"),
     "euro": ("euro", "euros", "eur"),
 }
