@@ -1310,11 +1310,16 @@ _COUNT_VERB = (
 # a count stated in words: "has two y-intercepts", "there are three solutions", "are exactly
 # four such numbers"; not a plan ("two cases to consider") nor a reference ("the two roots")
 _COUNT = re.compile(
-    rf"\b(?:{_COUNT_VERB})[ \t]+"
-    rf"(?:exactly[ \t]+|only[ \t]+|just[ \t]+)?({_COUNT_PHRASE})[ \t]+(?!to\b|of\b|and\b|or\b)"
+    rf"\b(?P<verb>{_COUNT_VERB})[ \t]+"
+    rf"(?:exactly[ \t]+|only[ \t]+|just[ \t]+)?(?P<count>{_COUNT_PHRASE})"
+    r"[ \t]+(?!to\b|of\b|and\b|or\b)"
     r"[A-Za-z\\$(]",
     re.IGNORECASE,
 )
+_COPULA_VERB = re.compile(
+    r"there[ \t]+(?:is|are|were|will[ \t]+be)|has|have|had|are|is|were|was", re.IGNORECASE
+)
+_FIRST_PERSON = re.compile(r"\b(?:we|I|us|our|my)\b", re.IGNORECASE)
 _PLAN = re.compile(
     r"\b(?:to (?:consider|check|find|solve|examine)|let(?:'s| us)|we (?:need|will|must|can)"
     r"|first|next|then|if|when|suppose|assume)\b",
@@ -1331,9 +1336,12 @@ def _count_in_words(text: str, lo: int, hi: int) -> Extraction | None:
     if len(found) != 1 or _PLAN.search(text, lo, hi) is not None:
         return None
     word = found[0]
-    if number_from_words(word.group(1)) is None:
+    if number_from_words(word.group("count")) is None:
         return None  # "two three": no number
-    return Extraction.of([(word.start(1), word.group(1))], "final_statement")
+    if not _COPULA_VERB.fullmatch(word.group("verb")) and _FIRST_PERSON.search(text, lo, hi):
+        return None  # "We checked two cases.": the solver's method, not the answer
+    return Extraction.of([(word.start("count"), word.group("count"))], "final_statement")
+    return Extraction.of([(word.start("count"), word.group("count"))], "final_statement")
 
 
 def _restated(text: str, item: _Item, want: _Want) -> bool:

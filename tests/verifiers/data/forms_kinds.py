@@ -1145,6 +1145,18 @@ ROWS: list[Row] = [
         0,
     ),
     R("function_gold", "x+1", "So $p(x) = x - 1$.", 0),
+    # ---- false positives hunted in the third round's own rules (after the fixes): a count in
+    # words after a verb of the solver's method ("We checked two cases") is no answer; a
+    # dollars-and-cents amount is not its dollars; a gerund clause qualifies; a unit-vector
+    # sum keeps its axes ----
+    R("number_words", "2", "So $x = 5$. We checked two cases.", 0),
+    R("number_words", "5", "So $x = 5$. We checked two cases.", 1),
+    R("unit_conversion", "5", "She paid 5 dollars and 5 cents.", 0),
+    R("unit_conversion", "5.05", "She paid 5 dollars and 5 cents.", 1),
+    R("answer_sentence", "3", "The answer is 12 after adding 3.", 0),
+    R("answer_sentence", "12", "The answer is 12 after adding 3.", 1),
+    R("forms", "(3,4)", r"\boxed{3\mathbf{i}+4\mathbf{k}}", 0),
+    R("forms", "(3,4)", r"\boxed{3\hat{i}+4\hat{j}}", 1),
 ]
 
 KNOWN_WRONG: dict[tuple[str, str], str] = {
