@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo.errors import InvalidArgumentError, UsageError
+from grpo.errors import InvalidArgumentError, NotFoundError, UsageError
 from grpo.services.evaluation.inputs import FieldMap, InputSpec, InvalidLine, ScoreItem, read_lines
 from grpo.v1 import common_pb2
 
@@ -54,10 +54,10 @@ def load_problems(
         fields: where a JSONL file's fields are read from.
 
     Raises:
-        UsageError: (``option="--dataset"``) neither a source nor a file.
-        InvalidArgumentError: a negative ``limit``, or ``task_type`` conflicting with a
-            source's.
-        NotFoundError: the data folder is missing.
+        UsageError: (``option="--dataset"``) neither a source nor a file, or a source
+            whose data folder (``GRPO_DATA_DIR``) or file is missing; (``--task-type``) a
+            ``task_type`` conflicting with a source's.
+        InvalidArgumentError: a negative ``limit``.
     """
     from grpo.services.tasks import datasets
 
@@ -66,17 +66,21 @@ def load_problems(
     if dataset in SOURCES:
         own = {"arith": "arith", "gsm8k": "math", "math500": "math", "humaneval": "code"}[dataset]
         if task_type and task_type != own:
-            raise InvalidArgumentError(
-                f"--dataset {dataset} has task type {own!r}; drop --task-type {task_type}"
+            raise UsageError(
+                f"--dataset {dataset} has task type {own!r}; drop --task-type {task_type}",
+                option="--task-type",
             )
-        if dataset == "arith":
-            tasks = datasets.arith_tasks(limit or 200, seed=seed)
-        elif dataset == "gsm8k":
-            tasks = datasets.load_gsm8k("test")
-        elif dataset == "math500":
-            tasks = datasets.load_math500()
-        else:
-            tasks = datasets.load_humaneval()
+        try:
+            if dataset == "arith":
+                tasks = datasets.arith_tasks(limit or 200, seed=seed)
+            elif dataset == "gsm8k":
+                tasks = datasets.load_gsm8k("test")
+            elif dataset == "math500":
+                tasks = datasets.load_math500()
+            else:
+                tasks = datasets.load_humaneval()
+        except NotFoundError as exc:  # no data folder, or no file of the source in it
+            raise UsageError(str(exc), option="--dataset") from None
         return ProblemSet(tasks[:limit] if limit else tasks, own)
     path = Path(dataset)
     if not path.is_file():

@@ -385,3 +385,27 @@ def test_grpo_eval_of_a_policy_gives_the_runs_heldout_accuracy(
     assert isinstance(refused.exception, InvalidArgumentError)  # a usage error, before any work
     assert "drop --limit, -k, --samples" in str(refused.exception)
     assert not (tmp_path / "refused" / "samples.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "option", "message"),
+    [
+        (["--dataset", "gsm8k"], "--dataset", "dataset folder {tmp}/no-data does not exist"),
+        (["--dataset", "arith", "--task-type", "math"], "--task-type",
+         "--dataset arith has task type 'arith'; drop --task-type math"),
+    ],
+)  # fmt: skip
+def test_grpo_eval_source_without_its_data_is_a_usage_error(
+    extra: list[str], option: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source whose data folder is missing, or a --task-type against the source's, is exit
+    2 naming the option, before any model is read or anything written (was exit 101 with
+    'error: NotFoundError: ...' / 'InvalidArgumentError')."""
+    monkeypatch.setenv("GRPO_DATA_DIR", str(tmp_path / "no-data"))
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(tmp_path / "no-model"), "-o", str(out), *extra]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == EXIT_USAGE, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert f"Invalid value for '{option}': {message.format(tmp=tmp_path)}" in text, text
+    assert not out.exists()
