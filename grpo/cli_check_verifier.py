@@ -35,7 +35,8 @@ def check_verifier(
         str, typer.Option(help="Name the verifier's certificate carries ('' = the host).")
     ] = "",
 ) -> None:
-    """Score one item with the verifier's ScoreBatch RPC; print the score as one JSON line.
+    """Score one item with the verifier's ScoreBatch RPC; print the score as one JSON line
+    (``reward`` is the verdict's, 0.0 included, or null when the status is no verdict).
 
     First the verifier's Describe (bounded, as every command checks an address before any
     work): no answer, or a verifier that does not accept --task-type, prints one line naming
@@ -95,7 +96,11 @@ def check_verifier(
     finally:
         channel.close()
     (score,) = reply.scores
-    typer.echo(json.dumps({"address": address, **MessageToDict(score)}, sort_keys=True))
+    # proto3 leaves a zero reward out of MessageToDict: a wrong answer's 0.0 is printed, and a
+    # status that is no verdict has reward null (as grpo score writes it)
+    printed = {"address": address, **MessageToDict(score)}
+    printed["reward"] = score.reward if is_verdict(score) else None
+    typer.echo(json.dumps(printed, sort_keys=True))
     if not is_verdict(score):
         name = common_pb2.ScoreStatus.Name(score.status)
         typer.echo(f"{address}: no verdict ({name}): {score.detail}", err=True)

@@ -422,3 +422,20 @@ def test_help_names_every_status_resume_scores_again() -> None:
     text = " ".join(result.output.replace("│", " ").split())
     assert "(undecided, internal, too_large)" in text, text
     assert "2 for a bad invocation" in text and "3 when some lines got no reward" in text
+
+
+def test_check_verifier_prints_a_wrong_answers_zero_reward(serve_verifier: Any) -> None:
+    """grpo check-verifier's JSON line has ``reward`` for every verdict: a wrong answer's 0.0
+    was left out (proto3 omits zero fields), so ``line["reward"]`` failed exactly then."""
+    from grpo.cli import app as grpo_app
+
+    address = serve_verifier(MATH_SERVICE, verifier={"pool": {"workers": 1}})
+    said = {}
+    for response in (r"so \boxed{72}", r"so \boxed{71}"):
+        args = ["check-verifier", "--address", address, "--task-type", "math",
+                "--response", response, "--gold", "72"]  # fmt: skip
+        result = CliRunner().invoke(grpo_app, args)
+        assert result.exit_code == 0, result.output
+        said[response[-3:-1]] = json.loads(result.output.strip().splitlines()[-1])
+    assert said["72"]["reward"] == 1.0 and said["72"]["status"] == "SCORE_STATUS_OK"
+    assert said["71"]["reward"] == 0.0 and said["71"]["status"] == "SCORE_STATUS_OK"
