@@ -543,6 +543,12 @@ def _failure(exc: BaseException, cluster: LocalCluster) -> Failure:
         or (death.cause if death is not None else None)
         or disk_full(cluster.run_dir)
     )
+    silent = cluster.redis_silent_s()
+    if cause is None and silent >= STILL_STALLED_S:
+        # The service that failed waited on Redis, which answers nothing (stopped, wedged;
+        # supervision.stall_s 0 never restarts it): Redis is the culprit.
+        cause = f"Redis not answering ({silent:.0f} s without a reply)"
+        service = "redis"
     return Failure(str(exc)[:4000], service, cause, error)
 
 
