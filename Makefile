@@ -46,7 +46,7 @@ test: proto-check  ## the whole suite (unit, service, end-to-end, chart); < 15 m
 soak:  ## bounded fault/soak runs kept out of `make test`
 	$(PY) -m pytest -q -m slow
 
-faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md: crashes, hangs, stalls, full disk, damaged checkpoints, Redis memory, a second run, moved dirs, changed data) and a killed/hung learner rank: ~9 min on 2 cores
+faults:  ## the fault matrix of grpo run on e2e-tiny (docs/runtime.md: crashes, hangs (Redis too), stalls, full disks, damaged checkpoints, Redis memory, a second run, moved or copied dirs, changed data) and a killed/hung learner rank: ~14 min on 2 busy cores (docs/results/2026-12-05-faults.md)
 	$(PY) -m pytest -q -m faults tests/faults tests/learner_service/test_rank_failure.py
 
 chart-wiring:  ## the Helm release rendered and run as local processes, trains 3 steps (docs/kubernetes.md): ~2 min on 2 cores

@@ -20,6 +20,13 @@ resumes its own state; a full disk fails the run once, with a summary naming it;
 checkpoints are skipped for the newest intact one; a Redis that evicts is refused and a full one
 is backpressure; data changed under a run is refused on resume and unparsable golds are named.
 
+Held-out variants of those kinds (docs/results/2026-12-05-faults.md) that failed have their
+rows too: a hung (SIGSTOPped) embedded Redis is restarted; a copy of a live run dir on a shared
+Redis is refused; a run dir whose whole disk fills up ends with a summary naming it; checkpoints
+damaged past their digests (meta.json or DIGESTS.json deleted, DIGESTS.json emptied), all of
+them, make a clear refusal, not a fresh start; data changed under a live run is refused when
+its driver restarts.
+
 ``make faults`` runs this file (several minutes on 2 cores; CI runs it after ``make test``).
 """
 
