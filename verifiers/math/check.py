@@ -54,6 +54,13 @@ CheckResult = tuple[int, float, str, str]
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
 
+# a gold that says there is no value here: "n/a", "N/A", "see above", "TBD", "?" (a task error,
+# never a gold to score against: every response would get a 0 verdict)
+_PLACEHOLDER_GOLD = re.compile(
+    r"^(?:n\s*/\s*a|n\.\s*a\.?|not\s+applicable|not\s+available|tb[dc]|todo|null|\?+|-+"
+    r"|see\s+(?:the\s+)?(?:above|below|solution|explanation|text|answer|figure|working))$",
+    re.IGNORECASE,
+)
 _CHOICE_GOLD = re.compile(r"^(?:\(([A-Ea-e])\)|([A-E]))$")
 # one choice letter: "C", "(C)", "C)", "C.", "C:", "option C", "choice (C)"; after the
 # delimiter may come that option's text ("(C) 42", "C. 42"), never a bare "C 42" or "C = 5"
@@ -96,9 +103,17 @@ def _choice(gold: str, answer: str) -> bool | None:
 def read_gold(gold: str, degrees: bool = False) -> tuple[str, Answer, frozenset[str]]:
     """The gold answer's normalized text, model and known units (a boxed gold gives its box).
 
+    A gold in number words is its number (``forty-two``, ``seventy two``, ``one hundred and
+    five``: ``normalize``'s reading, the same as an answer's). A gold that says there is no
+    value (``n/a``, ``see above``, ``TBD``: ``_PLACEHOLDER_GOLD``) is unreadable, never the
+    symbols or words it writes.
+
     Raises:
-        AnswerSyntaxError: the gold is empty or unreadable.
+        AnswerSyntaxError: the gold is empty, unreadable or a placeholder.
     """
+    stripped = re.sub(r"\\text\{([^{}]*)\}", r"\1", gold).strip().strip("$").strip()
+    if _PLACEHOLDER_GOLD.match(stripped.rstrip(".").strip() or stripped):
+        raise AnswerSyntaxError(f"{gold.strip()[:40]!r} is a placeholder, not a value")
     parts = [gold]
     if "\\boxed" in gold or "\\fbox" in gold:
         found = extract_answer(gold, "boxed", several=True)
