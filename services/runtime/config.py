@@ -8,10 +8,13 @@ Each service has one frozen pydantic settings model (fields documented once with
 2. a YAML file whose top level is a mapping of field names (nested blocks for nested models);
 3. environment variables ``GRPO_<FIELD>`` with ``__`` between nesting levels, e.g.
    ``GRPO_SERVER__PORT=50061``; names are case-insensitive; values are strings that pydantic
-   converts, except YAML flow collections (``GRPO_TASK_TYPES='[math, arith]'``); a variable
-   that names no field of the model is ignored with a logged warning (so a typo is seen, and
-   unrelated ``GRPO_*`` variables do not break a service), except the process-level names in
-   ``PROCESS_ENV`` and variables of a longer prefix (``GRPO_RUN_*`` belongs to ``grpo run``);
+   converts, except YAML flow collections (``GRPO_TASK_TYPES='[math, arith]'``). A nested
+   variable (``__`` after the prefix) that names no setting is refused
+   (``InvalidArgumentError``, one line naming it and the closest valid variable:
+   ``GRPO_VERIFIER__RELTOL`` -> ``GRPO_VERIFIER__REL_TOL``), as YAML and ``--set`` typos
+   are; a one-level name that names no field (``GRPO_BENCH_ROUNDS``) may be another tool's,
+   so it is only logged as a warning. The process-level names in ``PROCESS_ENV`` and
+   variables of a longer prefix (``GRPO_RUN_*`` belongs to ``grpo run``) are skipped;
 4. ``overrides`` (CLI flags): a mapping whose keys may be dotted paths (``"server.port"``).
 
 One environment path: ``grpo run`` applies its ``GRPO_RUN_*`` variables to the RunConfig it
@@ -26,6 +29,7 @@ is made).
 
 from __future__ import annotations
 
+import difflib
 import enum
 import hashlib
 import logging
@@ -36,15 +40,16 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from grpo.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
     "ENV_PREFIXES",
+    "NESTED_DELIMITER",
     "PROCESS_ENV",
     "child_environment",
     "error_text",
@@ -63,6 +68,9 @@ SettingsT = TypeVar("SettingsT", bound=BaseModel)
 PROCESS_ENV = frozenset({"GRPO_DATA_DIR", "GRPO_DEBUG"})
 """``GRPO_*`` variables that are not settings: the dataset folder (``grpo.services.tasks.datasets``)
 and tracebacks instead of one-line errors (``grpo.cli.main``)."""
+
+NESTED_DELIMITER = "__"
+"""Between the nesting levels of a settings variable (``GRPO_VERIFIER__POOL__WORKERS``)."""
 
 ENV_PREFIXES = ("GRPO_RUN_", "GRPO_")
 """Prefixes of settings variables, longest first: ``GRPO_RUN_`` feeds ``grpo run``'s RunConfig,
@@ -132,7 +140,11 @@ def _resolve_path(cls: type[BaseModel], parts: list[str]) -> list[str] | None:
     return resolved
 
 
-def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dict[str, Any]:
+def _env_layer(
+    cls: type[BaseModel], env: Mapping[str, str], prefix: str, sources: dict[str, str]
+) -> dict[str, Any]:
+    """The environment's settings document for ``cls``; ``sources`` gets the variable that
+    set each dotted key (``{"verifier.rel_tol": "GRPO_VERIFIER__REL_TOL"}``)."""
     layer: dict[str, Any] = {}
     plen = len(prefix)
     longer = [p for p in ENV_PREFIXES if len(p) > plen and p.startswith(prefix.upper())]
@@ -140,12 +152,16 @@ def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dic
         upper = key.upper()
         if not upper.startswith(prefix.upper()) or len(key) == plen:
             continue
-        path = _resolve_path(cls, key[plen:].split("__"))
+        parts = key[plen:].split(NESTED_DELIMITER)
+        path = _resolve_path(cls, parts)
         if path is None:
-            if upper not in PROCESS_ENV and not any(upper.startswith(p) for p in longer):
-                log.warning(
-                    "environment variable %s names no setting of %s; ignored", key, cls.__name__
-                )
+            if upper in PROCESS_ENV or any(upper.startswith(p) for p in longer):
+                continue
+            if len(parts) > 1:  # a nested name under our prefix is ours: a typo is refused
+                raise InvalidArgumentError(_unknown_variable(cls, key, prefix))
+            log.warning(
+                "environment variable %s names no setting of %s; ignored", key, cls.__name__
+            )
             continue
         # Scalars stay strings (pydantic coerces "123"/"true" for int/bool fields and keeps
         # "on" or "007" intact for str fields); flow collections are parsed as YAML.
@@ -158,7 +174,79 @@ def _env_layer(cls: type[BaseModel], env: Mapping[str, str], prefix: str) -> dic
                     f"environment variable {key} is not valid YAML: {exc}"
                 ) from exc
         layer = deep_merge(layer, _nest(path, value))
+        sources[".".join(path)] = key
     return layer
+
+
+def _shadowed_env_values(
+    cls: type[BaseModel],
+    env_layer: dict[str, Any],
+    overrides: dict[str, Any],
+    sources: dict[str, str],
+) -> None:
+    """Check each environment value that an override hides against its field's type and
+    constraints, so a bad variable is refused even under a flag
+    (``GRPO_VERIFIER__POOL__WORKERS=abc`` with ``--workers 3``).
+
+    Raises:
+        InvalidArgumentError: naming the variable and what is wrong with its value.
+    """
+    over = _dotted_keys(overrides)
+    for dotted, value in _dotted_items(env_layer):
+        if not any(dotted == k or dotted.startswith(k + ".") for k in over):
+            continue
+        model: type[BaseModel] | None = cls
+        *heads, leaf = dotted.split(".")
+        for head in heads:
+            model = _model_of(model.model_fields[head].annotation) if model else None
+        if model is None or leaf not in model.model_fields:
+            continue
+        info = model.model_fields[leaf]
+        try:
+            kind: Any = (
+                Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+            )
+            TypeAdapter(kind).validate_python(value)
+        except ValidationError as exc:
+            text = "; ".join(str(e.get("msg", "")) for e in exc.errors())
+            raise InvalidArgumentError(
+                f"invalid {cls.__name__} settings: {dotted}: {text} (from environment "
+                f"{sources.get(dotted, dotted)})"
+            ) from None
+
+
+def _dotted_items(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted path, value)`` of the leaves of a nested mapping."""
+    items: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            items += _dotted_items(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
+
+
+def _env_names(cls: type[BaseModel], prefix: str, path: str = "") -> dict[str, str]:
+    """Every settings variable of ``cls`` under ``prefix`` (upper case), to its dotted key:
+    ``{"GRPO_VERIFIER__REL_TOL": "verifier.rel_tol", ...}``; nested blocks are listed with
+    their leaves."""
+    names: dict[str, str] = {}
+    for name, field in cls.model_fields.items():
+        dotted = f"{path}{name}"
+        names[prefix.upper() + dotted.replace(".", NESTED_DELIMITER).upper()] = dotted
+        nested = _model_of(field.annotation)
+        if nested is not None:
+            names |= _env_names(nested, prefix, dotted + ".")
+    return names
+
+
+def _unknown_variable(cls: type[BaseModel], key: str, prefix: str) -> str:
+    """The one-line refusal of ``key``, a nested variable under ``prefix`` that names no
+    setting of ``cls``, naming the closest valid variable (``difflib`` ratio, cutoff 0)."""
+    names = _env_names(cls, prefix)
+    closest = difflib.get_close_matches(key.upper(), list(names), n=1, cutoff=0.0)
+    hint = f"; did you mean {closest[0]} ({names[closest[0]]})?" if closest else ""
+    return f"environment variable {key} names no setting of {cls.__name__}{hint}"
 
 
 def _override_layer(cls: type[BaseModel], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,9 +303,11 @@ def load_settings(
                 f"{type(loaded).__name__}"
             )
         merged = deep_merge(merged, loaded)
-    env_layer = _env_layer(cls, os.environ if environ is None else environ, env_prefix)
+    sources: dict[str, str] = {}
+    env_layer = _env_layer(cls, os.environ if environ is None else environ, env_prefix, sources)
     merged = deep_merge(merged, env_layer)
     override_layer = _override_layer(cls, overrides) if overrides else {}
+    _shadowed_env_values(cls, env_layer, override_layer, sources)
     merged = deep_merge(merged, override_layer)
     try:
         return cls.model_validate(merged)
@@ -230,6 +320,8 @@ def load_settings(
         def origin(loc: str) -> str:
             if not loc and any(keys for keys, _ in layers):
                 return ""  # a check of the whole model: any layer may have caused it
+            if loc in sources and loc not in layers[0][0]:
+                return f" (from environment {sources[loc]})"
             for keys, name in layers:
                 if any(
                     loc == k or loc.startswith(k + ".") or k.startswith(loc + ".") for k in keys

@@ -154,3 +154,51 @@ def test_configuration_reference_is_current():
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert doc.read_text() == _markdown() + "\n", "docs/configuration.md is stale: make config-docs"
+
+
+def test_an_unknown_nested_variable_is_refused_naming_the_closest_key(monkeypatch, tmp_path):
+    """A nested GRPO_* name that is no setting (a typo) is refused as YAML and --set typos
+    are, naming the variable and the closest valid one; one-level names another tool may own
+    (GRPO_BENCH_ROUNDS), the process-level names and grpo run's GRPO_RUN_* pass. The same
+    loader refuses it for grpo serve and grpo score (exit 2, one line)."""
+    with pytest.raises(InvalidArgumentError) as info:
+        load_settings(DemoSettings, environ={"GRPO_LIMITS__BATCHES": "3"})
+    assert str(info.value) == (
+        "environment variable GRPO_LIMITS__BATCHES names no setting of DemoSettings; "
+        "did you mean GRPO_LIMITS__BATCH (limits.batch)?"
+    )
+    with pytest.raises(InvalidArgumentError, match=r"GRPO_SERVR__PORT .*GRPO_SERVER__PORT"):
+        load_settings(DemoSettings, environ={"GRPO_SERVR__PORT": "1"})
+    others = {"GRPO_BENCH_ROUNDS": "3", "GRPO_DATA_DIR": "/d", "GRPO_RUN_BUDGET__STEPZ": "1"}
+    assert load_settings(DemoSettings, environ={**others, "PATH": "/bin"}).limits.batch == 8
+
+    monkeypatch.setenv("GRPO_VERIFIER__RELTOL", "0.1")
+    for args in (
+        ["serve", "verifier-math", "--print-settings", "--log-text"],
+        ["score", "math", "-i", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl")],
+    ):
+        (tmp_path / "in.jsonl").write_text('{"id": "a", "response": "1", "gold": "1"}\n')
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.output.replace("│", " ").split())
+        said = (
+            "GRPO_VERIFIER__RELTOL names no setting of MathServiceSettings; did you mean "
+            "GRPO_VERIFIER__REL_TOL (verifier.rel_tol)?"
+        )
+        assert said in text, text
+        assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_bad_variable_is_named_even_under_a_flag():
+    """A bad environment value names its variable, and is refused even when an override
+    (a CLI flag) hides it."""
+    env = {"GRPO_LIMITS__BATCH": "abc"}
+    with pytest.raises(InvalidArgumentError, match=r"limits\.batch: .* GRPO_LIMITS__BATCH\)"):
+        load_settings(DemoSettings, environ=env)
+    with pytest.raises(InvalidArgumentError, match=r"limits\.batch: .*GRPO_LIMITS__BATCH\)"):
+        load_settings(DemoSettings, overrides={"limits.batch": 3}, environ=env)
+    with pytest.raises(InvalidArgumentError, match=r"GRPO_LIMITS__BATCH\)"):
+        load_settings(
+            DemoSettings, overrides={"limits": {"batch": 3}}, environ={"GRPO_LIMITS__BATCH": "0"}
+        )
+    assert load_settings(DemoSettings, None, {"limits.batch": 3}, environ={}).limits.batch == 3
