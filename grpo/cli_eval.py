@@ -157,11 +157,13 @@ def eval(
     tls_cert: Annotated[Path | None, typer.Option(help="PEM client certificate (mTLS).")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert.")] = None,
     workers: Annotated[
-        int,
+        int | None,
         typer.Option(
-            min=1, help="In-process verifier: worker processes (math), samples at once (code)."
+            min=1,
+            help="In-process verifier: worker processes (math), samples at once (code); unset: "
+            "GRPO_VERIFIER__POOL__WORKERS / GRPO_SCORING__CONCURRENCY, else its default.",
         ),
-    ] = 2,
+    ] = None,
     deadline: Annotated[
         float, typer.Option(min=0.001, help="Deadline of one ScoreBatch attempt (seconds).")
     ] = 300.0,

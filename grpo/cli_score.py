@@ -70,7 +70,14 @@ Service = Annotated[
     str | None, typer.Option(help="custom: module:SERVICE of a verifier to run in process.")
 ]
 Workers = Annotated[
-    int, typer.Option(min=1, help="Concurrent batches (in process: also worker processes).")
+    int | None,
+    typer.Option(
+        min=1,
+        help="Concurrent batches (unset: 2); in process also the verifier's workers (math, "
+        "steps: worker processes; code: concurrent samples), which unset come from "
+        "GRPO_VERIFIER__POOL__WORKERS / GRPO_SCORING__CONCURRENCY, else the verifier's "
+        "default (2; code 8).",
+    ),
 ]
 BatchSize = Annotated[int, typer.Option(min=1, help="Most items per ScoreBatch.")]
 MaxRequestBytes = Annotated[
@@ -99,7 +106,7 @@ def _command(kind: str) -> Callable[..., None]:
         task_type: TaskType = None,
         endpoint: Endpoint = None,
         service: Service = None,
-        workers: Workers = 2,
+        workers: Workers = None,
         batch_size: BatchSize = 16,
         max_request_bytes: MaxRequestBytes = 4 * 1024 * 1024,
         deadline: Deadline = 300.0,

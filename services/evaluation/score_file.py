@@ -50,6 +50,10 @@ def record_path(output: Path) -> Path:
     return output.with_name(output.name + ".run.json")
 
 
+DEFAULT_BATCHES = 2
+"""Batches in flight of a ``grpo score`` run without ``--workers``."""
+
+
 @dataclass(frozen=True)
 class ScoreKind:
     """A built-in kind: its verifier service, the task type, required fields and kind."""
@@ -108,7 +112,11 @@ class ScoreJob:
         fields: where each input field is read from.
         endpoint: ``HOST:PORT`` of a ``grpo.v1.Verifier``; None scores in this process.
         service: in-process verifier service (``module:SERVICE``); None = the kind's.
-        workers: concurrent batches; in process also the verifier's worker processes.
+        workers: concurrent batches (None: :data:`DEFAULT_BATCHES`); in process also the
+            verifier's workers (``verifier.pool.workers`` of math and steps,
+            ``scoring.concurrency`` of code), which None leaves to the environment
+            (``GRPO_VERIFIER__POOL__WORKERS``, ``GRPO_SCORING__CONCURRENCY``), else the
+            service's default: flag > environment > default.
         batch_size, max_request_bytes: batch limits (items, bytes).
         deadline_s: deadline of one ScoreBatch attempt (seconds), as the assembler's
             ``verifier.timeout_s``; in process, the request deadline of the servicer.
@@ -133,7 +141,7 @@ class ScoreJob:
     fields: FieldMap = field(default_factory=FieldMap)
     endpoint: str | None = None
     service: str | None = None
-    workers: int = 2
+    workers: int | None = None
     batch_size: int = 16
     max_request_bytes: int = 4 * 1024 * 1024
     deadline_s: float = 300.0
@@ -151,7 +159,11 @@ class ScoreJob:
             raise UsageError(
                 "grpo score custom needs --task-type (the verifier's)", option="--task-type"
             )
-        if self.workers < 1 or self.batch_size < 1 or self.max_request_bytes < 1:
+        if (
+            (self.workers is not None and self.workers < 1)
+            or self.batch_size < 1
+            or self.max_request_bytes < 1
+        ):
             raise UsageError(
                 "must be >= 1", option="--workers / --batch-size / --max-request-bytes"
             )
@@ -329,7 +341,7 @@ def _score_entries(
             on_progress(written, total)
 
     score_stream(
-        items, scorer, sink, workers=job.workers, max_items=job.batch_size,
+        items, scorer, sink, workers=job.workers or DEFAULT_BATCHES, max_items=job.batch_size,
         max_bytes=job.max_request_bytes,
     )  # fmt: skip
     return written

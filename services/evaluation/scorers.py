@@ -405,7 +405,8 @@ class VerifierTarget:
         deadline_s: the remote per-attempt deadline, or the in-process request deadline
             (``scoring.request_timeout_s``), in seconds.
         workers: in process, the math/steps verifiers' worker processes, or the code
-            verifier's concurrent samples (``scoring.concurrency``).
+            verifier's concurrent samples (``scoring.concurrency``); None leaves them to the
+            ``GRPO_*`` environment, else the service's default.
         max_attempts: remote attempts per call (the first included).
         tls_ca, tls_cert, tls_key: PEM files (CA; client certificate and key for mutual TLS).
         service_option: the command-line option that gave ``service``, named when it
@@ -415,7 +416,7 @@ class VerifierTarget:
     endpoint: str | None = None
     service: str | None = None
     deadline_s: float = 300.0
-    workers: int = 2
+    workers: int | None = None
     max_attempts: int = 5
     tls_ca: Path | None = None
     tls_cert: Path | None = None
@@ -485,7 +486,9 @@ def open_scorer(target: VerifierTarget) -> BatchScorer:
     if not service:
         raise InvalidArgumentError("no verifier: give an endpoint or a service")
     settings: dict[str, Any] = {"scoring": {"request_timeout_s": target.deadline_s}}
-    if service in ("verifier-math", "verifier-steps"):
+    if target.workers is None:
+        pass  # the environment's (GRPO_VERIFIER__POOL__WORKERS, ...), else the default
+    elif service in ("verifier-math", "verifier-steps"):
         settings["verifier"] = {"pool": {"workers": target.workers}}
     elif service == "verifier-code":
         settings["scoring"]["concurrency"] = target.workers

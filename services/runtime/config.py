@@ -514,9 +514,10 @@ def _markdown() -> str:
         "`grpo score` and `grpo eval` build a verifier service in process (when they are not "
         "given an endpoint) with the same loader, so the `GRPO_*` variables of its section "
         "apply there too (`GRPO_VERIFIER__REL_TOL` for `grpo score math`); they take no "
-        "`--config`, and their own flags win: `--workers` over `GRPO_VERIFIER__POOL__WORKERS` "
-        "/ `GRPO_SCORING__CONCURRENCY`, `--deadline` over `GRPO_SCORING__REQUEST_TIMEOUT_S` "
-        "(docs/evaluation.md).",
+        "`--config`. A flag they are given wins over the environment, which wins over the "
+        "default: `--workers` over `GRPO_VERIFIER__POOL__WORKERS` / `GRPO_SCORING__CONCURRENCY` "
+        "(unset, the variable applies, else the service's default); `--deadline` (which has a "
+        "default, 300 s) always sets `scoring.request_timeout_s` (docs/evaluation.md).",
         "",
         "Every service has the same `server:` block, documented once here (keys below are "
         "under `server:`).",

@@ -414,6 +414,47 @@ def test_grpo_verifier_environment_reaches_the_in_process_verifier(
     assert result.exit_code == EXIT_USAGE and "rel_tol" in result.output, result.output
 
 
+def test_workers_flag_over_environment_over_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--workers > GRPO_VERIFIER__POOL__WORKERS > the pool's default: the flag's default (2)
+    hid the variable; a bad value is refused naming the variable, under the flag too."""
+    from grpo.services.runtime import config as config_module
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "response": r"\boxed{1}", "gold": "1"}) + "\n")
+    loaded: list[Any] = []
+    real_load = config_module.load_settings
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        loaded.append(real_load(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr(config_module, "load_settings", spy)
+
+    def pool_workers(*flags: str, name: str) -> int:
+        out = tmp_path / f"{name}.jsonl"
+        args = ["math", "-i", str(src), "-o", str(out), *flags]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        assert _rows(out)[0]["reward"] == 1.0
+        return int(loaded[-1].verifier.pool.workers)  # what the in-process verifier ran with
+
+    assert pool_workers(name="default") == 2  # PoolSettings' default
+    monkeypatch.setenv("GRPO_VERIFIER__POOL__WORKERS", "1")
+    assert pool_workers(name="env") == 1
+    assert pool_workers("--workers", "3", name="flag") == 3
+    monkeypatch.setenv("GRPO_VERIFIER__POOL__WORKERS", "abc")
+    for flags in ([], ["--workers", "1"]):
+        out = tmp_path / "bad.jsonl"
+        args = ["math", "-i", str(src), "-o", str(out), *flags]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        assert result.exit_code == EXIT_USAGE, result.output
+        text = " ".join(result.output.replace("│", " ").split())
+        assert "verifier.pool.workers" in text and "GRPO_VERIFIER__POOL__WORKERS" in text, text
+        assert not out.exists()
+
+
 def test_help_names_every_status_resume_scores_again() -> None:
     """--help says what --resume rescores (too_large too), unbroken at 80 columns, and the exit
     codes."""
