@@ -16,6 +16,13 @@ from before digests, trusted unchecked) or edited (e.g. emptied) makes the folde
 A folder the index does not name (written before the index existed, or by a writer killed
 between its rename and the index) is checked against its own manifest as before.
 
+The run vouches for both: a run started since digests exist records so in its own metadata
+(``<run_dir>/run.json``, ``"writes_digests": true``, written by ``grpo run`` at start:
+``RUN_RECORD_KEY``). In such a run every ``<run_dir>/checkpoints/step-*`` and
+``<run_dir>/weights/v*`` folder was written with a manifest, so one without ``DIGESTS.json``
+is damaged even when the index entry is gone too (``run_writes_digests``): deleting the
+manifest and its index entry no longer passes a folder off as one from before digests.
+
 Hashing runs at disk speed (~1 GB/s): a tiny model costs milliseconds, a 7B bf16 checkpoint
 with its optimizer state tens of seconds per load; a load is rare (a start, a resume, a new
 policy version) next to what a damaged load costs.
@@ -33,6 +40,8 @@ from grpo.errors import FailedPreconditionError
 __all__ = [
     "DIGESTS_FILE",
     "INDEX_FILE",
+    "RUN_RECORD_FILE",
+    "RUN_RECORD_KEY",
     "DamagedError",
     "NoDigestsError",
     "check_digests",
@@ -40,6 +49,7 @@ __all__ = [
     "read_digests",
     "record_digests",
     "recorded_manifest",
+    "run_writes_digests",
     "write_digests",
 ]
 
@@ -49,6 +59,13 @@ DIGESTS_FILE = "DIGESTS.json"
 INDEX_FILE = "DIGESTS.index.json"
 """In a parent folder (``checkpoints/``, ``weights/``): each child's name -> the SHA-256 of
 its ``DIGESTS.json`` (``record_digests``)."""
+
+
+RUN_RECORD_FILE = "run.json"
+"""The run's own metadata in its run dir (``grpo.local.rundir.RunIdentity``)."""
+
+RUN_RECORD_KEY = "writes_digests"
+"""run.json's flag: every checkpoint and published weights folder of the run has a manifest."""
 
 
 class DamagedError(FailedPreconditionError):
@@ -105,6 +122,18 @@ def _read_index(parent: Path) -> dict[str, str]:
         return {}
 
 
+def run_writes_digests(folder: Path) -> bool:
+    """Whether the run that owns ``folder`` (``<run_dir>/checkpoints/<name>`` or
+    ``<run_dir>/weights/<name>``) records in its run.json that it writes digests (module
+    docstring); False without a readable run.json there (a run from before the flag, a
+    folder outside a run dir)."""
+    try:
+        raw = json.loads((folder.parent.parent / RUN_RECORD_FILE).read_text())
+        return isinstance(raw, dict) and raw.get(RUN_RECORD_KEY) is True
+    except (OSError, ValueError):
+        return False
+
+
 def recorded_manifest(folder: Path) -> str | None:
     """The SHA-256 of ``folder``'s ``DIGESTS.json`` as its parent's index recorded it (None
     when the index does not name it)."""
@@ -138,9 +167,10 @@ def read_digests(
             (a rollout worker's snapshot of a published version); default ``folder``.
 
     Raises:
-        NoDigestsError: no ``DIGESTS.json`` and the index does not name the folder.
+        NoDigestsError: no ``DIGESTS.json``, the index does not name the folder and its run
+            does not record that it writes digests (``run_writes_digests``).
         DamagedError: ``DIGESTS.json`` is unreadable, or gone or altered since the index
-            recorded it.
+            recorded it, or gone in a run that writes digests.
     """
     path = folder / DIGESTS_FILE
     vouched = recorded_manifest(recorded_as or folder)
@@ -156,6 +186,12 @@ def read_digests(
                 "when it was written (edited since)"
             )
     if not path.is_file():
+        if run_writes_digests(recorded_as or folder):
+            raise DamagedError(
+                f"{folder}: {DIGESTS_FILE} is missing, though its run records in "
+                f"{RUN_RECORD_FILE} that it writes one for every folder (deleted since: the "
+                "folder cannot be trusted)"
+            )
         raise NoDigestsError(f"{folder} has no {DIGESTS_FILE} (written before digests existed)")
     try:
         files = json.loads(path.read_text())["files"]

@@ -62,6 +62,7 @@ from grpo.integrity import (
     check_digests,
     record_digests,
     recorded_manifest,
+    run_writes_digests,
     write_digests,
 )
 from grpo.learner.distributed import (
@@ -260,7 +261,8 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     an entry in the parent's index) is complete as written even when a file of it, its
     ``meta.json`` included, is gone since: it is returned, and its check finds the damage
     (a folder without meta.json used to be passed over silently, and the learner then
-    crash-looped when it reached that step again)."""
+    crash-looped when it reached that step again). In a run that records that it writes
+    digests (``grpo.integrity.run_writes_digests``) every ``step-*`` folder is one."""
     root = Path(root)
     if not root.is_dir():
         return None
@@ -270,6 +272,7 @@ def latest_checkpoint(root: str | Path) -> Path | None:
         if (p / "meta.json").is_file()
         or (p / DIGESTS_FILE).is_file()
         or recorded_manifest(p) is not None
+        or (p.is_dir() and run_writes_digests(p))
     )
     return done[-1] if done else None
 

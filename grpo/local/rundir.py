@@ -19,8 +19,15 @@ inherit the descriptor (it is opened close-on-exec and children are started with
   to a JSONL file move the held-out split, and a resumed run would compare accuracy across two
   different held-out sets.
 
+- ``writes_digests``: true for a run started since checkpoints and published weights carry
+  digests (``grpo.integrity``): a ``checkpoints/step-*`` or ``weights/v*`` folder of it without
+  ``DIGESTS.json`` is damaged, not one from before digests (its manifest and the index entry
+  that vouched for it were both deleted).
+
 A run dir written before run.json existed is resumed under its old namespace (derived from
-its name, as it was then), and run.json is written for it then.
+its name, as it was then), and run.json is written for it then (``writes_digests`` true only
+when its ``checkpoints/`` or ``weights/`` already holds a ``DIGESTS.index.json``). A run.json
+from before the flag keeps it false.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from types import TracebackType
 from typing import Any
 
 from grpo.errors import FailedPreconditionError
+from grpo.integrity import INDEX_FILE, RUN_RECORD_KEY
 from grpo.services.settings.run import RunConfig
 from grpo.services.tasks.run_tasks import RunTasks, task_digest
 
@@ -301,7 +309,8 @@ class RunIdentity:
     Attributes:
         run_id: random hex id; namespace: its Redis namespace; created_unix_s: when it was
         written first; data: the data record; path: the folder it was last started from
-        ("" in a run.json from before it was recorded).
+        ("" in a run.json from before it was recorded); writes_digests: every checkpoint and
+        published weights folder of the run has a manifest (module docstring).
     """
 
     run_id: str
@@ -309,6 +318,7 @@ class RunIdentity:
     created_unix_s: float
     data: DataRecord
     path: str = ""
+    writes_digests: bool = False
 
     @classmethod
     def create(cls, config: RunConfig, run_dir: Path, tasks: RunTasks) -> RunIdentity:
@@ -320,6 +330,7 @@ class RunIdentity:
             created_unix_s=time.time(),
             data=DataRecord.of(tasks),
             path=str(run_dir),
+            writes_digests=True,
         )
         identity.write(run_dir)
         return identity
@@ -352,6 +363,9 @@ class RunIdentity:
                 namespace=config.namespace or legacy_namespace(run_dir),
                 created_unix_s=time.time(),
                 data=now,
+                writes_digests=any(
+                    (run_dir / sub / INDEX_FILE).is_file() for sub in ("checkpoints", "weights")
+                ),
             )
             identity.write(run_dir)
             return identity
@@ -400,6 +414,7 @@ class RunIdentity:
                 created_unix_s=float(raw["created_unix_s"]),
                 data=DataRecord(**data),
                 path=str(raw.get("path", "")),
+                writes_digests=raw.get(RUN_RECORD_KEY) is True,
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunRefusedError(f"{path} is unreadable ({exc!r}); cannot resume") from exc

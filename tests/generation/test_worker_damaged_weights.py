@@ -84,3 +84,37 @@ def test_the_weight_server_and_a_snapshot_trust_the_recorded_digests(
     with pytest.raises(DamagedError, match=r"model\.safetensors differs"):
         snapshot_policy(folder, dest)
     assert not dest.exists()
+
+
+def test_published_weights_without_manifest_or_index_entry_are_damaged_in_a_digest_run(
+    tuned_model_dir: Path, tmp_path: Path
+) -> None:
+    """A published version whose DIGESTS.json and index entry were both deleted is damaged
+    in a run whose run.json records that it writes digests (a snapshot refuses it, the weight
+    server fails its manifest); outside such a run it is trusted as one from before digests."""
+    import json
+
+    from grpo.integrity import (
+        DIGESTS_FILE,
+        INDEX_FILE,
+        RUN_RECORD_FILE,
+        RUN_RECORD_KEY,
+        NoDigestsError,
+        check_digests,
+        record_digests,
+    )
+
+    folder = _publish(tuned_model_dir, tmp_path, 2)
+    record_digests(folder)
+    (folder / DIGESTS_FILE).unlink()
+    (tmp_path / "weights" / INDEX_FILE).unlink()
+    _damage(folder)
+    with pytest.raises(NoDigestsError):
+        check_digests(folder)  # no run record: from before digests, as before
+    (tmp_path / RUN_RECORD_FILE).write_text(json.dumps({"run_id": "r", RUN_RECORD_KEY: True}))
+    dest = tmp_path / "eval" / "policy"
+    with pytest.raises(DamagedError, match=r"its run records in run\.json"):
+        snapshot_policy(folder, dest)
+    assert not dest.exists()
+    with pytest.raises(DamagedError, match=r"DIGESTS\.json is missing"):
+        WeightStore(tmp_path).manifest(2)

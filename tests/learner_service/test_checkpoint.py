@@ -185,3 +185,38 @@ def test_a_checkpoint_whose_manifest_or_meta_went_is_damaged_not_trusted(
     want = {"manifest deleted": "DIGESTS.json is missing", "manifest emptied": "edited since",
             "meta.json deleted": "meta.json is missing"}[damage]  # fmt: skip
     assert want in skipped[0][1], skipped[0][1]
+
+
+@pytest.mark.parametrize("also", ["", "meta.json"])
+def test_a_manifest_and_its_index_entry_both_deleted_in_a_run_that_writes_digests(
+    also: str, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """In a run whose run.json records that it writes digests (``grpo run`` does at start), a
+    checkpoint whose DIGESTS.json and index entry were both deleted (and a byte altered) is
+    damaged: moved aside with one line naming run.json, the newest intact one used. The same
+    folder outside such a run is one from before digests, trusted as before."""
+    from grpo.integrity import DIGESTS_FILE, RUN_RECORD_FILE, RUN_RECORD_KEY
+    from grpo.learner.checkpoint import intact_checkpoint
+
+    root = tmp_path / "checkpoints"
+    model, opt, sched = _parts(tiny_model_dir)
+    paths = [
+        save_checkpoint(root, model=model, optimizer=opt, scheduler=sched,
+                        state=CheckpointState(step=s, policy_version=s), keep_last=5)
+        for s in (2, 4)
+    ]  # fmt: skip
+    newest = paths[-1]
+    (newest / DIGESTS_FILE).unlink()
+    if also:
+        (newest / also).unlink()
+    index = json.loads((root / INDEX_FILE).read_text())
+    del index["manifests"][newest.name]
+    (root / INDEX_FILE).write_text(json.dumps(index))
+    _flip_middle_byte(newest / "optimizer.pt")
+    if not also:  # no run record: a checkpoint from before digests, as before
+        assert intact_checkpoint(root) == (newest, [])
+    (tmp_path / RUN_RECORD_FILE).write_text(json.dumps({"run_id": "r", RUN_RECORD_KEY: True}))
+    path, skipped = intact_checkpoint(root)
+    assert path == paths[0]
+    assert len(skipped) == 1 and skipped[0][0].name.startswith("damaged-step-00000004")
+    assert "DIGESTS.json is missing, though its run records in run.json" in skipped[0][1]

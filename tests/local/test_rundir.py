@@ -130,6 +130,26 @@ def test_a_run_dir_from_before_run_ids_keeps_its_old_namespace(tmp_path: Path) -
     identity = RunIdentity.resume(config, old, _tasks(5, 2))
     assert identity.namespace == "run-20261201-e2e-tiny"
     assert RunIdentity.read(old / IDENTITY_FILE) == identity  # written for the next resume
+    assert identity.writes_digests is False  # its checkpoints may be from before digests
+
+
+def test_a_new_run_records_that_it_writes_digests(tmp_path: Path) -> None:
+    """run.json of a new run says every checkpoint and published version has a manifest
+    (``grpo.integrity.run_writes_digests``); a resume keeps it; a run dir from before run.json
+    whose checkpoints already have an index is recorded as writing them too."""
+    from grpo.integrity import INDEX_FILE, RUN_RECORD_KEY, run_writes_digests
+
+    config = RunConfig(data={"source": "arith", "train_size": 4})
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints" / "step-00000002").mkdir(parents=True)
+    RunIdentity.create(config, run_dir, _tasks(5, 2))
+    assert json.loads((run_dir / IDENTITY_FILE).read_text())[RUN_RECORD_KEY] is True
+    assert run_writes_digests(run_dir / "checkpoints" / "step-00000002")
+    assert RunIdentity.resume(config, run_dir, _tasks(5, 2)).writes_digests is True
+    old = tmp_path / "old"
+    (old / "checkpoints").mkdir(parents=True)
+    (old / "checkpoints" / INDEX_FILE).write_text('{"manifests": {}}')
+    assert RunIdentity.resume(config, old, _tasks(5, 2)).writes_digests is True
 
 
 def test_the_task_digest_sees_every_field_and_the_order() -> None:
