@@ -12,6 +12,23 @@ import typer
 
 __all__ = ["check_verifier"]
 
+_OPTION_OF_FIELD = {
+    "task.gold_answer": "--gold",
+    "task.prompt": "--prompt",
+    "task.code_tests": "--test-code and --entry-point",
+    "task.type": "--task-type",
+}
+"""The option that sets each ``Task`` field a verifier may name when it refuses an item."""
+
+
+def _hint(text: str) -> str:
+    """``; give --gold`` when ``text`` (a verifier's INVALID_ARGUMENT detail) names a task
+    field that an option sets, else ``""``."""
+    for field_name, option in _OPTION_OF_FIELD.items():
+        if f"{field_name} is required" in text:
+            return f"; give {option}"
+    return ""
+
 
 def check_verifier(
     address: Annotated[str, typer.Option(help="host:port (or dns:///host:port) of the verifier.")],
@@ -35,22 +52,25 @@ def check_verifier(
         str, typer.Option(help="Name the verifier's certificate carries ('' = the host).")
     ] = "",
 ) -> None:
-    """Score one item with the verifier's ScoreBatch RPC; print the score as one JSON line
-    (``reward`` is the verdict's, 0.0 included, or null when the status is no verdict).
+    """Score one item with the verifier's ScoreBatch RPC and print the score as one JSON
+    line: address, then the keys of a grpo score output line (status, reward, extracted,
+    detail, latency_s, verifier, steps or tests); reward is always there, null when the
+    status is no verdict.
 
     First the verifier's Describe (bounded, as every command checks an address before any
     work): no answer, or a verifier that does not accept --task-type, prints one line naming
-    the address and exits 2. Then exit 0 when the status is a verdict (ok, no_answer,
-    parse_error, timeout, runtime_error) and, with --expect-reward, the reward matches; 1
-    otherwise (undecided, internal, a wrong reward, or the ScoreBatch call failed: the reason
-    is printed).
+    the address and exits 2. A verifier that refuses the item (INVALID_ARGUMENT: a missing
+    --gold, --test-code, ...) is a usage error too: one line, exit 2. Then exit 0 when the
+    status is a verdict (ok, no_answer, parse_error, timeout, runtime_error) and, with
+    --expect-reward, the reward matches; 1 otherwise (undecided, internal, a wrong reward, or
+    the ScoreBatch call failed: the reason is printed).
     """
     import grpc
-    from google.protobuf.json_format import MessageToDict
 
     from grpo.cli_console import fail
     from grpo.errors import EndpointCheckError
     from grpo.services.evaluation.scorers import check_verifier as check_serves
+    from grpo.services.evaluation.scoring import score_fields
     from grpo.services.runtime.channels import CHECK_TIMEOUT_S, describe_endpoint
     from grpo.services.runtime.routing import validate_address
     from grpo.services.runtime.rpc_retry import rpc_status
@@ -92,14 +112,14 @@ def check_verifier(
         fail(str(exc))
     except grpc.RpcError as exc:
         code, text = rpc_status(exc)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:  # the item this command line gave
+            fail(f"verifier {address} refused the item (INVALID_ARGUMENT): {text}{_hint(text)}")
         fail(f"verifier {address}: ScoreBatch failed ({code.name}): {text}", 1)
     finally:
         channel.close()
     (score,) = reply.scores
-    # proto3 leaves a zero reward out of MessageToDict: a wrong answer's 0.0 is printed, and a
-    # status that is no verdict has reward null (as grpo score writes it)
-    printed = {"address": address, **MessageToDict(score)}
-    printed["reward"] = score.reward if is_verdict(score) else None
+    # grpo score's row keys, from the one function that builds them (reward always there)
+    printed = {"address": address, **score_fields(score)}
     typer.echo(json.dumps(printed, sort_keys=True))
     if not is_verdict(score):
         name = common_pb2.ScoreStatus.Name(score.status)

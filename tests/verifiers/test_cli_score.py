@@ -478,5 +478,33 @@ def test_check_verifier_prints_a_wrong_answers_zero_reward(serve_verifier: Any) 
         result = CliRunner().invoke(grpo_app, args)
         assert result.exit_code == 0, result.output
         said[response[-3:-1]] = json.loads(result.output.strip().splitlines()[-1])
-    assert said["72"]["reward"] == 1.0 and said["72"]["status"] == "SCORE_STATUS_OK"
-    assert said["71"]["reward"] == 0.0 and said["71"]["status"] == "SCORE_STATUS_OK"
+    assert said["72"]["reward"] == 1.0 and said["72"]["status"] == "ok"
+    assert said["71"]["reward"] == 0.0 and said["71"]["status"] == "ok"
+
+
+def test_check_verifier_writes_grpo_scores_keys_and_a_missing_gold_is_a_usage_error(
+    serve_verifier: Any, tmp_path: Path
+) -> None:
+    """check-verifier's JSON line has the keys of a grpo score row (extracted, latency_s:
+    not camelCase extractedAnswer, latencyS), reward always there; a missing --gold, which
+    the verifier refuses with INVALID_ARGUMENT, is a usage error (exit 2, one line naming
+    --gold), not exit 1."""
+    from grpo.cli import app as grpo_app
+
+    address = serve_verifier(MATH_SERVICE, verifier={"pool": {"workers": 1}})
+    base = ["check-verifier", "--address", address, "--task-type", "math"]
+    result = CliRunner().invoke(grpo_app, [*base, "--response", r"so \boxed{7}", "--gold", "7"])
+    assert result.exit_code == 0, result.output
+    line = json.loads(result.output.strip().splitlines()[-1])
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"id": "a", "response": r"so \boxed{7}", "gold": "7"}) + "\n")
+    score_file(ScoreJob("math", src, out, endpoint=address, workers=1))
+    (row,) = _rows(out)
+    assert set(line) - {"address"} == set(row) - {"line", "id"}, (line, row)
+    assert (line["extracted"], line["reward"], line["status"]) == ("7", 1.0, "ok")
+    assert "extractedAnswer" not in line and "latencyS" not in line
+    result = CliRunner().invoke(grpo_app, [*base, "--response", r"so \boxed{7}"])
+    said = [x for x in result.output.splitlines() if x.strip()]
+    assert result.exit_code == 2, said
+    assert len(said) == 1 and said[0].startswith(f"error: verifier {address} refused"), said
+    assert "gold_answer is required" in said[0] and "give --gold" in said[0], said
