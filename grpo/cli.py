@@ -19,8 +19,10 @@ To add a command: write ``grpo/cli_<name>.py`` and add ``"<name>": "grpo.cli_<na
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -177,8 +179,48 @@ def _attach(name: str, module_name: str) -> None:
     raise TypeError(f"{module_name} defines neither a function {name!r} nor a typer `app`")
 
 
+_LIST_ITEM = re.compile(r"^(?:[-*•] |\d+[.)] |\$ )")
+
+
+def reflow(text: str) -> str:
+    """``text`` (a docstring) as paragraphs: the single line breaks of each paragraph (blank
+    lines between paragraphs) become spaces, so rich wraps the help at the terminal's width
+    instead of keeping the docstring's breaks (ragged lines at 80 columns). A line that
+    starts a list item (``- ``, ``* ``, ``1. ``, ``$ ``) keeps its break; a paragraph that
+    starts with ``\\b`` (click's no-rewrap mark) is kept as it is."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        if paragraph.startswith("\b"):
+            paragraphs.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not _LIST_ITEM.match(line.strip()):
+                lines[-1] = f"{lines[-1]} {line.strip()}"
+            else:
+                lines.append(line.strip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Reflow (:func:`reflow`) the help of every command and group of ``typer_app``."""
+    if isinstance(typer_app.info.help, str):
+        typer_app.info.help = reflow(typer_app.info.help)
+    for command in typer_app.registered_commands:
+        text = command.help or inspect.getdoc(command.callback)
+        if text:
+            command.help = reflow(text)
+    for group in typer_app.registered_groups:
+        if isinstance(group.help, str):
+            group.help = reflow(group.help)
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
 for _name, _module in SUBCOMMANDS.items():
     _attach(_name, _module)
+_reflow_help(app)
 
 
 def main() -> None:

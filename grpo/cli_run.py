@@ -183,14 +183,14 @@ def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
         live.start()
         return start(live)
     except RunRefusedError as exc:
-        live.stop()
+        _stop_live(live, console)
         fail(str(exc))
     except GrpoError as exc:
-        live.stop()
+        _stop_live(live, console)
         console.print(f"[red]run failed:[/red] {exc}")
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
-        live.stop()
+        _stop_live(live, console)
         console.print(
             f"[yellow]interrupted before GRPO started[/yellow] (SFT or service start); "
             f"no summary written; partial outputs in {out}, which cannot be resumed (GRPO "
@@ -198,7 +198,18 @@ def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
         )
         raise typer.Exit(code=130) from None
     finally:
-        live.stop()
+        _stop_live(live, console)
+
+
+def _stop_live(live: Any, console: Any) -> None:
+    """Stop ``live`` once. On a terminal rich ends its last frame by moving the cursor; in a
+    non-terminal log (a pipe, a file) the table's bottom border has no line break, so the next
+    message would run on after it: write that line break."""
+    if not live.is_started:
+        return
+    live.stop()
+    if not console.is_terminal:
+        console.line()
 
 
 def _checked_config(

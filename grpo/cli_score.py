@@ -66,9 +66,23 @@ TaskType = Annotated[
 Endpoint = Annotated[
     str | None, typer.Option(help="HOST:PORT of a verifier service; default in process.")
 ]
-Service = Annotated[
-    str | None, typer.Option(help="custom: module:SERVICE of a verifier to run in process.")
-]
+Service = Annotated[str | None, typer.Option(help="(set per kind by _service_option)")]
+
+
+def _service_option(kind: str) -> object:
+    """The ``--service`` option of ``kind``, its help true for that kind: math, steps and
+    code run their built-in verifier unless it names another; custom has none."""
+    built_in = KINDS[kind].service
+    text = (
+        f"Verifier to run in process instead of {built_in}: module:SERVICE of a ServiceSpec or "
+        "a registered name (grpo serve's)."
+        if built_in
+        else "Verifier to run in process: module:SERVICE of a ServiceSpec or a registered "
+        "name (grpo serve's); custom needs it or --endpoint."
+    )
+    return Annotated[str | None, typer.Option(help=text)]
+
+
 Workers = Annotated[
     int | None,
     typer.Option(
@@ -134,6 +148,7 @@ def _command(kind: str) -> Callable[..., None]:
         console.print(score_table(f"grpo score {kind}: {output}", run))
         exit_for_unscored(console, run.unscored, rows="line(s)")
 
+    command.__annotations__["service"] = _service_option(kind)
     command.__doc__ = (
         f"Score {kind} responses from --input into --output.\n\n"
         f"Input lines: {KINDS[kind].input_help} Output lines: line, id, status, reward (null "
