@@ -156,7 +156,7 @@ _NEW_TURN = re.compile(
 _NEW_PROBLEM = re.compile(
     r"(?:^|(?<=\n))[ \t]*(?:#{1,4}[ \t]*)?(?:\*\*)?(?:Question|QUESTION|Problem|PROBLEM|Q|"
     r"Example|Exercise|Instruction|Input|New problem|Next problem|Another problem)"
-    r"(?:[ \t]*\d+)?(?:\*\*)?[ \t]*[:.]"
+    r"(?:[ \t]*\d+)?(?:\*\*)?(?:[ \t]*[:.]|(?<=\d)(?:\*\*)?[ \t]*(?=\n))"
 )
 _EXPLICIT = re.compile(
     r"####[ \t]*[^\n]*\d|<\s*answer\s*>[^<]{0,200}?\d"
@@ -1151,6 +1151,8 @@ def _chain_value(text: str, item: _Item, keep_equation: bool = False) -> tuple[i
         i += 1
     sides.append((at, hi, ""))
     sides = [(a, b, k) for a, b, k in sides if text[a:b].strip()]
+    if len(sides) == 1 and sides[0][1] == hi and not text[lo : sides[0][0]].strip(" \t=≈"):
+        return _trim(text, sides[0][0], hi)  # "the answer is $= 5$": a leading "=" only
     if len(sides) <= 1:
         return _trim(text, lo, hi)
     approx = next((k for k, side in enumerate(sides) if side[2] == "approx"), None)
@@ -1403,7 +1405,10 @@ def _item_extraction(text: str, items: list[_Item], want: _Want) -> Extraction |
     for k in range(1, len(items)):
         if kinds[k - 1] == "modifier" and _joined(text, items[k - 1], items[k]):
             kinds[k] = "modifier"  # "of the digits 9, 8, and 7": the whole list qualifies
-    chosen = max((k for k, kind in enumerate(kinds) if kind != "modifier"), default=len(items) - 1)
+    stated = [k for k, kind in enumerate(kinds) if kind not in ("modifier", "negated")]
+    if not stated and "negated" in kinds:
+        return None  # "So x is not 4.": a denial states no value
+    chosen = max(stated, default=len(items) - 1)
     first = last = chosen
     while first > 0 and _joined(text, items[first - 1], items[first]):
         first -= 1
@@ -1505,11 +1510,18 @@ _COPULAS = frozenset(
 )
 _GERUND = re.compile(r"[a-z]{2,}ing")
 _CLAUSE_JOIN = re.compile(r",\s*(?:and|but)\b|;|\band\b")
+# a value right after a negation is denied, never stated ("x is not 4", "can't be 12")
+_NEGATED = re.compile(
+    r"(?:\bnot|\bnever|n't|\bcannot)(?:[ \t]+(?:be|equal|equals|equal[ \t]+to|exactly))?"
+    r"[^A-Za-z0-9]*$",
+    re.IGNORECASE,
+)
 _WORD_BEFORE = re.compile(r"([A-Za-z]+)[^A-Za-z0-9]*$")
 
 
 def _context(text: str, item: _Item) -> str:
-    """``modifier`` (after a preposition), ``copula`` (after "is", "=", "equals") or ``""``."""
+    """``modifier`` (after a preposition), ``copula`` (after "is", "=", "equals"), ``negated``
+    (after "not", "never", "n't": a value denied) or ``""``."""
     if _CHAIN.search(text, item.start, item.end) is not None:
         return "chain"  # "of 24 * (2/3) = 16": the chain states its own value
     k = item.start
@@ -1525,6 +1537,8 @@ def _context(text: str, item: _Item) -> str:
     if not words or not re.search(r"[A-Za-z]+[^A-Za-z0-9]*$", before):
         return ""
     w = [x.lower() for x in words]
+    if _NEGATED.search(before):
+        return "negated"  # "x is not 4", "it can't be 12", "never 5": the value denied
     if w[-1] in _COPULAS or (w[-1] == "to" and len(w) > 1 and w[-2] in ("equal", "equals")):
         return "copula"
     if w[-1] == "of" and len(w) > 1 and w[-2] in ("total", "sum", "product", "result"):
@@ -1590,6 +1604,9 @@ _META = re.compile(
     r"right|not|in the|within|inside|that|this|the following|provided|boxed|here)",
     re.IGNORECASE,
 )
+# a relative clause after the answer sentence's value qualifies it ("45 minutes, which is 3
+# times as long as Tom's 15 minutes"): the sentence's main clause states the answer
+_RELATIVE = re.compile(r",[ \t]*(?:which|who|whom|whose|where|whereas|while)\b", re.IGNORECASE)
 _LEAD_CHOICE = re.compile(r"\(?[A-E]\)(?=[\s.,;:*]|$)|\(?[A-E](?=[.:]?(?:[\s*]|$))")
 _LEAD_WORDS = re.compile(r"[A-Za-z][A-Za-z' -]*")
 
@@ -1705,6 +1722,9 @@ def _after_phrase(text: str, said: re.Match[str], end: int, want: _Want) -> Extr
     # states; when it states none ("Answer: To find E, we solve …"), the value its paragraph
     # ends on, read like a final statement
     if items and own_line:
+        relative = _RELATIVE.search(text, items[0].end, sentence_end)
+        if relative is not None:  # "She needs 45 minutes, which is 3 times Tom's 15": the
+            items = [it for it in items if it.end <= relative.start()]  # main clause states
         found = _item_extraction(text, items, want)
         if found is not None:
             hedge = _hedged(text, items[-1].end, line_end)
