@@ -9,12 +9,14 @@ Each service has one frozen pydantic settings model (fields documented once with
 3. environment variables ``GRPO_<FIELD>`` with ``__`` between nesting levels, e.g.
    ``GRPO_SERVER__PORT=50061``; names are case-insensitive; values are strings that pydantic
    converts, except YAML flow collections (``GRPO_TASK_TYPES='[math, arith]'``). A nested
-   variable (``__`` after the prefix) that names no setting is refused
-   (``InvalidArgumentError``, one line naming it and the closest valid variable:
+   variable (``__`` after the prefix) into a block of the model whose key names no setting
+   is refused (``InvalidArgumentError``, one line naming it and the closest valid variable:
    ``GRPO_VERIFIER__RELTOL`` -> ``GRPO_VERIFIER__REL_TOL``), as YAML and ``--set`` typos
-   are; a one-level name that names no field (``GRPO_BENCH_ROUNDS``) may be another tool's,
-   so it is only logged as a warning. The process-level names in ``PROCESS_ENV`` and
-   variables of a longer prefix (``GRPO_RUN_*`` belongs to ``grpo run``) are skipped;
+   are. A name that may be another's is logged as a warning (with the closest variable),
+   not refused: one level (``GRPO_BENCH_ROUNDS``), or a block the model lacks
+   (``GRPO_WORKER__NAMESPACE``, the rollout worker's, in an environment that several
+   services share). The process-level names in ``PROCESS_ENV`` and variables of a longer
+   prefix (``GRPO_RUN_*`` belongs to ``grpo run``) are skipped;
 4. ``overrides`` (CLI flags): a mapping whose keys may be dotted paths (``"server.port"``).
 
 One environment path: ``grpo run`` applies its ``GRPO_RUN_*`` variables to the RunConfig it
@@ -157,11 +159,12 @@ def _env_layer(
         if path is None:
             if upper in PROCESS_ENV or any(upper.startswith(p) for p in longer):
                 continue
-            if len(parts) > 1:  # a nested name under our prefix is ours: a typo is refused
+            if len(parts) > 1 and _resolve_path(cls, parts[:1]) is not None:
+                # a block of ours with a name that is none of its keys: a typo, refused
                 raise InvalidArgumentError(_unknown_variable(cls, key, prefix))
-            log.warning(
-                "environment variable %s names no setting of %s; ignored", key, cls.__name__
-            )
+            # one level, or a block this model lacks (GRPO_WORKER__NAMESPACE is the rollout
+            # worker's, in an environment shared by several services): maybe not ours
+            log.warning("%s; ignored", _unknown_variable(cls, key, prefix))
             continue
         # Scalars stay strings (pydantic coerces "123"/"true" for int/bool fields and keeps
         # "on" or "007" intact for str fields); flow collections are parsed as YAML.

@@ -233,7 +233,7 @@ def test_unknown_settings_variables_are_refused_or_logged(
         settings = load_settings(LearnerServiceSettings, environ=env)
     assert str(settings.model_path) == "/m"
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 1 and "GRPO_MODEL_PAHT" in warned[0]
+    assert len(warned) == 1 and "GRPO_MODEL_PAHT" in warned[0] and "GRPO_MODEL_PATH" in warned[0]
     assert "LearnerServiceSettings" in warned[0]
     with pytest.raises(InvalidArgumentError, match=r"GRPO_TRAINER__LRR .*GRPO_TRAINER__LR "):
         load_settings(LearnerServiceSettings, environ={**env, "GRPO_TRAINER__LRR": "1e-3"})

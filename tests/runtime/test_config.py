@@ -156,10 +156,13 @@ def test_configuration_reference_is_current():
     assert doc.read_text() == _markdown() + "\n", "docs/configuration.md is stale: make config-docs"
 
 
-def test_an_unknown_nested_variable_is_refused_naming_the_closest_key(monkeypatch, tmp_path):
-    """A nested GRPO_* name that is no setting (a typo) is refused as YAML and --set typos
-    are, naming the variable and the closest valid one; one-level names another tool may own
-    (GRPO_BENCH_ROUNDS), the process-level names and grpo run's GRPO_RUN_* pass. The same
+def test_an_unknown_nested_variable_is_refused_naming_the_closest_key(
+    monkeypatch, tmp_path, caplog
+):
+    """A nested GRPO_* name into a block of the model that is no setting (a typo) is refused
+    as YAML and --set typos are, naming the variable and the closest valid one; names another
+    may own (one level: GRPO_BENCH_ROUNDS; another service's block: GRPO_WORKER__NAMESPACE)
+    are logged, the process-level names and grpo run's GRPO_RUN_* pass. The same
     loader refuses it for grpo serve and grpo score (exit 2, one line)."""
     with pytest.raises(InvalidArgumentError) as info:
         load_settings(DemoSettings, environ={"GRPO_LIMITS__BATCHES": "3"})
@@ -167,10 +170,19 @@ def test_an_unknown_nested_variable_is_refused_naming_the_closest_key(monkeypatc
         "environment variable GRPO_LIMITS__BATCHES names no setting of DemoSettings; "
         "did you mean GRPO_LIMITS__BATCH (limits.batch)?"
     )
-    with pytest.raises(InvalidArgumentError, match=r"GRPO_SERVR__PORT .*GRPO_SERVER__PORT"):
-        load_settings(DemoSettings, environ={"GRPO_SERVR__PORT": "1"})
-    others = {"GRPO_BENCH_ROUNDS": "3", "GRPO_DATA_DIR": "/d", "GRPO_RUN_BUDGET__STEPZ": "1"}
-    assert load_settings(DemoSettings, environ={**others, "PATH": "/bin"}).limits.batch == 8
+    with pytest.raises(InvalidArgumentError, match=r"GRPO_SERVER__PORTT .*GRPO_SERVER__PORT "):
+        load_settings(DemoSettings, environ={"GRPO_SERVER__PORTT": "1"})
+    others = {
+        "GRPO_BENCH_ROUNDS": "3",  # one level: maybe another tool's
+        "GRPO_WORKER__NAMESPACE": "n",  # another service's block (an environment they share)
+        "GRPO_DATA_DIR": "/d",
+        "GRPO_RUN_BUDGET__STEPZ": "1",  # grpo run's prefix
+    }
+    with caplog.at_level("WARNING", logger="grpo.services.runtime.config"):
+        assert load_settings(DemoSettings, environ={**others, "PATH": "/bin"}).limits.batch == 8
+    warned = sorted(r.getMessage() for r in caplog.records)
+    assert len(warned) == 2 and "GRPO_BENCH_ROUNDS" in warned[0], warned
+    assert "GRPO_WORKER__NAMESPACE names no setting of DemoSettings; did you" in warned[1]
 
     monkeypatch.setenv("GRPO_VERIFIER__RELTOL", "0.1")
     for args in (
