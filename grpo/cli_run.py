@@ -76,7 +76,8 @@ def run(
     (exit 2, naming its pid). Ctrl-C or SIGTERM stops every process cleanly and exits 130;
     once GRPO has started the summary is written for every ending (failures name the service
     and the cause), and the plots; a run stopped during SFT or the services' start has no
-    summary and cannot be resumed (start it again with another --run-dir).
+    summary: --resume continues its SFT from the newest checkpoint (written every
+    model.sft.checkpoint_every_s, 120 s by default, and on Ctrl-C/SIGTERM), then starts GRPO.
     """
     import logging
 
@@ -100,7 +101,7 @@ def run(
     cfg = _checked_config(resume / "config.yaml" if resume else config, values, lock, resume, steps)  # type: ignore[operator,arg-type]
     out = (resume or run_dir or default_run_dir(cfg)).resolve()
     lock = lock or _claim(out, resume=False)
-    if resume is None and builds_model(cfg):
+    if builds_model(cfg) and (resume is None or _prepares_policy(cfg, out)):
         _quiet_transformers()  # else nothing here loads a model: transformers stays unimported
     become_subreaper()
     # SIGTERM (kill, a container stop) takes the Ctrl-C path: services and the embedded Redis
@@ -193,8 +194,8 @@ def _run_live(console: Any, start: Any, first_table: Any, out: Path) -> Any:
         _stop_live(live, console)
         console.print(
             f"[yellow]interrupted before GRPO started[/yellow] (SFT or service start); "
-            f"no summary written; partial outputs in {out}, which cannot be resumed (GRPO "
-            "never started): start again with another --run-dir"
+            f"no summary written; continue with: grpo run --resume {out} (SFT goes on from "
+            "its newest checkpoint, a finished SFT is kept)"
         )
         raise typer.Exit(code=130) from None
     finally:
@@ -343,6 +344,18 @@ def _interrupt_once(signum: int, frame: object) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _prepares_policy(cfg: Any, out: Path) -> bool:
+    """Whether the resume of ``out`` prepares its policy (it stopped before GRPO started:
+    ``resume_policy`` is None); False when it is refused (run_local says why)."""
+    from grpo.local.run import resume_policy
+    from grpo.local.rundir import RunRefusedError
+
+    try:
+        return resume_policy(cfg, out) is None
+    except RunRefusedError:
+        return False
 
 
 def _quiet_transformers() -> None:

@@ -13,6 +13,21 @@ AdamW with linear warmup to the peak ``lr``, then cosine decay to 10% starting a
 the number of steps is known (constant after warmup when only a time budget bounds the run); the
 schedule is ``grpo.learner.schedule.lr_multiplier``, the trainer's.
 
+Resumable (``checkpoint_dir``): every ``checkpoint_every_s`` seconds, and at a clean interrupt
+(Ctrl-C/SIGTERM: ``KeyboardInterrupt``), the state after the last finished step is written as a
+learner checkpoint (``grpo.learner.checkpoint.save_checkpoint``: ``step-<8 digits>`` folders,
+written to a temp folder, fsynced, renamed, with ``DIGESTS.json`` and the parent's index of
+``grpo.integrity``; the newest 2 are kept): the weights, the AdamW state, the torch RNG, and in
+``meta.json`` the data position (the shuffling RNG and the examples left of the current pass),
+the loss window and history, the checks, the wall-clock spent. The LR schedule is a function of
+the step, restored with it. A later ``run_sft`` with the same ``checkpoint_dir`` continues from
+the newest intact checkpoint (damaged ones are moved aside) and, on CPU, ends with the very
+weights an uninterrupted run ends with (same arithmetic in the same order); its settings
+(examples, batch size, lr, schedule, step bound, seed) must match the checkpoint's. A signal
+during a step is held until the step ends (the step is never torn), so the interrupt checkpoint
+is exact; ``SIGKILL`` loses at most ``checkpoint_every_s`` of training and never leaves a folder
+that is trusted (only a ``.tmp-*`` one, removed by the next save).
+
 Evaluation is not here: held-out and dev-set accuracy are scored by the run's outcome verifier
 (``grpo.services.driver.heldout.heldout_accuracy`` over ``grpo.services.evaluation``), the
 verifier that gives the reward.
@@ -20,17 +35,28 @@ verifier that gives the reward.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from grpo.errors import InvalidArgumentError
+from grpo.errors import FailedPreconditionError, InvalidArgumentError
+from grpo.learner.checkpoint import (
+    CheckpointState,
+    intact_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from grpo.learner.choices import SftScheduleName
 from grpo.learner.schedule import lr_multiplier
 from grpo.model import load_tokenizer
@@ -52,6 +78,9 @@ class SftResult:
     loss_history: list[tuple[int, float]] = field(default_factory=list)
     checks: list[tuple[int, float]] = field(default_factory=list)
     stopped_by_check: bool = False
+    resumed_from: int = 0
+    checkpoints: int = 0
+    checkpoint_s: float = 0.0
 
 
 def turn_end_ids(tok: Any, *, chat_template: bool) -> list[int]:
@@ -124,6 +153,8 @@ def run_sft(
     check_every: int = 0,
     check: Callable[[Path, int], tuple[float, bool]] | None = None,
     chat_template: bool = False,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every_s: float = 120.0,
 ) -> SftResult:
     """Fine-tune the model in ``model_dir`` on (prompt, completion) pairs; save the result.
 
@@ -155,20 +186,26 @@ def run_sft(
         chat_template: the prompts were rendered with the tokenizer's chat template
             (``grpo.chat.render_prompt``): targets end as the template ends an assistant turn
             instead of with EOS (module docstring).
+        checkpoint_dir: where resumable checkpoints go (module docstring); when it holds
+            one, the run continues from the newest intact one. None: no checkpoints.
+        checkpoint_every_s: seconds of training between checkpoints (0 = only at an
+            interrupt); a checkpoint of the tiny model costs ~0.1 s.
 
     Returns:
-        ``SftResult`` (steps, epochs done, final mean loss, completion tokens seen, wall_s,
-        checks).
+        ``SftResult`` (steps, epochs done, final mean loss, completion tokens seen, wall_s
+        (with the runs it resumed), checks, the step it resumed from, the checkpoints written
+        and their seconds).
 
     Raises:
         InvalidArgumentError: no stopping rule, no examples, an empty prompt/completion, or
             ``check`` without ``check_every > 0``.
-        FailedPreconditionError: ``chat_template`` and the tokenizer has no usable template.
+        FailedPreconditionError: ``chat_template`` and the tokenizer has no usable template;
+            the checkpoint in ``checkpoint_dir`` was written with other settings.
+        KeyboardInterrupt: Ctrl-C/SIGTERM, after the checkpoint of the last whole step.
     """
     _check_arguments(steps, epochs, time_budget_s, examples, batch_size, check, check_every)
-    start, cpu_start = time.perf_counter(), time.process_time()
+    cpu_start = time.process_time()
     torch.manual_seed(seed)
-    rng = random.Random(seed)
     from transformers import AutoModelForCausalLM  # loads sympy: only when training
 
     tok = load_tokenizer(model_dir)
@@ -180,6 +217,8 @@ def run_sft(
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     target = Path(out_dir) if out_dir is not None else Path(model_dir)
     target.mkdir(parents=True, exist_ok=True)
+    settings = _settings(examples, batch_size, lr, warmup_steps, weight_decay, schedule,
+                         max_steps, seed, chat_template)  # fmt: skip
 
     def save() -> None:
         model.eval()
@@ -187,40 +226,85 @@ def run_sft(
         tok.save_pretrained(target)
         model.train()
 
-    batches = _shuffled_batches(len(data), batch_size, rng)
+    order = _BatchOrder(len(data), batch_size, seed)
     history: list[tuple[int, float]] = []
     checks: list[tuple[int, float]] = []
     stopped = False
     window: list[float] = []
-    tokens = step = 0
-    while step < max_steps:
-        if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
-            break
-        batch = [data[i] for i in next(batches)]
-        ids, mask, labels = _collate(batch, tok.pad_token_id)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        tokens += int((labels != -100).sum())
-        window.append(loss.item())
-        if step % log_every == 0:
-            history.append((step, sum(window) / len(window)))
-            if on_log is not None:
-                on_log(*history[-1])
-            window = []
-        if check is not None and step % check_every == 0:
-            save()
-            metric, stopped = check(target, step)
-            checks.append((step, metric))
-            if stopped:
+    tokens = step = resumed_from = 0
+    spent = 0.0
+    root = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    restored = _restore(root, model, opt, settings) if root is not None else None
+    if restored is not None:
+        resumed_from = step = restored.step
+        sft = restored.extra["sft"]
+        order.restore(sft["order"])
+        history = [(int(s), float(v)) for s, v in sft["history"]]
+        checks = [(int(s), float(v)) for s, v in sft["checks"]]
+        window = [float(v) for v in sft["window"]]
+        tokens, stopped, spent = int(sft["tokens"]), bool(sft["stopped"]), float(sft["spent_s"])
+    start = time.perf_counter() - spent  # a time budget counts the runs this one resumes
+    saved_step, saved_at, n_saved, save_s = step, time.perf_counter(), 0, 0.0
+
+    def checkpoint() -> None:
+        nonlocal saved_step, saved_at, n_saved, save_s
+        if root is None or step == saved_step:
+            return
+        began = time.perf_counter()
+        state = {
+            "order": order.state(), "history": history, "checks": checks, "window": window,
+            "tokens": tokens, "stopped": stopped, "spent_s": began - start,
+        }  # fmt: skip
+        with _signals_held():  # a Ctrl-C here waits until the checkpoint is complete
+            save_checkpoint(
+                root,
+                model=model,
+                optimizer=opt,
+                scheduler=None,  # the schedule is lr_at(step): the step restores it
+                state=CheckpointState(step, 0, resolved_config=settings, extra={"sft": state}),
+                keep_last=2,
+            )
+        saved_step, saved_at, n_saved = step, time.perf_counter(), n_saved + 1
+        save_s += saved_at - began
+
+    try:
+        while not stopped:
+            checked = checks[-1][0] if checks else 0
+            if check is not None and step > checked and step % check_every == 0:
+                save()
+                metric, stopped = check(target, step)
+                checks.append((step, metric))
+                if stopped:
+                    break
+            if step >= max_steps:
                 break
+            if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
+                break
+            with _signals_held():  # a step is never torn: an interrupt lands between steps
+                batch = [data[i] for i in order.next()]
+                ids, mask, labels = _collate(batch, tok.pad_token_id)
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(step)
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                step += 1
+                tokens += int((labels != -100).sum())
+                window.append(loss.item())
+                if step % log_every == 0:
+                    history.append((step, sum(window) / len(window)))
+                    window = []
+            if step % log_every == 0 and on_log is not None:
+                on_log(*history[-1])
+            if checkpoint_every_s > 0 and time.perf_counter() - saved_at >= checkpoint_every_s:
+                checkpoint()
+    except KeyboardInterrupt:
+        checkpoint()  # the state after the last whole step
+        raise
     final = sum(window) / len(window) if window else (history[-1][1] if history else math.nan)
-    if not stopped:
+    if not stopped or resumed_from:
         save()
     model.eval()
     return SftResult(
@@ -233,7 +317,83 @@ def run_sft(
         loss_history=history,
         checks=checks,
         stopped_by_check=stopped,
+        resumed_from=resumed_from,
+        checkpoints=n_saved,
+        checkpoint_s=save_s,
     )
+
+
+def _settings(
+    examples: Sequence[tuple[str, str]],
+    batch_size: int,
+    lr: float,
+    warmup_steps: int,
+    weight_decay: float,
+    schedule: SftScheduleName,
+    max_steps: int,
+    seed: int,
+    chat_template: bool,
+) -> dict[str, Any]:
+    """What a checkpoint's training depends on besides its tensors (a resume must match)."""
+    digest = hashlib.sha256(json.dumps([list(e) for e in examples]).encode()).hexdigest()
+    return {
+        "examples_sha256": digest, "batch_size": batch_size, "lr": lr,
+        "warmup_steps": warmup_steps, "weight_decay": weight_decay, "schedule": schedule,
+        "max_steps": max_steps, "seed": seed, "chat_template": chat_template,
+    }  # fmt: skip
+
+
+def _restore(
+    root: Path, model: Any, opt: torch.optim.Optimizer, settings: dict[str, Any]
+) -> CheckpointState | None:
+    """Load the newest intact SFT checkpoint under ``root`` into ``model`` and ``opt`` (and
+    the torch RNG); None when there is none.
+
+    Raises:
+        FailedPreconditionError: the checkpoint was written with other settings (examples,
+            batch size, lr, schedule, step bound, seed): continuing would not be that SFT.
+    """
+    path, _damaged = intact_checkpoint(root)
+    if path is None:
+        return None
+    meta = json.loads((path / "meta.json").read_text())
+    written = meta["resolved_config"]
+    differ = sorted(
+        k for k in settings.keys() | written.keys() if settings.get(k) != written.get(k)
+    )
+    if differ:
+        raise FailedPreconditionError(
+            f"cannot continue SFT from {path}: it was written with other "
+            f"{', '.join(differ)} ({', '.join(f'{k}={written.get(k)!r}' for k in differ)}; "
+            f"now {', '.join(f'{k}={settings.get(k)!r}' for k in differ)}); restore those "
+            f"settings, or delete {root} to start SFT over"
+        )
+    return load_checkpoint(path, model=model, optimizer=opt, restore_rng=True)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while the block runs, then hand the first one held to the handler
+    that was installed (``grpo run``'s raises ``KeyboardInterrupt``): the block is never cut in
+    two. Off the main thread (no signal can be handled there) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if held:
+        handler = previous[held[0]]
+        if callable(handler):
+            handler(held[0], None)
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(held[0])
 
 
 def _check_arguments(
@@ -288,16 +448,32 @@ def _lr_at(
     return lr_at
 
 
-def _shuffled_batches(
-    num_examples: int, batch_size: int, rng: random.Random
-) -> Iterator[list[int]]:
+class _BatchOrder:
     """Endless batches of example indices: each pass over the examples in a fresh shuffle,
-    a batch running on into the next pass when the examples do not divide evenly."""
-    order: list[int] = []
-    while True:
-        if len(order) < batch_size:
-            fresh = list(range(num_examples))
-            rng.shuffle(fresh)
-            order += fresh
-        yield order[:batch_size]
-        del order[:batch_size]
+    a batch running on into the next pass when the examples do not divide evenly. Its state
+    (the shuffling RNG, the indices left of the pass) is what a checkpoint records of the data
+    position (``state``/``restore``, JSON-serialisable)."""
+
+    def __init__(self, num_examples: int, batch_size: int, seed: int) -> None:
+        self.num_examples, self.batch_size = num_examples, batch_size
+        self.rng = random.Random(seed)
+        self.order: list[int] = []
+
+    def next(self) -> list[int]:
+        """The next batch's example indices (``batch_size`` of them)."""
+        if len(self.order) < self.batch_size:
+            fresh = list(range(self.num_examples))
+            self.rng.shuffle(fresh)
+            self.order += fresh
+        batch = self.order[: self.batch_size]
+        del self.order[: self.batch_size]
+        return batch
+
+    def state(self) -> dict[str, Any]:
+        version, internal, gauss = self.rng.getstate()
+        return {"rng": [version, list(internal), gauss], "order": list(self.order)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.order = [int(i) for i in state["order"]]

@@ -4,10 +4,19 @@
 Runs in the calling process so it may use every core; SFT is a separate step that ``grpo run``
 performs for the local job (on a cluster it is run beforehand, see docs/pipeline.md), and the
 learner then publishes the resulting folder as policy version 0.
+
+SFT is resumable: it checkpoints into ``<run_dir>/model/sft-checkpoints`` every
+``model.sft.checkpoint_every_s`` and on Ctrl-C/SIGTERM (``grpo.learner.sft``), and a later
+``warm_start`` in the same run dir (``grpo run --resume``) continues from the newest intact
+checkpoint. A finished SFT writes ``<run_dir>/model/sft.done.json`` (fsynced, after the model)
+and drops its checkpoints; with that file SFT is never run again.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +27,15 @@ from grpo.services.evaluation.scorers import BatchScorer
 from grpo.services.settings.run import RunConfig
 from grpo.services.tasks.run_tasks import RunTasks
 
-__all__ = ["builds_model", "init_policy", "prepare_policy", "warm_start"]
+__all__ = ["SFT_DONE", "builds_model", "init_policy", "prepare_policy", "sft_done", "warm_start"]
+
+SFT_DONE = "sft.done.json"
+"""In ``<run_dir>/model/``: written once SFT finished and its model is saved (steps, loss)."""
+
+
+def sft_done(run_dir: Path) -> bool:
+    """Whether the run's SFT finished (``<run_dir>/model/sft.done.json``)."""
+    return (run_dir / "model" / SFT_DONE).is_file()
 
 
 def init_policy(config: RunConfig, run_dir: Path, log: Callable[[str], None]) -> Path | str:
@@ -58,7 +75,9 @@ def warm_start(
     """SFT of ``model`` on ``tasks.sft`` into ``<run_dir>/model/sft`` when ``model.sft`` is
     enabled (``grpo.learner.sft.run_sft``), stopping at ``target_accuracy`` on ``tasks.dev``;
     with prompts rendered through the chat template (``tasks.chat_template``) each target
-    ends as the template ends an assistant turn, not with EOS.
+    ends as the template ends an assistant turn, not with EOS. It continues from the newest
+    intact checkpoint in ``<run_dir>/model/sft-checkpoints`` and is skipped once
+    ``sft.done.json`` says it finished (module docstring).
 
     Returns:
         The SFT folder, or ``model`` unchanged when SFT is off.
@@ -74,9 +93,14 @@ def warm_start(
             f"model.sft.enabled but data.source={config.data.source!r} has no "
             "worked solutions; disable SFT or use data.source: arith"
         )
+    out = run_dir / "model" / "sft"
+    if sft_done(run_dir):
+        log(f"SFT finished earlier ({run_dir / 'model' / SFT_DONE}): not run again")
+        return out
     from grpo.learner.sft import run_sft
 
-    out = run_dir / "model" / "sft"
+    checkpoints = run_dir / "model" / "sft-checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)  # says SFT began (``resume_policy``)
     started = time.perf_counter()
     # one outcome verifier for every dev-set check (its worker pool starts once)
     scorer = outcome_scorer(config, task_type=tasks.task_type) if sft.target_accuracy > 0 else None
@@ -99,6 +123,8 @@ def warm_start(
             check_every=sft.check_every,
             check=check,
             chat_template=tasks.chat_template,
+            checkpoint_dir=checkpoints,
+            checkpoint_every_s=sft.checkpoint_every_s,
         )
     finally:
         if scorer is not None:
@@ -113,11 +139,36 @@ def warm_start(
             else "never checked"
         )
         reached = f", target {sft.target_accuracy:.3f} NOT reached ({last})"
+    resumed = f", resumed from step {result.resumed_from}" if result.resumed_from else ""
     log(
         f"SFT: {result.steps} steps, loss {result.final_loss:.3f}{reached}, "
-        f"{time.perf_counter() - started:.0f} s"
+        f"{time.perf_counter() - started:.0f} s{resumed}, {result.checkpoints} checkpoints "
+        f"({result.checkpoint_s:.1f} s)"
     )
+    _mark_done(run_dir, result.steps, result.final_loss)
+    shutil.rmtree(checkpoints, ignore_errors=True)  # a finished SFT is never continued
     return out
+
+
+def _mark_done(run_dir: Path, steps: int, loss: float) -> None:
+    """Write ``sft.done.json`` durably, after the SFT model's files (each fsynced; then a
+    temp file, fsync, rename, fsync of the folder)."""
+    folder = run_dir / "model"
+    for path in sorted((folder / "sft").rglob("*")):
+        if path.is_file():
+            with path.open("rb") as fh:
+                os.fsync(fh.fileno())
+    tmp = folder / f".{SFT_DONE}.{os.getpid()}.tmp"
+    with tmp.open("w") as fh:
+        json.dump({"steps": steps, "final_loss": loss}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / SFT_DONE)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _dev_check(

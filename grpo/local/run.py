@@ -49,7 +49,11 @@ per dependency per service (summed from the services' logs, ``LocalCluster.outag
 ``run_local(..., resume=True)`` (``grpo run --resume RUN_DIR``) continues a stopped or killed
 run: no new model, no SFT; the services start from the run's policy folder, the embedded Redis
 reloads ``redis/``, the learner restores its newest checkpoint and every stream consumer takes
-over what was pending. ``resume_policy`` refuses clearly when the run cannot be resumed.
+over what was pending. A run stopped before GRPO started (during SFT or the services' start)
+prepares its policy first: SFT continues from its newest intact checkpoint
+(``<run_dir>/model/sft-checkpoints``), a finished SFT (``model/sft.done.json``) is not run
+again, then GRPO starts as in a new run. ``resume_policy`` refuses clearly when the run cannot
+be resumed.
 
 A run that already ended on its budget is not restarted (:func:`ended_run`): its
 ``summary.json`` names a budget's stop reason (``steps``, ``generated_tokens``,
@@ -78,7 +82,7 @@ import yaml
 
 from grpo.errors import FailedPreconditionError, GrpoError, UnavailableError
 from grpo.local.cluster import LocalCluster
-from grpo.local.policy import prepare_policy
+from grpo.local.policy import prepare_policy, sft_done
 from grpo.local.preflight import checked_tasks
 from grpo.local.processes import ServiceFailedError, disk_full, last_error, named_cause
 from grpo.local.rundir import (
@@ -202,29 +206,32 @@ def ended_run(config: RunConfig, run_dir: Path, steps: int | None = None) -> End
     return EndedRun(summary, tuple(reached)) if reached else None
 
 
-def resume_policy(config: RunConfig, run_dir: Path) -> Path | str:
-    """The policy folder a resumed run starts its services from, after checking the run dir.
+def resume_policy(config: RunConfig, run_dir: Path) -> Path | str | None:
+    """The policy folder a resumed run starts its services from, after checking the run dir;
+    None when the run stopped before GRPO started (no Redis state, no learner checkpoint, or
+    SFT unfinished): the resume prepares the policy then, continuing SFT from its newest
+    checkpoint (``grpo.local.policy``), and starts GRPO as a new run does.
 
     Raises:
-        RunRefusedError: no ``config.yaml``, no state to resume (neither an embedded Redis
-            append-only file nor a learner checkpoint), or the policy folder is gone; the
-            message says which.
+        RunRefusedError: no ``config.yaml``, or the policy folder is gone though the learner
+            checkpointed; the message says which.
     """
     if not (run_dir / "config.yaml").is_file():
         raise RunRefusedError(f"cannot resume {run_dir}: it has no config.yaml")
     has_redis = (run_dir / "redis" / "appendonlydir").is_dir() or bool(config.redis_url)
     has_ckpt = any((run_dir / "checkpoints").glob("step-*"))
+    sft = config.model.sft.enabled
+    if sft and not sft_done(run_dir) and (run_dir / "model" / "sft-checkpoints").is_dir():
+        return None  # SFT began (it made its checkpoint folder) and never finished
     if not has_redis and not has_ckpt:
-        raise RunRefusedError(
-            f"cannot resume {run_dir}: no Redis state (redis/appendonlydir) and no learner "
-            "checkpoint (it stopped before GRPO started); start a new run with another "
-            f"--run-dir, or delete {run_dir} first"
-        )
-    if config.model.path is not None:
+        return None
+    if config.model.path is not None and not sft:
         path = Path(config.model.path)
         return path.resolve() if path.exists() else config.model.path
-    folder = run_dir / "model" / ("sft" if config.model.sft.enabled else "init")
+    folder = run_dir / "model" / ("sft" if sft else "init")
     if not (folder / "config.json").is_file():
+        if not has_ckpt:
+            return None  # not prepared yet (a shared Redis): prepare it, as a new run does
         raise RunRefusedError(
             f"cannot resume {run_dir}: the policy folder {folder} is missing (the run stopped "
             "before its model was prepared); start a new run instead"
@@ -260,7 +267,8 @@ def run_local(
             refused before its folder was created (nothing is left, as with ``grpo run``).
         GrpoError: the policy could not be prepared, a service failed to start or died for
             good, Redis could not come back (summary.json is written first, with the failure).
-        KeyboardInterrupt: Ctrl-C/SIGTERM before GRPO started (SFT, service start); after
+        KeyboardInterrupt: Ctrl-C/SIGTERM before GRPO started (SFT, service start: SFT wrote
+            its checkpoint, ``--resume`` continues it); after
             that an interrupt stops the driver, which evaluates the final policy and writes
             the summary with ``stop_reason: interrupted``.
     """
@@ -280,10 +288,19 @@ def run_local(
         if tasks is None:
             tasks = checked_tasks(config, say)  # the verifiers cover their routes (issue 29)
         if resume:
-            model = resume_policy(config, run_dir)
+            resumed = resume_policy(config, run_dir)
             shared = bool(resolve_redis_url(config.redis_url))
             identity = RunIdentity.resume(config, run_dir, tasks, shared_redis=shared)
-            say(f"resuming {run_dir} (run {identity.run_id}) from {model}")
+            if resumed is None:
+                say(
+                    f"resuming {run_dir} (run {identity.run_id}): it stopped before GRPO "
+                    "started; preparing its policy (SFT continues from its newest checkpoint, "
+                    "a finished SFT is kept)"
+                )
+                model = _prepared_policy(config, run_dir, tasks, identity, say, started)
+            else:
+                model = resumed
+                say(f"resuming {run_dir} (run {identity.run_id}) from {model}")
         else:
             write_run_config(config, run_dir)
             identity = RunIdentity.create(config, run_dir, tasks)

@@ -159,6 +159,14 @@ class SftConfig(BaseModel):
         ge=1,
         description="Dev prompts for target_accuracy (arith: drawn disjoint from held-out).",
     )
+    checkpoint_every_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Seconds of SFT between resumable checkpoints in <run_dir>/model/"
+        "sft-checkpoints (model, optimizer, schedule, data position, RNG; one is also written "
+        "on Ctrl-C/SIGTERM); 0 = only on an interrupt. grpo run --resume continues from the "
+        "newest intact one.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SftConfig:
