@@ -226,101 +226,160 @@ def run_sft(
         tok.save_pretrained(target)
         model.train()
 
-    order = _BatchOrder(len(data), batch_size, seed)
-    history: list[tuple[int, float]] = []
-    checks: list[tuple[int, float]] = []
-    stopped = False
-    window: list[float] = []
-    tokens = step = resumed_from = 0
-    spent = 0.0
+    p = _Progress(_BatchOrder(len(data), batch_size, seed))
     root = Path(checkpoint_dir) if checkpoint_dir is not None else None
     restored = _restore(root, model, opt, settings) if root is not None else None
-    if restored is not None:
-        resumed_from = step = restored.step
-        sft = restored.extra["sft"]
-        order.restore(sft["order"])
-        history = [(int(s), float(v)) for s, v in sft["history"]]
-        checks = [(int(s), float(v)) for s, v in sft["checks"]]
-        window = [float(v) for v in sft["window"]]
-        tokens, stopped, spent = int(sft["tokens"]), bool(sft["stopped"]), float(sft["spent_s"])
+    spent = p.restore(restored) if restored is not None else 0.0
+    resumed_from = p.step
     start = time.perf_counter() - spent  # a time budget counts the runs this one resumes
-    saved_step, saved_at, n_saved, save_s = step, time.perf_counter(), 0, 0.0
-
-    def checkpoint() -> None:
-        nonlocal saved_step, saved_at, n_saved, save_s
-        if root is None or step == saved_step:
-            return
-        began = time.perf_counter()
-        state = {
-            "order": order.state(), "history": history, "checks": checks, "window": window,
-            "tokens": tokens, "stopped": stopped, "spent_s": began - start,
-        }  # fmt: skip
-        with _signals_held():  # a Ctrl-C here waits until the checkpoint is complete
-            save_checkpoint(
-                root,
-                model=model,
-                optimizer=opt,
-                scheduler=None,  # the schedule is lr_at(step): the step restores it
-                state=CheckpointState(step, 0, resolved_config=settings, extra={"sft": state}),
-                keep_last=2,
-            )
-        saved_step, saved_at, n_saved = step, time.perf_counter(), n_saved + 1
-        save_s += saved_at - began
-
+    saver = _Checkpointer(root, checkpoint_every_s, model, opt, settings, p, start)
     try:
-        while not stopped:
-            checked = checks[-1][0] if checks else 0
-            if check is not None and step > checked and step % check_every == 0:
+        while not p.stopped:
+            checked = p.checks[-1][0] if p.checks else 0
+            if check is not None and p.step > checked and p.step % check_every == 0:
                 save()
-                metric, stopped = check(target, step)
-                checks.append((step, metric))
-                if stopped:
+                metric, p.stopped = check(target, p.step)
+                p.checks.append((p.step, metric))
+                if p.stopped:
                     break
-            if step >= max_steps:
+            if p.step >= max_steps:
                 break
             if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
                 break
             with _signals_held():  # a step is never torn: an interrupt lands between steps
-                batch = [data[i] for i in order.next()]
-                ids, mask, labels = _collate(batch, tok.pad_token_id)
-                for group in opt.param_groups:
-                    group["lr"] = lr_at(step)
-                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                step += 1
-                tokens += int((labels != -100).sum())
-                window.append(loss.item())
-                if step % log_every == 0:
-                    history.append((step, sum(window) / len(window)))
-                    window = []
-            if step % log_every == 0 and on_log is not None:
-                on_log(*history[-1])
-            if checkpoint_every_s > 0 and time.perf_counter() - saved_at >= checkpoint_every_s:
-                checkpoint()
+                logged = _train_step(model, opt, data, p, lr_at(p.step), tok.pad_token_id,
+                                     log_every)  # fmt: skip
+            if logged and on_log is not None:
+                on_log(*p.history[-1])
+            saver.maybe()
     except KeyboardInterrupt:
-        checkpoint()  # the state after the last whole step
+        saver.save()  # the state after the last whole step
         raise
+    window, history = p.window, p.history
     final = sum(window) / len(window) if window else (history[-1][1] if history else math.nan)
-    if not stopped or resumed_from:
+    if not p.stopped or resumed_from:
         save()
     model.eval()
     return SftResult(
-        steps=step,
-        epochs=step * batch_size / len(data),
+        steps=p.step,
+        epochs=p.step * batch_size / len(data),
         final_loss=final,
-        completion_tokens=tokens,
+        completion_tokens=p.tokens,
         wall_s=time.perf_counter() - start,
         cpu_s=time.process_time() - cpu_start,
         loss_history=history,
-        checks=checks,
-        stopped_by_check=stopped,
+        checks=p.checks,
+        stopped_by_check=p.stopped,
         resumed_from=resumed_from,
-        checkpoints=n_saved,
-        checkpoint_s=save_s,
+        checkpoints=saver.written,
+        checkpoint_s=saver.seconds,
     )
+
+
+@dataclass
+class _Progress:
+    """The state of an SFT run besides its tensors: what a checkpoint's ``meta.json`` holds
+    (``extra["sft"]``) with the step."""
+
+    order: _BatchOrder
+    step: int = 0
+    tokens: int = 0
+    stopped: bool = False
+    window: list[float] = field(default_factory=list)
+    history: list[tuple[int, float]] = field(default_factory=list)
+    checks: list[tuple[int, float]] = field(default_factory=list)
+
+    def meta(self, spent_s: float) -> dict[str, Any]:
+        return {
+            "order": self.order.state(), "history": self.history, "checks": self.checks,
+            "window": self.window, "tokens": self.tokens, "stopped": self.stopped,
+            "spent_s": spent_s,
+        }  # fmt: skip
+
+    def restore(self, state: CheckpointState) -> float:
+        """Take the checkpoint's state; returns the wall-clock seconds spent before it."""
+        sft = state.extra["sft"]
+        self.step = state.step
+        self.order.restore(sft["order"])
+        self.history = [(int(s), float(v)) for s, v in sft["history"]]
+        self.checks = [(int(s), float(v)) for s, v in sft["checks"]]
+        self.window = [float(v) for v in sft["window"]]
+        self.tokens, self.stopped = int(sft["tokens"]), bool(sft["stopped"])
+        return float(sft["spent_s"])
+
+
+def _train_step(
+    model: Any,
+    opt: torch.optim.Optimizer,
+    data: list[tuple[list[int], int]],
+    p: _Progress,
+    lr: float,
+    pad_id: int,
+    log_every: int,
+) -> bool:
+    """One optimizer step on the next batch, at learning rate ``lr``; True when it closed a
+    ``log_every`` window (its mean is then ``p.history[-1]``)."""
+    batch = [data[i] for i in p.order.next()]
+    ids, mask, labels = _collate(batch, pad_id)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    p.step += 1
+    p.tokens += int((labels != -100).sum())
+    p.window.append(loss.item())
+    if p.step % log_every:
+        return False
+    p.history.append((p.step, sum(p.window) / len(p.window)))
+    p.window = []
+    return True
+
+
+class _Checkpointer:
+    """Writes SFT checkpoints under ``root`` (none when it is None): ``maybe`` every
+    ``every_s`` seconds (0 = never), ``save`` now; a step already saved is not saved again."""
+
+    def __init__(
+        self,
+        root: Path | None,
+        every_s: float,
+        model: Any,
+        opt: torch.optim.Optimizer,
+        settings: dict[str, Any],
+        progress: _Progress,
+        start: float,
+    ) -> None:
+        self.root, self.every_s, self.model, self.opt = root, every_s, model, opt
+        self.settings, self.progress, self.start = settings, progress, start
+        self.saved_step, self.saved_at = progress.step, time.perf_counter()
+        self.written, self.seconds = 0, 0.0
+
+    def maybe(self) -> None:
+        if self.every_s > 0 and time.perf_counter() - self.saved_at >= self.every_s:
+            self.save()
+
+    def save(self) -> None:
+        p = self.progress
+        if self.root is None or p.step == self.saved_step:
+            return
+        began = time.perf_counter()
+        state = CheckpointState(
+            p.step, 0, resolved_config=self.settings, extra={"sft": p.meta(began - self.start)}
+        )
+        with _signals_held():  # a Ctrl-C here waits until the checkpoint is complete
+            save_checkpoint(
+                self.root,
+                model=self.model,
+                optimizer=self.opt,
+                scheduler=None,  # the schedule is lr_at(step): the step restores it
+                state=state,
+                keep_last=2,
+            )
+        self.saved_step, self.saved_at = p.step, time.perf_counter()
+        self.written, self.seconds = self.written + 1, self.seconds + self.saved_at - began
 
 
 def _settings(
@@ -387,13 +446,14 @@ def _signals_held() -> Iterator[None]:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     if held:
-        handler = previous[held[0]]
+        first = signal.Signals(held[0])
+        handler = previous[first]
         if callable(handler):
-            handler(held[0], None)
-        elif handler == signal.SIG_DFL:
-            signal.raise_signal(held[0])
+            handler(first, None)
+        elif handler in (signal.SIG_DFL, None):
+            signal.raise_signal(first)
 
 
 def _check_arguments(

@@ -140,10 +140,11 @@ def warm_start(
         )
         reached = f", target {sft.target_accuracy:.3f} NOT reached ({last})"
     resumed = f", resumed from step {result.resumed_from}" if result.resumed_from else ""
+    if result.checkpoints:
+        resumed += f", {result.checkpoints} checkpoints ({result.checkpoint_s:.1f} s)"
     log(
         f"SFT: {result.steps} steps, loss {result.final_loss:.3f}{reached}, "
-        f"{time.perf_counter() - started:.0f} s{resumed}, {result.checkpoints} checkpoints "
-        f"({result.checkpoint_s:.1f} s)"
+        f"{time.perf_counter() - started:.0f} s{resumed}"
     )
     _mark_done(run_dir, result.steps, result.final_loss)
     shutil.rmtree(checkpoints, ignore_errors=True)  # a finished SFT is never continued

@@ -71,6 +71,7 @@ run that stopped on an interrupt or an error, or wrote no summary (killed), alwa
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -213,8 +214,9 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str | None:
     checkpoint (``grpo.local.policy``), and starts GRPO as a new run does.
 
     Raises:
-        RunRefusedError: no ``config.yaml``, or the policy folder is gone though the learner
-            checkpointed; the message says which.
+        RunRefusedError: no ``config.yaml``; GRPO trained (summary.json) but no state is
+            left (neither an embedded Redis append-only file nor a learner checkpoint); or
+            the policy folder is gone though the learner checkpointed; the message says which.
     """
     if not (run_dir / "config.yaml").is_file():
         raise RunRefusedError(f"cannot resume {run_dir}: it has no config.yaml")
@@ -224,7 +226,13 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str | None:
     if sft and not sft_done(run_dir) and (run_dir / "model" / "sft-checkpoints").is_dir():
         return None  # SFT began (it made its checkpoint folder) and never finished
     if not has_redis and not has_ckpt:
-        return None
+        if (trained := _summary_steps(run_dir)) > 0:
+            raise RunRefusedError(
+                f"cannot resume {run_dir}: it trained {trained} GRPO steps (summary.json) but "
+                "has no Redis state (redis/appendonlydir) and no learner checkpoint left; start "
+                f"a new run with another --run-dir, or delete {run_dir} first"
+            )
+        return None  # stopped before GRPO trained: prepare the policy, start GRPO
     if config.model.path is not None and not sft:
         path = Path(config.model.path)
         return path.resolve() if path.exists() else config.model.path
@@ -237,6 +245,14 @@ def resume_policy(config: RunConfig, run_dir: Path) -> Path | str | None:
             "before its model was prepared); start a new run instead"
         )
     return folder
+
+
+def _summary_steps(run_dir: Path) -> int:
+    """The GRPO steps ``run_dir``'s summary.json records (0 without a readable one)."""
+    try:
+        return int(json.loads((run_dir / "summary.json").read_text())["steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
 
 
 def run_local(

@@ -72,3 +72,25 @@ def test_a_run_stopped_in_sft_resumes_it_bitwise_and_starts_grpo(tmp_path: Path)
     want = load_file(str(ref / "model" / "sft" / "model.safetensors"))
     got = load_file(str(run_dir / "model" / "sft" / "model.safetensors"))
     assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_where_a_resume_starts_from_the_folder_it_finds(tmp_path: Path) -> None:
+    """``resume_policy``: None (prepare the policy: continue SFT, or start GRPO after a
+    finished one) until GRPO state exists; a finished SFT is the policy folder then."""
+    from grpo.local.run import write_run_config
+
+    config = load_run_config(TINY, environ={})
+    run_dir = tmp_path / "run"
+    write_run_config(config, run_dir)
+    assert resume_policy(config, run_dir) is None  # stopped before SFT began
+    (run_dir / "model" / "sft-checkpoints").mkdir(parents=True)
+    (run_dir / "redis" / "appendonlydir").mkdir(parents=True)  # Redis started early: no GRPO
+    assert resume_policy(config, run_dir) is None  # SFT began and did not finish
+    (run_dir / "model" / "sft").mkdir()
+    (run_dir / "model" / "sft" / "config.json").write_text("{}")
+    (run_dir / "model" / SFT_DONE).write_text('{"steps": 25}')
+    assert resume_policy(config, run_dir) == run_dir / "model" / "sft"
+    said: list[str] = []
+    tasks = load_run_tasks(config)
+    assert warm_start(config, "unused", tasks, run_dir, said.append) == run_dir / "model" / "sft"
+    assert said == [f"SFT finished earlier ({run_dir / 'model' / SFT_DONE}): not run again"]
