@@ -37,10 +37,12 @@ from grpo.local.outages import service_outages
 from grpo.local.processes import ProcessSupervisor
 from grpo.local.rundir import RunRefusedError, legacy_namespace
 from grpo.services.driver.status_client import StatusClient
+from grpo.services.runtime.config import mask_secrets
 from grpo.services.runtime.redis_server import (
     EmbeddedRedis,
     EvictingRedisError,
     connect,
+    redis_client,
     resolve_redis_url,
 )
 from grpo.services.runtime.streams import StreamNames, Streams
@@ -71,11 +73,6 @@ def namespace_for(config: RunConfig, run_dir: Path) -> str:
     return config.namespace or legacy_namespace(run_dir)
 
 
-REDIS_READ_TIMEOUT_S = 10.0
-"""Seconds one reply to ``grpo run``'s own Redis client (and the run driver's) may take: a
-stopped or wedged server keeps its connections open and answers nothing, and a read without
-a bound would hang the supervising loop that is to restart it."""
-
 WATCH_EVERY_S = 2.0
 """Seconds between two looks at Redis by ``RedisWatch`` (liveness and memory)."""
 
@@ -88,7 +85,7 @@ class RedisWatch:
 
     def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
         """Args: url: the server; clock: monotonic seconds."""
-        self._probe = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=2.0)
+        self._probe = redis_client(url, connect_timeout_s=2.0, reply_timeout_s=2.0)
         self._clock = clock
         self._next = 0.0
         self.last_ok = clock()
@@ -236,6 +233,7 @@ class LocalCluster:
         """Named conditions the figures do not show (Redis out of memory, stalls)."""
         self._redis_watch: RedisWatch | None = None
         self._oom_since: float | None = None
+        self._silence_named = False
         self._next_damaged_look = 0.0
         # Checkpoints moved aside before this run (an earlier run's) are not named again.
         self._damaged_seen = {p.name for p in (self.run_dir / "checkpoints").glob("damaged-*")}
@@ -272,9 +270,9 @@ class LocalCluster:
             self._log(f"embedded Redis at {url}")
         self.redis_url = url
         try:
-            # Bounded replies: the supervising loop must go on (and restart a stopped Redis)
-            # whatever Redis does.
-            self.client = connect(url, read_timeout_s=REDIS_READ_TIMEOUT_S)
+            # Bounded replies (supervision.redis_reply_timeout_s): the supervising loop must go
+            # on (and restart a stopped Redis) whatever Redis does.
+            self.client = connect(url, read_timeout_s=self.config.supervision.redis_reply_timeout_s)
         except EvictingRedisError as exc:
             raise RunRefusedError(str(exc)) from exc
         self.streams = Streams(self.client)
@@ -458,6 +456,8 @@ class LocalCluster:
                           f"supervision.stall_s {stall_s:g}); killing it to restart")  # fmt: skip
                 self.supervisor.stalls.append(("redis", round(silent, 1)))
                 server.kill()
+        if watch is not None and (server is None or not stall_s):
+            self._name_silence(watch.silent_s())
         if server is not None and not server.alive():
             self._log("embedded Redis died; restarting it from its append-only file")
             server.restart()
@@ -465,6 +465,26 @@ class LocalCluster:
             if watch is not None:
                 watch.reset()
         self._name_oom(refused)
+
+    def _name_silence(self, silent: float) -> None:
+        """One console line when a Redis this run does not restart (an external
+        ``redis_url``, or the embedded one with ``supervision.stall_s`` 0) stops answering for
+        ``supervision.redis_reply_timeout_s``, and one when it answers again: meanwhile each
+        service's bounded Redis calls time out and ride it out as an outage
+        (``outage_s.redis``)."""
+        limit = self.config.supervision.redis_reply_timeout_s
+        if silent >= limit and not self._silence_named:
+            self._silence_named = True
+            line = (
+                f"Redis at {mask_secrets(self.redis_url or '')} is not answering "
+                f"({silent:.0f} s without a reply); not restarted by this run: the services "
+                "ride it out as a Redis outage until it answers or their redis_outage_s ends"
+            )
+            self._log(f"warning: {line}")
+            self.warnings.append(line)
+        elif silent < limit and self._silence_named:
+            self._silence_named = False
+            self._log("Redis answers again")
 
     def _name_oom(self, refused: int) -> None:
         """One console warning per out-of-memory episode (writes refused since the last look;

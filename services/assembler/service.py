@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import ContractError, GrpoError
 from grpo.services.assembler.assembler import Assembler
@@ -57,7 +57,11 @@ from grpo.services.assembler.store import GroupStore
 from grpo.services.runtime.accounting import stats_from_counters
 from grpo.services.runtime.channels import CHECK_TIMEOUT_S
 from grpo.services.runtime.discovery import DiscoverySettings, discovery_worker
-from grpo.services.runtime.redis_server import connect, resolve_redis_url
+from grpo.services.runtime.redis_server import (
+    check_block_below_reply,
+    connect,
+    resolve_redis_url,
+)
 from grpo.services.runtime.registry import BackgroundWorker, ServiceParts, ServiceSpec
 from grpo.services.runtime.routing import RouteConfig, RoutingTable
 from grpo.services.runtime.score_status import member_reward
@@ -157,6 +161,13 @@ class AssemblerSettings(BaseModel):
         description="Kubernetes verifier discovery: routes labelled verifier Services on top of "
         "the static routing table, updated without restarts (off outside Kubernetes).",
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> AssemblerSettings:
+        check_block_below_reply(
+            self.assembler.block_ms, self.server.redis_reply_timeout_s, "assembler.block_ms"
+        )
+        return self
 
 
 class StreamGroupSink:
@@ -630,7 +641,7 @@ def build_assembler(
 
 def _build(settings: AssemblerSettings) -> ServiceParts:
     url = resolve_redis_url(settings.redis_url, required_by="assembler")
-    client = connect(str(url))
+    client = connect(str(url), read_timeout_s=settings.server.redis_reply_timeout_s)
     assembler, streams, names, verifier = build_assembler(settings, client)
     consumer = settings.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
     worker = AssemblerWorker(

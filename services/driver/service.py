@@ -162,11 +162,6 @@ class RemoteEndpoints:
         """Nothing to check from here (see the class docstring)."""
 
 
-DRIVER_REDIS_READ_TIMEOUT_S = 10.0
-"""Seconds one Redis reply to the driver may take (it makes no blocking reads); past it the
-call fails as an outage (``Outage``), so a stopped server cannot hold the driver past its
-wall clock."""
-
 _VERSION_FOLDER = re.compile(r"^v(\d+)$")
 
 
@@ -480,11 +475,12 @@ def build(settings: DriverSettings) -> ServiceParts:
     except ImportError:
         pass
     run = settings.run
-    # Bounded replies (no blocking reads here): the driver's clock (budget.wall_clock_s) and
-    # its outage policy hold whatever Redis does, a stopped server included.
+    # Bounded replies (supervision.redis_reply_timeout_s; no blocking reads here): the
+    # driver's clock (budget.wall_clock_s) and its outage policy hold whatever Redis does, a
+    # stopped server included.
     client = connect(
         str(resolve_redis_url(run.redis_url, required_by="run driver")),
-        read_timeout_s=DRIVER_REDIS_READ_TIMEOUT_S,
+        read_timeout_s=run.supervision.redis_reply_timeout_s,
     )
     names = StreamNames(run.namespace)
     puller = WeightPuller(settings.weights) if settings.weights.mode == "grpc" else None

@@ -19,14 +19,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.errors import FailedPreconditionError
 from grpo.services.generation.backend import BackendConfig, create_backend
 from grpo.services.generation.service import GenerationServicer
 from grpo.services.generation.worker import RolloutWorker, RolloutWorkerConfig
 from grpo.services.runtime.policy import read_policy
-from grpo.services.runtime.redis_server import connect, resolve_redis_url
+from grpo.services.runtime.redis_server import (
+    check_block_below_reply,
+    connect,
+    resolve_redis_url,
+)
 from grpo.services.runtime.registry import ServiceParts, ServiceSpec
 from grpo.services.runtime.server import ServerSettings, ServiceBinding
 from grpo.services.runtime.streams import StreamNames
@@ -62,6 +66,13 @@ class RolloutWorkerSettings(BaseModel):
         description="How published weights arrive: a shared volume or pulls over gRPC.",
     )
 
+    @model_validator(mode="after")
+    def _check(self) -> RolloutWorkerSettings:
+        check_block_below_reply(
+            self.worker.block_ms, self.server.redis_reply_timeout_s, "worker.block_ms"
+        )
+        return self
+
 
 def _wait_for_published(client: Any, settings: RolloutWorkerSettings) -> common_pb2.PolicyWeights:
     """The newest published policy whose folder is readable here (shared volume).
@@ -93,7 +104,10 @@ def _build(settings: RolloutWorkerSettings) -> ServiceParts:
             backend_config = backend_config.model_copy(
                 update={"model_path": str(first.path), "policy_version": first.policy_version}
             )
-    client = connect(str(resolve_redis_url(settings.redis_url, required_by="rollout worker")))
+    client = connect(
+        str(resolve_redis_url(settings.redis_url, required_by="rollout worker")),
+        read_timeout_s=settings.server.redis_reply_timeout_s,
+    )
     if puller is None and not (Path(backend_config.model_path) / "config.json").is_file():
         published = _wait_for_published(client, settings)
         backend_config = backend_config.model_copy(

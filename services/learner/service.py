@@ -168,7 +168,7 @@ def build(settings: LearnerServiceSettings) -> ServiceParts:
         torch.distributed.broadcast_object_list([str(ckpt) if ckpt else None], src=0)
     loop = LearnerLoop(
         settings,
-        client=connect(url),
+        client=connect(url, read_timeout_s=settings.server.redis_reply_timeout_s),
         trainer=trainer,
         tokenizer=tokenizer,
         parallel=parallel,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo.learner.config import LearnerAlgoConfig, LoraConfig, TrainerConfig
 from grpo.learner.tracking import TrackingConfig
+from grpo.services.runtime.redis_server import check_block_below_reply
 from grpo.services.runtime.server import ServerSettings
 
 __all__ = ["LearnerServiceSettings"]
@@ -127,6 +128,7 @@ class LearnerServiceSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> LearnerServiceSettings:
+        check_block_below_reply(self.block_ms, self.server.redis_reply_timeout_s, "block_ms")
         if self.fsdp and self.world_size < 2:
             raise ValueError("fsdp: true needs world_size >= 2")
         if self.lora is not None and self.fsdp:

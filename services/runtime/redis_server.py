@@ -7,6 +7,17 @@ an append-only file, fsync every second, reloaded by a restart), dies with its p
 stops on exit. ``connect(url)`` returns a redis-py client configured the way
 ``grpo.services.runtime.streams`` needs (binary responses).
 
+**Every Redis client of a run is built by ``redis_client``** (``connect`` adds the PING and
+the eviction-policy check): its socket timeout bounds how long one reply may take
+(``reply_timeout_s``, default ``REDIS_REPLY_TIMEOUT_S`` = 10 s; the run's
+``supervision.redis_reply_timeout_s``, each service's ``server.redis_reply_timeout_s``). A
+Redis that keeps its connections open and answers nothing (stopped with SIGSTOP, wedged, a
+network path that drops packets) then raises ``redis.TimeoutError``, one of the streams'
+``REDIS_ERRORS``: an outage like a refused connection (ridden out, counted in
+``outage_s.redis``, named on the console), not a call that waits forever. A blocking stream
+read (``XREADGROUP BLOCK block_ms``) must wait less than the socket timeout, else every idle
+read would time out: ``check_block_below_reply`` refuses such settings at start.
+
 One rule finds Redis for every component (``resolve_redis_url``): the component's own
 ``redis_url`` setting (YAML < ``GRPO_..._REDIS_URL`` < flags) when set, else ``$REDIS_URL``;
 a service with neither fails at start with a message saying so, while ``grpo run`` then starts
@@ -34,16 +45,24 @@ from grpo.services.runtime.config import mask_secrets
 from grpo.services.runtime.ports import free_port
 
 __all__ = [
+    "REDIS_REPLY_TIMEOUT_S",
     "EmbeddedRedis",
     "EvictingRedisError",
+    "check_block_below_reply",
     "check_redis",
     "connect",
     "eviction_policy",
+    "redis_client",
     "redis_url_from_env",
     "require_noeviction",
     "resolve_redis_url",
 ]
 
+
+REDIS_REPLY_TIMEOUT_S = 10.0
+"""Default longest wait for one Redis reply (seconds): well above any command a run sends
+(a blocking read waits at most its ``block_ms``, 0.2-0.5 s by default), well below the
+services' outage budgets (``redis_outage_s``, 120 s) and the loop-stall check (600 s)."""
 
 _START_ATTEMPTS = 3
 _PR_SET_PDEATHSIG = 1
@@ -110,38 +129,79 @@ def require_noeviction(client: redis.Redis, url: str) -> None:
         )
 
 
+def redis_client(
+    url: str, *, connect_timeout_s: float = 10.0, reply_timeout_s: float = REDIS_REPLY_TIMEOUT_S
+) -> redis.Redis:
+    """The one construction of a redis-py client (module docstring): binary responses
+    (protobuf payloads stay bytes), connect and reply bounded; no command is sent.
+
+    Args:
+        url: ``redis://host:port/db`` or ``unix:///path?db=0``.
+        connect_timeout_s: socket connect timeout in seconds.
+        reply_timeout_s: socket timeout: how long one reply may take (seconds, > 0); past it
+            the call raises ``redis.TimeoutError``, an outage (``streams.REDIS_ERRORS``).
+
+    Raises:
+        ValueError: ``reply_timeout_s`` is not > 0 (a client must never wait without bound).
+    """
+    if not reply_timeout_s > 0:
+        raise ValueError(f"reply_timeout_s must be > 0 seconds, got {reply_timeout_s}")
+    return redis.Redis.from_url(
+        url,
+        decode_responses=False,
+        socket_connect_timeout=connect_timeout_s,
+        socket_timeout=reply_timeout_s,
+        health_check_interval=30,
+    )
+
+
+def check_block_below_reply(block_ms: int, reply_timeout_s: float, what: str) -> None:
+    """Refuse a blocking stream read that may wait as long as the client's reply timeout
+    (every idle read would then time out as an outage).
+
+    Args:
+        block_ms: the read's ``BLOCK`` in milliseconds; reply_timeout_s: the client's socket
+            timeout in seconds; what: the setting's name, for the message.
+
+    Raises:
+        ValueError: ``block_ms`` is not below half of ``reply_timeout_s`` (the reply of a
+            read that waited ``block_ms`` still needs time to travel).
+    """
+    if block_ms / 1000.0 > reply_timeout_s / 2:
+        raise ValueError(
+            f"{what} ({block_ms} ms) must be at most half of redis_reply_timeout_s "
+            f"({reply_timeout_s} s): a blocking read that waits as long as the Redis reply "
+            "timeout would time out on every idle read"
+        )
+
+
 def connect(
     url: str,
     *,
     timeout_s: float = 10.0,
-    read_timeout_s: float | None = None,
+    read_timeout_s: float = REDIS_REPLY_TIMEOUT_S,
     check_policy: bool = True,
 ) -> redis.Redis:
-    """A redis-py client for ``url`` with binary responses (protobuf payloads stay bytes).
+    """A client for ``url`` (``redis_client``), checked: it answers PING and, with
+    ``check_policy``, never evicts keys.
 
     Args:
         url: ``redis://host:port/db`` or ``unix:///path?db=0``.
         timeout_s: socket connect timeout in seconds.
-        read_timeout_s: how long one reply may take (seconds; a ``redis.TimeoutError``
-            after it, one of ``REDIS_ERRORS``: an outage). None = no bound, for clients
-            whose blocking reads (``XREADGROUP BLOCK``) wait as long as their settings say;
-            a client that must keep its own clock whatever Redis does (the supervising
-            ``grpo run``, the run driver: a stopped or wedged Redis server keeps its
-            connections open and answers nothing) gives one.
+        read_timeout_s: how long one reply may take (seconds; a ``redis.TimeoutError`` after
+            it, one of ``REDIS_ERRORS``: an outage). Every component gives its configured
+            ``redis_reply_timeout_s``: a stopped or wedged Redis server keeps its connections
+            open and answers nothing, and no loop may wait on it forever. Blocking reads
+            (``XREADGROUP BLOCK``) must wait less (``check_block_below_reply``).
         check_policy: refuse a server whose ``maxmemory-policy`` is not ``noeviction``
             (``require_noeviction``): every component of a run connects with it on.
 
     Raises:
         UnavailableError: the server does not answer PING.
         EvictingRedisError: ``check_policy`` and the server may evict keys.
+        ValueError: ``read_timeout_s`` is not > 0.
     """
-    client = redis.Redis.from_url(
-        url,
-        decode_responses=False,
-        socket_connect_timeout=timeout_s,
-        socket_timeout=read_timeout_s,
-        health_check_interval=30,
-    )
+    client = redis_client(url, connect_timeout_s=timeout_s, reply_timeout_s=read_timeout_s)
     try:
         client.ping()
         if check_policy:
@@ -290,7 +350,7 @@ class EmbeddedRedis:
             )
         url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + timeout_s
-        probe = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2.0)
+        probe = redis_client(url, connect_timeout_s=0.5, reply_timeout_s=2.0)
         try:
             while True:
                 if process.poll() is not None:

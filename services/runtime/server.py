@@ -136,6 +136,14 @@ class ServerSettings(BaseModel):
         "not advanced for this long (a loop wedged in a call), SERVING again once it does; "
         "a supervisor watching health restarts it (seconds; 0 = not checked).",
     )
+    redis_reply_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest wait for one reply of the service's Redis client (seconds; "
+        "grpo.services.runtime.redis_server.redis_client): a Redis that answers nothing is "
+        "an outage past it, never a wait without end; blocking stream reads (block_ms) must "
+        "be at most half of it. grpo run sets supervision.redis_reply_timeout_s.",
+    )
     metrics_port: int = Field(
         default=0,
         ge=-1,

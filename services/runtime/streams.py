@@ -52,6 +52,7 @@ import redis
 from google.protobuf.message import DecodeError, Message
 
 from grpo.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
+from grpo.services.runtime.redis_server import check_block_below_reply
 from grpo.services.runtime.registry import LoopWorker
 
 __all__ = [
@@ -354,11 +355,23 @@ class Streams:
         Args:
             count: most entries returned.
             block_ms: how long to wait in milliseconds when nothing is new (None = return at
-                once).
+                once); at most half of the client's reply timeout (``redis_server``).
 
         Returns:
             The decoded entries, oldest first; empty when nothing arrived in time.
+
+        Raises:
+            InvalidArgumentError: ``block_ms`` is not below the client's reply timeout
+                (``redis_server.check_block_below_reply``).
+            redis.TimeoutError: no reply within the client's reply timeout (a hung Redis:
+                one of ``REDIS_ERRORS``, an outage).
         """
+        reply_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        if block_ms and reply_timeout:
+            try:
+                check_block_below_reply(block_ms, float(reply_timeout), "block_ms")
+            except ValueError as exc:
+                raise InvalidArgumentError(str(exc)) from exc
         reply: Any
         try:
             reply = self.client.xreadgroup(group, consumer, {stream: ">"}, count, block_ms)

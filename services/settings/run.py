@@ -95,6 +95,16 @@ class RestartPolicy(BaseModel):
         "this long, so a wedged loop is restarted like a hung process (seconds; 0 = off). "
         "Keep it above the longest step or checkpoint.",
     )
+    redis_reply_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest wait for one Redis reply by every component of the run (each "
+        "service's server.redis_reply_timeout_s, grpo run's own client, the driver's): a "
+        "Redis that answers nothing (stopped, wedged; one grpo run cannot restart, as an "
+        "external REDIS_URL) is then an outage, ridden out and counted in outage_s.redis, "
+        "instead of a call that waits until the loop-stall check. Keep every blocking stream "
+        "read (block_ms) at most half of it (seconds).",
+    )
     preload: bool = Field(
         default=True,
         description="Fork each service from one interpreter that imported torch, transformers "

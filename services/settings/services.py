@@ -120,7 +120,8 @@ PLACEMENT_KEYS: dict[str, tuple[str, ...]] = {
 """Dotted keys (a key covers everything under it) a deployment may set in a service's
 placement, per role (``role_of``). Everything else in a service's settings is decided by the
 run (``run_part``), by the run's free-form block for the service, or left at its default. The
-run also sets ``server.stall_s`` (``supervision.loop_stall_s``) and the driver's
+run also sets ``server.stall_s`` (``supervision.loop_stall_s``),
+``server.redis_reply_timeout_s`` (``supervision.redis_reply_timeout_s``) and the driver's
 ``server.grace_s`` (``DRIVER_GRACE_S``: its final evaluation)."""
 
 
@@ -167,7 +168,11 @@ def run_part(config: RunConfig, service: str, *, index: int = 0) -> dict[str, An
     role = role_of(service)
     redis: dict[str, Any] = {"redis_url": config.redis_url} if config.redis_url else {}
     # liveness of the service's loops (server.stall_s): the run's supervision policy
-    server: dict[str, Any] = {"stall_s": config.supervision.loop_stall_s}
+    # and the bound on one Redis reply (server.redis_reply_timeout_s)
+    server: dict[str, Any] = {
+        "stall_s": config.supervision.loop_stall_s,
+        "redis_reply_timeout_s": config.supervision.redis_reply_timeout_s,
+    }
     if role == "learner":
         learn = config.learner
         return {
