@@ -110,14 +110,15 @@ def test_sigkill_leaves_only_trusted_checkpoints_and_a_damaged_one_is_skipped(
         child.kill()
         child.wait()
     steps = sorted(int(p.name[5:]) for p in ckpt.glob("step-*"))
-    assert len(steps) == 2 and steps[-1] < SETTINGS["steps"], steps  # keep_last 2
+    # keep_last 2; 3 when killed between a checkpoint's rename and the pruning of the oldest
+    assert len(steps) in (2, 3) and steps[-1] < SETTINGS["steps"], steps
     newest = ckpt / f"step-{steps[-1]:08d}" / "model" / "model.safetensors"
     data = bytearray(newest.read_bytes())
     data[-1] ^= 0xFF  # same size, other bytes: altered at rest
     newest.write_bytes(bytes(data))
     resumed = run_sft(tiny_model_dir, EXAMPLES, out_dir=out, checkpoint_dir=ckpt,
                       checkpoint_every_s=0, **SETTINGS)  # type: ignore[arg-type]  # fmt: skip
-    assert resumed.resumed_from == steps[0]
+    assert resumed.resumed_from == steps[-2]
     assert len(list(ckpt.glob(f"damaged-step-{steps[-1]:08d}-*"))) == 1
     _assert_same_run(*uninterrupted, resumed, out)
 
