@@ -619,6 +619,51 @@ def test_a_hung_redis_is_restarted_by_liveness(
     assert max(summary["outage_s"]["redis"].values()) > 0.0, summary["outage_s"]
 
 
+EXTERNAL_STOP_S = 8.0
+
+
+def test_a_hung_external_redis_is_an_outage_ridden_out_by_every_service(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An external Redis (``redis_url``, which ``grpo run`` cannot restart) SIGSTOPped for
+    ~8 s after a step: every service's Redis client bounds its replies
+    (``supervision.redis_reply_timeout_s``, 2 s here), so the stop is an outage each service
+    rides out (``outage_s.redis``), named once on the console, and the run goes on when Redis
+    answers, losing nothing. Before, the services' clients waited without bound (until the
+    600 s loop-stall check), and nothing named Redis."""
+    from grpo.services.runtime.redis_server import EmbeddedRedis
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    run_dir = tmp_path / "run"
+    with EmbeddedRedis() as server:
+        pid = server.pid
+        assert pid is not None
+
+        def stop(run_dir: Path) -> str:
+            _wait(lambda: _steps(run_dir), "a first learner step")
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(EXTERNAL_STOP_S)
+            os.kill(pid, signal.SIGCONT)
+            return f"external redis pid {pid} stopped {EXTERNAL_STOP_S:g} s"
+
+        config = _config_with(tiny_model, **{"redis_url": server.url,
+                                             "supervision.redis_reply_timeout_s": 2.0})  # fmt: skip
+        try:
+            summary = _run(config, run_dir, stop, join_s=300)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    _report(summary, "external redis SIGSTOP 8 s", run_dir)
+    assert summary["stop_reason"] == "steps", summary.get("failure")
+    accounting = summary["accounting"]
+    assert accounting["groups"]["identity_gap"] == 0, accounting
+    assert accounting["rollouts"]["unaccounted"] == 0, accounting
+    redis_outage = summary["outage_s"]["redis"]
+    assert {"learner", "assembler"} <= {k for k, v in redis_outage.items() if v > 2.0}, redis_outage
+    assert any("is not answering" in line and "not restarted by this run" in line
+               for line in summary["said"]), summary["said"]  # fmt: skip
+    assert summary["restarts"] == {} or not any(summary["restarts"].values()), summary["restarts"]
+
+
 def test_a_hung_learner_ends_the_run_at_its_wall_clock_with_a_summary_naming_it(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
