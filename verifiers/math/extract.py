@@ -652,6 +652,12 @@ _HEDGE = re.compile(
     r"(?:could|might)\b|it\s+(?:could|might)\b)",
     re.IGNORECASE,
 )
+# a bound, not a value: "12 or more", "at 12 and up", "12 or so"
+_BOUND = re.compile(
+    r"[\s$*]*(?:or|and)\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under|up"
+    r"|so|thereabouts)\b",
+    re.IGNORECASE,
+)
 _DANGLING = frozenset(
     [
         "the",
@@ -1322,6 +1328,12 @@ _COPULA_VERB = re.compile(
     r"there[ \t]+(?:is|are|were|will[ \t]+be)|has|have|had|are|is|were|was", re.IGNORECASE
 )
 _FIRST_PERSON = re.compile(r"\b(?:we|I|us|our|my)\b", re.IGNORECASE)
+# the solver's own work as the subject of a count ("The proof uses two facts")
+_WORK_SUBJECT = re.compile(
+    r"\b(?:solution(?!\s+set)|(?:argument|proof|approach|method|strategy|explanation|process"
+    r"|procedure|derivation|calculation|computation|algorithm)s?|reasoning|analysis|work)\b",
+    re.IGNORECASE,
+)
 _PLAN = re.compile(
     r"\b(?:to (?:consider|check|find|solve|examine)|let(?:'s| us)|we (?:need|will|must|can)"
     r"|first|next|then|if|when|suppose|assume)\b",
@@ -1342,7 +1354,10 @@ def _count_in_words(text: str, lo: int, hi: int) -> Extraction | None:
         return None  # "two three": no number
     if not _COPULA_VERB.fullmatch(word.group("verb")) and _FIRST_PERSON.search(text, lo, hi):
         return None  # "We checked two cases.": the solver's method, not the answer
-    return Extraction.of([(word.start("count"), word.group("count"))], "final_statement")
+    if _FIRST_PERSON.search(text, word.end(), hi):
+        return None  # "Both sides have two solutions, so we compare them.": work goes on
+    if _WORK_SUBJECT.search(text, lo, word.start("verb")):
+        return None  # "The solution involves three steps.": a count of the solver's work
     return Extraction.of([(word.start("count"), word.group("count"))], "final_statement")
 
 
@@ -1402,6 +1417,12 @@ def _item_extraction(text: str, items: list[_Item], want: _Want) -> Extraction |
     root is 4") are a list too.
     """
     kinds = [_context(text, it) for it in items]
+    for k, it in enumerate(items):
+        stop = items[k + 1].start if k + 1 < len(items) else len(text)
+        if _REJECTED.match(text, it.end, stop) or (
+            not want.equation and _DENIES.search(text, it.start, it.end)
+        ):
+            kinds[k] = "negated"  # "4 is not a solution", "$x \\neq 4$": a value rejected
     for k in range(1, len(items)):
         if kinds[k - 1] == "modifier" and _joined(text, items[k - 1], items[k]):
             kinds[k] = "modifier"  # "of the digits 9, 8, and 7": the whole list qualifies
@@ -1410,9 +1431,17 @@ def _item_extraction(text: str, items: list[_Item], want: _Want) -> Extraction |
         return None  # "So x is not 4.": a denial states no value
     chosen = max(stated, default=len(items) - 1)
     first = last = chosen
-    while first > 0 and _joined(text, items[first - 1], items[first]):
+    while (
+        first > 0
+        and kinds[first - 1] != "negated"
+        and _joined(text, items[first - 1], items[first])
+    ):
         first -= 1
-    while last + 1 < len(items) and _joined(text, items[last], items[last + 1]):
+    while (
+        last + 1 < len(items)
+        and kinds[last + 1] != "negated"
+        and _joined(text, items[last], items[last + 1])
+    ):
         last += 1
     group = items[first : last + 1]
     if kinds[chosen] == "copula":
@@ -1510,6 +1539,14 @@ _COPULAS = frozenset(
 )
 _GERUND = re.compile(r"[a-z]{2,}ing")
 _CLAUSE_JOIN = re.compile(r",\s*(?:and|but)\b|;|\band\b")
+# a value whose own predicate rejects it: "4 is not a solution", "x = 4 is extraneous"
+_REJECTED = re.compile(
+    r"[\s$*)]*(?:(?:is|are|was|were)(?:\s+(?:not|n't|never)\b|n't)|(?:is|are|was|were)\s+"
+    r"(?:incorrect|wrong|extraneous|invalid|impossible|rejected|excluded|not\s+valid)\b"
+    r"|(?:does|do|did)(?:\s+not|n't)\s+(?:work|satisfy|hold|fit)\b|fails\b)",
+    re.IGNORECASE,
+)
+_DENIES = re.compile(r"\\neq?(?![A-Za-z])|≠")
 # a value right after a negation is denied, never stated ("x is not 4", "can't be 12")
 _NEGATED = re.compile(
     r"(?:\bnot|\bnever|n't|\bcannot)(?:[ \t]+(?:be|equal|equals|equal[ \t]+to|exactly))?"
@@ -1631,6 +1668,9 @@ def _hedged(text: str, at: int, end: int) -> bool:
     that offers another value: "7. Or maybe 9.", "7. Maybe it's 9.", "7. It could also be 9"."""
     sentence = _SENTENCE_END.search(text, at, end)
     rest = text[at : sentence.start() if sentence else end].lstrip(" (")
+    asked = sentence is not None and sentence.group() == "?" and not rest.strip(" $*")
+    if asked or _BOUND.match(rest):
+        return True  # "12 or more", "12 or so", "Answer: 12? No, 15.": no value stated
     m = _HEDGE.match(rest)
     if m is not None and any(c.isdigit() for c in rest[m.end() :]):
         return True
@@ -1862,10 +1902,50 @@ def extract_answer(
     try:
         for rule in rules:
             found = _FINDERS[rule](text, start, end, want)
+            if found is not None and rule == "boxed" and answer_format == "lenient":
+                return _corrected(text, found, end, want) or found
             if found is not None:
                 return found
     except _NoAnswerError:
         return None
+    return None
+
+
+# the response takes back what it said: "that's wrong", "I made a mistake", "oops"
+_RETRACTION = re.compile(
+    r"\b(?:that(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+right)|(?:I|we)\s+made\s+an?"
+    r"\s+(?:mistake|error)|(?:is|was)\s+(?:wrong|incorrect)|oops|correction)\b",
+    re.IGNORECASE,
+)
+# the response goes back over what it said: "Wait, let me double-check", "Actually, …"
+_RECHECK = re.compile(
+    r"\b(?:wait|actually|hmm|let\s+me\s+(?:re-?check|double[- ]check|verify|recompute"
+    r"|recalculate|re-?examine|reconsider))\b",
+    re.IGNORECASE,
+)
+_CORRECTION_REACH = 120
+"""Characters after a box within which a correction must start (past them, text after a
+box is mostly a continuation or degenerate text, never a correction)."""
+
+
+def _corrected(text: str, boxed: Extraction, end: int, want: _Want) -> Extraction | None:
+    """The answer that corrects the last box right after it. A retraction ("\\boxed{12}.
+    Hmm, that's wrong. The correct total is 13.") makes the final statement after it the
+    answer; a re-check ("$\\boxed{12}$. Wait, 5 + 8 = 13. So the answer is 13.") makes a
+    later answer phrase with a value the answer. Either must start within
+    :data:`_CORRECTION_REACH` characters of the box. None when nothing corrects the box (it
+    stands)."""
+    at, part = boxed.parts[-1]
+    close = text.find("}", at + len(part), end)
+    if close < 0 or _BOX.search(text, close + 1, end) is not None:
+        return None  # a box after it (cut off while repeating): the box stands
+    reach = min(end, close + 1 + _CORRECTION_REACH)
+    retraction = _RETRACTION.search(text, close + 1, reach)
+    if retraction is not None:
+        return _statement(text, retraction.end(), end, want)
+    recheck = _RECHECK.search(text, close + 1, reach)
+    if recheck is not None:
+        return _answer_is(text, recheck.end(), end, want)
     return None
 
 

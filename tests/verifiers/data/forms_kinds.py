@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["BLIND4", "KINDS", "KNOWN_WRONG", "ROWS", "Row"]
+__all__ = ["BLIND4", "BLIND4_PROBES", "KINDS", "KNOWN_WRONG", "ROWS", "Row"]
 
 
 class Row(NamedTuple):
@@ -1458,9 +1458,96 @@ BLIND4: list[Row] = [
 ]
 ROWS.extend(BLIND4)
 
+# ---- fourth round, probes after the fixes (2026-12-05): 55 rows hunting false positives in
+# the new rules and the earlier ones (a count in words after any verb, a box then a
+# correction, a value its own predicate rejects, a bound "12 or more"); the first run of
+# these found 11 false positives and 3 false negatives (docs/results) ----
+BLIND4_PROBES: list[Row] = [
+    R("number_words", "3", "The solution involves three steps.", 0),
+    R("number_words", "2", "Then the problem reduces to two cases.", 0),
+    R("number_words", "3", "The remaining three terms cancel.", 0),
+    R("number_words", "2", "Both sides have two solutions, so we compare them.", 0),
+    R("number_words", "2", "We verified this in two cases.", 0),
+    R("number_words", "2", "This argument uses two facts about primes.", 0),
+    R("number_words", "4", "Let's break the problem into four parts.", 0),
+    R("number_words", "3", "The proof follows in three steps.", 0),
+    R("inside", "1", "So the answer is $\\frac{1}{2}$.", 0),
+    R("inside", "12", "So the answer is $x^{12}$.", 0),
+    R("inside", "4", "So the answer is $\\sqrt[4]{16}$.", 0),
+    R("inside", "2", "So the answer is $\\sqrt[4]{16}$.", 1),
+    R("inside", "3", "So the answer is $10^{-3}$.", 0),
+    R("inside", "3", "So the answer is $3!$.", 0),
+    R("inside", "6", "So the answer is $3!$.", 1),
+    R("inside", "3", "The space is $\\mathbb{R}^3$.", 0),
+    R("inside", "2", "The molecule is $H_2O$.", 0),
+    R("inside", "42", "```python\nx = 6 * 7\n```", 0),
+    R("inside", "15", "How many apples does she have left if she started with 15?", 0),
+    R("inside", "12", "The area is 12 square units, so the perimeter is 14.", 0),
+    R("continuation", "18", "\\boxed{8}<|user|>what is 9+9? <|assistant|>\\boxed{18}", 0),
+    R("continuation", "8", "\\boxed{8}<|user|>what is 9+9? <|assistant|>\\boxed{18}", 1),
+    R("approximation", "\\sqrt{2}", "The answer is approximately 1.4142.", 0),
+    R("approximation", "\\sqrt{3}", "$\\boxed{1.73}$", 0),
+    R("approximation", "\\frac{2}{3}", "$\\boxed{0.67}$", 0),
+    R("approximation", "\\frac{2}{3}", "$\\boxed{0.\\overline{6}}$", 1),
+    R("clock_hedge", "12", "The answer is 12, or maybe 13.", 0),
+    R("clock_hedge", "12", "The answer is between 12 and 13.", 0),
+    R("clock_hedge", "12", "The answer is 12 or more.", 0),
+    R("forms", "15", "\\boxed{(B)}", 0),
+    R("forms", "15", "\\boxed{\\text{(B) } 15}", 1),
+    R("answer_sentence", "4", "$x \\neq 4$", 0),
+    R("answer_sentence", "4", "4 is not a solution.", 0),
+    R("answer_sentence", "4", "The value 4 is incorrect.", 0),
+    R("answer_sentence", "4", "x = 9; x = 4 is extraneous.", 0),
+    R("answer_sentence", "9", "x = 9; x = 4 is extraneous.", 1),
+    R("answer_sentence", "12", "Answer: 12? No, 15.", 0),
+    R(
+        "answer_sentence",
+        "12",
+        "So the answer is $\\boxed{12}$ apples. Wait, let me double-check: 5 + 8 = 13. So the answer is 13.",
+        0,
+    ),
+    R(
+        "answer_sentence",
+        "12",
+        "\\boxed{12}. Hmm, actually that's wrong. The correct total is 13.",
+        0,
+    ),
+    R("answer_sentence", "6", "So 4 is not the answer; the answer is 6.", 1),
+    R("answer_sentence", "4", "So 4 is not the answer; the answer is 6.", 0),
+    R("answer_sentence", "15", "She has 15 apples, not 12.", 1),
+    R("answer_sentence", "12", "She has 15 apples, not 12.", 0),
+    R("answer_sentence", "15", "Answer: 15 (not 12).", 1),
+    R("answer_sentence", "12", "Answer: 15 (not 12).", 0),
+    R("answer_sentence", "12", "Answer: It is certainly not 12.", 0),
+    R("answer_sentence", "5", "The answer cannot be 5.", 0),
+    R("answer_sentence", "5", "The final answer isn't 5.", 0),
+    R(
+        "think_units",
+        "12",
+        "<think>Let me see: 5 + 7 = 12.</think>\n\n**Final Answer**\n\\[\n\\boxed{12}\n\\]",
+        1,
+    ),
+    R(
+        "think_units",
+        "18",
+        "Therefore, Janet makes $\\$18$ every day at the farmers' market.\n#### 18",
+        1,
+    ),
+    R("continuation", "12", "\\boxed{12}\\boxed{12}\\boxed{12}\\boxed{1", 1),
+    R("answer_sentence", "8", "Answer: There are 8 cookies, which Sam shares with 4 friends.", 1),
+    R("answer_sentence", "4", "Answer: There are 8 cookies, which Sam shares with 4 friends.", 0),
+    R("chain", "4", "So $x \\ne 4$ and $x = 7$.", 0),
+    R("chain", "7", "So $x \\ne 4$ and $x = 7$.", 1),
+]
+ROWS.extend(BLIND4_PROBES)
+
 KNOWN_WRONG: dict[tuple[str, str], str] = {
     # (gold, response): why ours is still wrong. A ratchet: the test fails when a row listed
     # here becomes right (remove it) or a row not listed is wrong. Never a false positive.
-    # Empty since the third round (2026-12-05): number words after any verb, dollars and
+    # Empty after the third round (2026-12-05): number words after any verb, dollars and
     # cents, unit-vector sums (docs/verifiers.md).
+    (
+        "15",
+        "\\boxed{\\text{(B) } 15}",
+    ): "a choice letter and its value inside one box's \\text{} is read as the text '(B) 15'",
 }
