@@ -97,6 +97,7 @@ from grpo.services.driver.driver import POLL_S, DriverRecord, Progress, RunDrive
 from grpo.services.driver.summary import Death, Failure, Outages, RunSummary, Stall
 from grpo.services.driver.token_budget import TokenCounts, TokenGate
 from grpo.services.runtime.accounting import RunAccounting, read_run_accounting
+from grpo.services.runtime.config import mask_secrets
 from grpo.services.runtime.redis_server import resolve_redis_url
 from grpo.services.settings.run import RunConfig
 from grpo.services.tasks.run_tasks import RunTasks
@@ -417,6 +418,7 @@ class _LocalRun:
             driving = True
             while not cluster.driver_finished():
                 cluster.check()
+                self._check_redis_past_wall_clock()
                 _show(self.monitor, shown, self.say)
                 time.sleep(POLL_S)
         except RunRefusedError:
@@ -451,6 +453,26 @@ class _LocalRun:
         )
         self.say(f"run failed: {failure}")
         return failure
+
+    def _check_redis_past_wall_clock(self) -> None:
+        """End the run once it is past ``budget.wall_clock_s`` (+ ``stop_grace_s``; counted
+        from the start of ``grpo run``, SFT included) while its Redis answers nothing (for
+        ``supervision.redis_reply_timeout_s`` or more): the driver cannot finish without
+        Redis, and a Redis this run does not restart (an external one, or ``stall_s`` 0) may
+        never answer again. The summary then names Redis (``failed_service: redis``).
+
+        Raises:
+            UnavailableError: past the wall clock with Redis silent.
+        """
+        budget, cluster = self.config.budget, self.cluster
+        silent = cluster.redis_silent_s()
+        past = time.time() - self.started - budget.wall_clock_s - budget.stop_grace_s
+        if past > 0 and silent >= self.config.supervision.redis_reply_timeout_s:
+            raise UnavailableError(
+                f"Redis at {mask_secrets(cluster.redis_url or '')} not answering ({silent:.0f} s "
+                f"without a reply) and the run is past budget.wall_clock_s "
+                f"{budget.wall_clock_s:g} s: ending it"
+            )
 
     def _finish(
         self, failure: BaseException | None, interrupted: bool, shown: set[str]
