@@ -21,6 +21,25 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/helpers.py
 
 
+@pytest.fixture(autouse=True)
+def _isolated_service_logging() -> Iterator[None]:
+    """Undo what ``configure_logging`` did inside a test (a CLI command run in-process by
+    CliRunner installs the stderr handler bound to CliRunner's stream, closed once the command
+    returns): a later test's in-process server would log to that closed stream, and Python's
+    "--- Logging error ---" report would land in that test's CLI output."""
+    import logging
+
+    from grpo.services.runtime.logging import _HANDLER_NAME
+
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The read-only reference datasets (GSM8K, MATH-500, HumanEval) beside the project."""
