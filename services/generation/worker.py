@@ -266,7 +266,10 @@ class RolloutWorker(ConsumerLoop):
             left_ms = int((deadline - time.monotonic()) * 1000)
             if rows >= cfg.max_rows_per_call or left_ms <= 0:
                 break
-            entries += self.jobs.poll(cfg.prompts_per_call - len(entries), left_ms)
+            # each read waits at most block_ms (checked against the Redis reply timeout):
+            # a long fill wait is several reads, never one read past the reply timeout
+            read_ms = min(left_ms, cfg.block_ms)
+            entries += self.jobs.poll(cfg.prompts_per_call - len(entries), read_ms)
         return entries
 
     def maybe_reload_weights(self) -> bool:
