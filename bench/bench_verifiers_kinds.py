@@ -18,30 +18,19 @@ gets wrong. Verdicts are deterministic; the run takes a few seconds.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-from pathlib import Path
 
+from bench.bench_verifiers_math import _data_module
 from grpo.v1 import common_pb2
 from grpo.verifiers.math import MathConfig, MathVerifier
 from grpo.verifiers.sdk import PoolSettings
 
 __all__ = ["kinds_table", "main"]
 
-_DATA = Path(__file__).resolve().parents[1] / "tests" / "verifiers" / "data"
 TABLES = {
     "extraction_kinds": "Fault kinds of issue 27 (extraction_kinds.py)",
     "forms_kinds": "Issue 27's kinds, second table (forms_kinds.py)",
 }
-
-
-def _data_module(name: str):  # type: ignore[no-untyped-def]
-    """Load a hand-written data module of the tests (they are not an installed package)."""
-    spec = importlib.util.spec_from_file_location(name, _DATA / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def kinds_table(module: str, title: str) -> dict[str, tuple[int, int, int, int, int]]:

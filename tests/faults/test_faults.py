@@ -344,15 +344,7 @@ def _crash(name: str, stream: str, group: str, patience_s: float = 0.0) -> Calla
 
 
 def _redis_kill(run_dir: Path) -> str:
-    _wait(lambda: _steps(run_dir), "a first learner step")
-    client = _client(run_dir)
-    rollouts = _pending_for(run_dir, "rollouts", "assembler")
-    prompts = _pending_for(run_dir, "prompts", "rollout-workers")
-    evidence = _wait(lambda: rollouts(client) or prompts(client), "pending work in Redis")
-    pid = _pid_of(run_dir, "redis")
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    return f"redis pid {pid} killed with {evidence}"
+    return _signal_redis(run_dir, signal.SIGKILL, "killed")
 
 
 def _verifier_hang(run_dir: Path) -> str:
@@ -581,6 +573,11 @@ def test_a_hung_service_is_restarted_by_liveness(
 def _stop_redis(run_dir: Path) -> str:
     """SIGSTOP the embedded Redis after a step, holding work (rollouts or prompt jobs
     pending), and leave it stopped: every connection stays open and nothing answers."""
+    return _signal_redis(run_dir, signal.SIGSTOP, "stopped")
+
+
+def _signal_redis(run_dir: Path, sig: signal.Signals, done: str) -> str:
+    """Send ``sig`` to the embedded Redis once a step is trained and work is pending in it."""
     _wait(lambda: _steps(run_dir), "a first learner step")
     client = _client(run_dir)
     rollouts = _pending_for(run_dir, "rollouts", "assembler")
@@ -588,8 +585,8 @@ def _stop_redis(run_dir: Path) -> str:
     evidence = _wait(lambda: rollouts(client) or prompts(client), "pending work in Redis")
     pid = _pid_of(run_dir, "redis")
     assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
-    return f"redis pid {pid} stopped with {evidence}"
+    os.kill(pid, sig)
+    return f"redis pid {pid} {done} with {evidence}"
 
 
 def _cont_redis(run_dir: Path) -> None:
